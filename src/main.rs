@@ -1,0 +1,15 @@
+//! The `connbench` binary: parse the arguments, run, print any error with its causes.
+
+use clap::Parser;
+
+fn main() {
+    let cli = connbench::cli::Cli::parse();
+    let code = match connbench::run(cli) {
+        Ok(exit) => exit as i32,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            connbench::Exit::Usage as i32
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,870 @@
+//! The sandbox: a throwaway PostgreSQL cluster with PgBouncer in front, started for a run
+//! and removed after it, so every measurement can be tried without a database of one's own.
+//!
+//! What it owns: one short temp directory (`/tmp/cb-XXXXXX`: Unix socket paths are capped
+//! near 107 bytes), a cluster made by `initdb` with SCRAM-SHA-256 on socket and TCP and a
+//! second role with trust (to compare the cost of authentication), TLS with a CA and a
+//! server certificate generated for the run (so `verify-full` can be tried), and one
+//! PgBouncer process with a session-mode and a transaction-mode database. It hands on
+//! [`SandboxTarget`]s: libpq conninfo strings that work unchanged with psql and pgbench
+//! (the password sits in a passfile, so it never appears in output).
+//!
+//! PostgreSQL and PgBouncer refuse to run as root, so as root they run as the `postgres`
+//! system user and the directory is theirs. "Ready" means a real connection succeeded.
+//! Stop is a signal, a bounded wait, then a kill; any failure to start shows the tail of
+//! the server's log.
+//!
+//! Nothing is left behind: [`Sandbox`] stops everything on drop (normal end, error, panic),
+//! Ctrl-C reaches only connbench (the servers run in their own process groups), and a
+//! watchdog (`sh`, holding the read end of a pipe whose write end only this process has)
+//! wakes when this process dies for any reason, SIGKILL included, and removes what is left.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{chown, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::proto::{postgres, PhaseCursor};
+use crate::target::Target;
+
+/// The superuser connbench creates (SCRAM-SHA-256 password, kept in the passfile).
+pub const SUPERUSER: &str = "connbench";
+/// A role the server and PgBouncer trust without a password.
+pub const TRUST_ROLE: &str = "connbench_trust";
+/// The database every sandbox target uses.
+pub const DATABASE: &str = "connbench";
+/// PgBouncer's alias for [`DATABASE`] in transaction pooling mode.
+pub const DATABASE_TX: &str = "connbench_tx";
+
+/// One way into the sandbox, with a stable name.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SandboxTarget {
+    pub name: String,
+    pub conninfo: String,
+    pub description: String,
+}
+
+impl SandboxTarget {
+    /// The target as connbench uses it (labelled with its name).
+    pub fn target(&self) -> Result<Target> {
+        let mut t = Target::parse(&self.conninfo).with_context(|| format!("sandbox target {}", self.name))?;
+        t.label = Some(self.name.clone());
+        Ok(t)
+    }
+}
+
+/// What a running sandbox is: where, which processes, which targets, which versions.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SandboxInfo {
+    pub dir: PathBuf,
+    pub postgres_port: u16,
+    pub pgbouncer_port: u16,
+    pub postgres_pid: u32,
+    pub pgbouncer_pid: u32,
+    pub postgres_version: String,
+    pub pgbouncer_version: String,
+    /// The OS user the servers run as.
+    pub run_as: String,
+    pub ca_cert: PathBuf,
+    pub passfile: PathBuf,
+    pub targets: Vec<SandboxTarget>,
+}
+
+impl SandboxInfo {
+    pub fn target(&self, name: &str) -> Result<&SandboxTarget> {
+        self.targets.iter().find(|t| t.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();
+            anyhow!(
+                "no sandbox target named {name:?}; the sandbox has: {}",
+                names.join(", ")
+            )
+        })
+    }
+}
+
+/// How to start a sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxOptions {
+    /// Leave the servers running when this process ends (`connbench sandbox start`).
+    pub detached: bool,
+}
+
+/// A running sandbox. Dropping it stops the servers and removes the directory, unless it
+/// was started detached.
+#[derive(Debug)]
+pub struct Sandbox {
+    pub info: SandboxInfo,
+    postgres: Option<Child>,
+    pgbouncer: Option<Child>,
+    watchdog: Option<(Child, ChildStdin)>,
+    detached: bool,
+}
+
+/// The binaries a sandbox needs.
+#[derive(Debug, Clone)]
+struct Binaries {
+    initdb: PathBuf,
+    postgres: PathBuf,
+    pgbouncer: PathBuf,
+}
+
+/// The OS account the servers run as.
+#[derive(Debug, Clone)]
+struct RunAs {
+    name: String,
+    /// Set when connbench runs as root and must drop to this account.
+    ids: Option<(u32, u32)>,
+}
+
+impl Sandbox {
+    /// Starts PostgreSQL and PgBouncer and waits until both accept connections.
+    pub async fn start(opts: &SandboxOptions) -> Result<Sandbox> {
+        let bins = find_binaries()?;
+        let run_as = run_as_user()?;
+        let dir = make_temp_dir().context("cannot start sandbox: cannot create its directory")?;
+        // The servers create their sockets and data directory in it.
+        give_to(&dir, &run_as)?;
+        let mut sandbox = Sandbox {
+            info: SandboxInfo {
+                dir: dir.clone(),
+                postgres_port: 0,
+                pgbouncer_port: 0,
+                postgres_pid: 0,
+                pgbouncer_pid: 0,
+                postgres_version: version_of(&bins.postgres),
+                pgbouncer_version: version_of(&bins.pgbouncer),
+                run_as: run_as.name.clone(),
+                ca_cert: dir.join("ca.crt"),
+                passfile: dir.join("pgpass"),
+                targets: Vec::new(),
+            },
+            postgres: None,
+            pgbouncer: None,
+            watchdog: None,
+            detached: opts.detached,
+        };
+        // From here on, dropping `sandbox` cleans up whatever was made so far.
+        if !opts.detached {
+            sandbox.watchdog = Some(spawn_watchdog(&dir)?);
+        }
+        sandbox.init_cluster(&bins, &run_as)?;
+        sandbox.start_postgres(&bins, &run_as).await?;
+        sandbox.prepare_roles().await?;
+        sandbox.start_pgbouncer(&bins, &run_as).await?;
+        sandbox.info.targets = targets(&sandbox.info);
+        if opts.detached {
+            let state = serde_json::to_string_pretty(&sandbox.info)?;
+            fs::write(dir.join("sandbox.json"), state)?;
+            fs::write(state_pointer(), dir.display().to_string())?;
+        }
+        Ok(sandbox)
+    }
+
+    async fn scram_secret(&self) -> Result<String> {
+        let t = self.superuser_target(&format!(
+            "host={} port={}",
+            self.info.dir.display(),
+            self.info.postgres_port
+        ))?;
+        let ep = postgres::Endpoint::new(t)?;
+        let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await?;
+        let out = s
+            .simple_query(&format!(
+                "SELECT rolpassword FROM pg_authid WHERE rolname = '{SUPERUSER}'"
+            ))
+            .await
+            .context("cannot start sandbox: cannot read the SCRAM secret for PgBouncer")?;
+        s.close().await;
+        match out.first_value {
+            Some(v) if v.starts_with("SCRAM-SHA-256$") => Ok(v),
+            _ => {
+                bail!("cannot start sandbox: the server did not store a SCRAM-SHA-256 secret for {SUPERUSER}")
+            }
+        }
+    }
+
+    /// `initdb`, the certificates, pg_hba.conf and the passfile.
+    fn init_cluster(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+        let dir = &self.info.dir;
+        let password = random_token(24);
+        write_owned(&dir.join("pwfile"), &format!("{password}\n"), 0o600, run_as)?;
+        // The passfile belongs to whoever runs connbench (and psql, pgbench next to it).
+        write_file(
+            &self.info.passfile,
+            &format!("*:*:*:{SUPERUSER}:{password}\n"),
+            0o600,
+        )?;
+        let data = dir.join("data");
+        let log = dir.join("initdb.log");
+        let status = server_command(&bins.initdb, run_as, dir)
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                SUPERUSER,
+                "--auth-local=scram-sha-256",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", dir.join("pwfile").display()))
+            .args(["-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"])
+            .stdout(log_file(&log, run_as)?)
+            .stderr(log_file(&log, run_as)?)
+            .status()
+            .with_context(|| format!("cannot start sandbox: cannot run {}", bins.initdb.display()))?;
+        if !status.success() {
+            bail!(
+                "cannot start sandbox: initdb failed ({status}); its log ends:\n{}",
+                tail(&log, 20)
+            );
+        }
+        write_certificates(dir, run_as)?;
+        let hba = format!(
+            "# connbench sandbox: SCRAM for {SUPERUSER}, trust for {TRUST_ROLE}\n\
+             local all {TRUST_ROLE} trust\n\
+             host  all {TRUST_ROLE} 127.0.0.1/32 trust\n\
+             host  all {TRUST_ROLE} ::1/128 trust\n\
+             local all all scram-sha-256\n\
+             host  all all 127.0.0.1/32 scram-sha-256\n\
+             host  all all ::1/128 scram-sha-256\n"
+        );
+        write_owned(&data.join("pg_hba.conf"), &hba, 0o600, run_as)?;
+        Ok(())
+    }
+
+    async fn start_postgres(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+        let dir = self.info.dir.clone();
+        let log = dir.join("postgres.log");
+        // A port picked free can be taken before the server binds it: try a few.
+        for attempt in 1..=3 {
+            let port = free_port()?;
+            let child = server_command(&bins.postgres, run_as, &dir)
+                .arg("-D")
+                .arg(dir.join("data"))
+                .args(["-c", &format!("port={port}")])
+                .args(["-c", "listen_addresses=127.0.0.1"])
+                .args(["-c", &format!("unix_socket_directories={}", dir.display())])
+                .args(["-c", "ssl=on"])
+                .args([
+                    "-c",
+                    &format!("ssl_cert_file={}", dir.join("server.crt").display()),
+                ])
+                .args([
+                    "-c",
+                    &format!("ssl_key_file={}", dir.join("server.key").display()),
+                ])
+                .args(["-c", "max_connections=300"])
+                .args(["-c", "logging_collector=off"])
+                .stdin(Stdio::null())
+                .stdout(log_file(&log, run_as)?)
+                .stderr(log_file(&log, run_as)?)
+                .spawn()
+                .with_context(|| format!("cannot start sandbox: cannot run {}", bins.postgres.display()))?;
+            self.info.postgres_pid = child.id();
+            self.info.postgres_port = port;
+            self.postgres = Some(child);
+            let probe = self.superuser_target(&format!("host={} port={port}", dir.display()))?;
+            match wait_ready(&probe, self.postgres.as_mut().unwrap(), Duration::from_secs(60)).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let log_text = fs::read_to_string(&log).unwrap_or_default();
+                    self.stop_postgres();
+                    if attempt < 3 && log_text.contains("could not bind") {
+                        continue;
+                    }
+                    bail!(
+                        "cannot start sandbox: PostgreSQL is not ready: {e}; its log ends:\n{}",
+                        tail(&log, 20)
+                    );
+                }
+            }
+        }
+        unreachable!("the loop returns or bails")
+    }
+
+    /// The superuser at `conn` (host and port), in database `postgres` unless `conn`
+    /// names another.
+    fn superuser_target(&self, conn: &str) -> Result<Target> {
+        Ok(Target::parse(&format!(
+            "dbname=postgres {conn} user={SUPERUSER} passfile={} sslmode=disable",
+            self.info.passfile.display()
+        ))?)
+    }
+
+    /// The trust role and the database the targets use.
+    async fn prepare_roles(&mut self) -> Result<()> {
+        let t = self.superuser_target(&format!(
+            "host={} port={}",
+            self.info.dir.display(),
+            self.info.postgres_port
+        ))?;
+        let ep = postgres::Endpoint::new(t)?;
+        let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await?;
+        for sql in [
+            format!("CREATE ROLE {TRUST_ROLE} LOGIN"),
+            format!("CREATE DATABASE {DATABASE} OWNER {SUPERUSER}"),
+            format!("GRANT ALL ON DATABASE {DATABASE} TO {TRUST_ROLE}"),
+        ] {
+            s.simple_query(&sql)
+                .await
+                .with_context(|| format!("cannot start sandbox: {sql}"))?;
+        }
+        s.close().await;
+        Ok(())
+    }
+
+    async fn start_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+        let dir = self.info.dir.clone();
+        let log = dir.join("pgbouncer.log");
+        // The server's SCRAM secret, not the plaintext password, as production set-ups
+        // keep it: PgBouncer then verifies clients without redoing PBKDF2 on each login,
+        // and passes the client's proof through to the server (SCRAM pass-through).
+        let secret = self.scram_secret().await?;
+        write_owned(
+            &dir.join("userlist.txt"),
+            &format!("\"{SUPERUSER}\" \"{secret}\"\n\"{TRUST_ROLE}\" \"\"\n"),
+            0o600,
+            run_as,
+        )?;
+        let hba = format!(
+            "local all {TRUST_ROLE} trust\n\
+             host  all {TRUST_ROLE} 127.0.0.1/32 trust\n\
+             local all all scram-sha-256\n\
+             host  all all 127.0.0.1/32 scram-sha-256\n"
+        );
+        write_owned(&dir.join("pgbouncer_hba.conf"), &hba, 0o600, run_as)?;
+        for attempt in 1..=3 {
+            let port = free_port()?;
+            let ini = format!(
+                "[databases]\n\
+                 {DATABASE} = host={d} port={pg} dbname={DATABASE} pool_mode=session\n\
+                 {DATABASE_TX} = host={d} port={pg} dbname={DATABASE} pool_mode=transaction\n\
+                 \n[pgbouncer]\n\
+                 listen_addr = 127.0.0.1\n\
+                 listen_port = {port}\n\
+                 unix_socket_dir = {d}\n\
+                 auth_type = hba\n\
+                 auth_hba_file = {d}/pgbouncer_hba.conf\n\
+                 auth_file = {d}/userlist.txt\n\
+                 admin_users = {SUPERUSER}\n\
+                 pool_mode = session\n\
+                 max_client_conn = 5000\n\
+                 default_pool_size = 100\n\
+                 max_db_connections = 200\n\
+                 ignore_startup_parameters = extra_float_digits,options\n",
+                d = dir.display(),
+                pg = self.info.postgres_port,
+            );
+            write_owned(&dir.join("pgbouncer.ini"), &ini, 0o600, run_as)?;
+            let child = server_command(&bins.pgbouncer, run_as, &dir)
+                .arg(dir.join("pgbouncer.ini"))
+                .stdin(Stdio::null())
+                .stdout(log_file(&log, run_as)?)
+                .stderr(log_file(&log, run_as)?)
+                .spawn()
+                .with_context(|| format!("cannot start sandbox: cannot run {}", bins.pgbouncer.display()))?;
+            self.info.pgbouncer_pid = child.id();
+            self.info.pgbouncer_port = port;
+            fs::write(dir.join("pgbouncer.pid"), format!("{}\n", child.id()))?;
+            self.pgbouncer = Some(child);
+            let probe =
+                self.superuser_target(&format!("host={} port={port} dbname={DATABASE}", dir.display()))?;
+            match wait_ready(&probe, self.pgbouncer.as_mut().unwrap(), Duration::from_secs(30)).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let log_text = fs::read_to_string(&log).unwrap_or_default();
+                    self.stop_pgbouncer();
+                    if attempt < 3 && log_text.contains("Address already in use") {
+                        continue;
+                    }
+                    bail!(
+                        "cannot start sandbox: PgBouncer is not ready: {e}; its log ends:\n{}",
+                        tail(&log, 20)
+                    );
+                }
+            }
+        }
+        unreachable!("the loop returns or bails")
+    }
+
+    /// Stops both servers and removes the directory.
+    pub fn stop(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn stop_pgbouncer(&mut self) {
+        if let Some(mut child) = self.pgbouncer.take() {
+            // PgBouncer: SIGTERM is its immediate shutdown; SIGINT would wait for clients.
+            stop_child(&mut child, libc::SIGTERM, Duration::from_secs(5));
+        }
+    }
+
+    fn stop_postgres(&mut self) {
+        if let Some(mut child) = self.postgres.take() {
+            // SIGINT is PostgreSQL's fast shutdown: disconnect clients, checkpoint, exit.
+            // If that hangs, SIGQUIT (immediate) and then SIGKILL; the backends notice
+            // their postmaster's death and exit on their own.
+            if !stop_child(&mut child, libc::SIGINT, Duration::from_secs(10)) {
+                stop_child(&mut child, libc::SIGQUIT, Duration::from_secs(3));
+            }
+        }
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        if self.detached {
+            return Ok(());
+        }
+        self.stop_pgbouncer();
+        self.stop_postgres();
+        let removed = remove_dir(&self.info.dir);
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            drop(stdin); // the watchdog wakes, finds nothing left, exits
+            let _ = child.wait();
+        }
+        removed
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            eprintln!("warning: sandbox clean-up: {e:#}");
+        }
+    }
+}
+
+/// Stops a detached sandbox started by `connbench sandbox start`.
+pub fn stop_detached() -> Result<Option<PathBuf>> {
+    let Some(info) = detached_info()? else {
+        return Ok(None);
+    };
+    let dir = info.dir.clone();
+    stop_pid(info.pgbouncer_pid, libc::SIGTERM, &dir, Duration::from_secs(5));
+    if !stop_pid(info.postgres_pid, libc::SIGINT, &dir, Duration::from_secs(10)) {
+        stop_pid(info.postgres_pid, libc::SIGQUIT, &dir, Duration::from_secs(3));
+    }
+    remove_dir(&dir)?;
+    let _ = fs::remove_file(state_pointer());
+    Ok(Some(dir))
+}
+
+/// The detached sandbox's description, if one was started and its directory still exists.
+pub fn detached_info() -> Result<Option<SandboxInfo>> {
+    let pointer = state_pointer();
+    let Ok(dir) = fs::read_to_string(&pointer) else {
+        return Ok(None);
+    };
+    let state = Path::new(dir.trim()).join("sandbox.json");
+    let Ok(text) = fs::read_to_string(&state) else {
+        let _ = fs::remove_file(&pointer);
+        return Ok(None);
+    };
+    Ok(Some(
+        serde_json::from_str(&text).with_context(|| format!("cannot read {}", state.display()))?,
+    ))
+}
+
+/// Whether a process is alive and its command line mentions `dir` (so a reused pid of
+/// some other process is never signalled).
+pub fn pid_alive_in(pid: u32, dir: &Path) -> bool {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let needle = dir.as_os_str().as_encoded_bytes();
+    cmdline.windows(needle.len()).any(|w| w == needle)
+}
+
+fn stop_pid(pid: u32, signal: i32, dir: &Path, wait: Duration) -> bool {
+    if pid == 0 || !pid_alive_in(pid, dir) {
+        return true;
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, signal) };
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if !pid_alive_in(pid, dir) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    false
+}
+
+/// Signals a child, waits up to `wait`, kills it if needed. True when it ended in time.
+fn stop_child(child: &mut Child, signal: i32, wait: Duration) -> bool {
+    if let Ok(Some(_)) = child.try_wait() {
+        return true;
+    }
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own unreaped child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+/// Connects (and authenticates) until it works, the process dies, or time runs out.
+async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<()> {
+    let ep = postgres::Endpoint::new(t.clone())?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let cursor = PhaseCursor::default();
+        let err = match postgres::connect_and_query(&ep, "SELECT 1", &cursor).await {
+            Ok((s, _)) => {
+                s.close().await;
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!("the server exited ({status})");
+        }
+        if Instant::now() > deadline {
+            bail!("no successful connection within {limit:?}; last error: {err}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A command for a server binary: as the unprivileged user, in its own process group (so
+/// a Ctrl-C at the terminal reaches connbench, which then stops the servers in order).
+fn server_command(bin: &Path, run_as: &RunAs, cwd: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(cwd).process_group(0);
+    if let Some((uid, gid)) = run_as.ids {
+        // std drops supplementary groups when it changes the uid as root.
+        cmd.uid(uid).gid(gid);
+        cmd.env("HOME", cwd)
+            .env("USER", &run_as.name)
+            .env("LOGNAME", &run_as.name);
+    }
+    // The servers must not pick up the caller's libpq settings.
+    for var in [
+        "PGHOST",
+        "PGPORT",
+        "PGUSER",
+        "PGDATABASE",
+        "PGPASSWORD",
+        "PGSSLMODE",
+        "PGOPTIONS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The watchdog: a shell that blocks reading a pipe only this process can write to.
+/// When this process ends, however it ends, the pipe closes and the shell stops the
+/// servers it finds in the directory (checking that each pid really is ours) and removes
+/// the directory. After a normal stop it finds nothing and exits.
+fn spawn_watchdog(dir: &Path) -> Result<(Child, ChildStdin)> {
+    const SCRIPT: &str = r#"
+dir="$1"
+trap '' INT TERM HUP
+cat >/dev/null
+[ -d "$dir" ] || exit 0
+ours() { [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF "$dir"; }
+stop() {
+  [ -f "$1" ] || return 0
+  pid=$(head -n 1 "$1")
+  case "$pid" in ''|*[!0-9]*) return 0;; esac
+  ours "$pid" || return 0
+  kill -"$2" "$pid" 2>/dev/null
+  i=0
+  while ours "$pid" && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+  ours "$pid" && kill -KILL "$pid" 2>/dev/null
+  return 0
+}
+stop "$dir/pgbouncer.pid" TERM
+stop "$dir/data/postmaster.pid" QUIT
+rm -rf "$dir"
+"#;
+    let mut child = Command::new("sh")
+        .args(["-c", SCRIPT, "connbench-watchdog"])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .context("cannot start sandbox: cannot start its clean-up watchdog (sh)")?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    Ok((child, stdin))
+}
+
+fn targets(info: &SandboxInfo) -> Vec<SandboxTarget> {
+    let d = info.dir.display();
+    let pass = info.passfile.display();
+    let ca = info.ca_cert.display();
+    let (pg, pgb) = (info.postgres_port, info.pgbouncer_port);
+    let su = format!("user={SUPERUSER} passfile={pass}");
+    let tr = format!("user={TRUST_ROLE}");
+    let t = |name: &str, conninfo: String, description: &str| SandboxTarget {
+        name: name.to_string(),
+        conninfo,
+        description: description.to_string(),
+    };
+    vec![
+        t(
+            "unix",
+            format!("host={d} port={pg} dbname={DATABASE} {su}"),
+            "PostgreSQL over its Unix socket, SCRAM-SHA-256",
+        ),
+        t(
+            "tcp",
+            format!("host=127.0.0.1 port={pg} dbname={DATABASE} {su} sslmode=disable"),
+            "PostgreSQL over TCP on loopback, SCRAM-SHA-256",
+        ),
+        t(
+            "tls",
+            format!("host=127.0.0.1 port={pg} dbname={DATABASE} {su} sslmode=verify-full sslrootcert={ca}"),
+            "PostgreSQL over TCP with TLS (verify-full), SCRAM-SHA-256",
+        ),
+        t(
+            "pgbouncer_unix",
+            format!("host={d} port={pgb} dbname={DATABASE} {su}"),
+            "PgBouncer session mode over its Unix socket, SCRAM-SHA-256",
+        ),
+        t(
+            "pgbouncer_tcp",
+            format!("host=127.0.0.1 port={pgb} dbname={DATABASE} {su} sslmode=disable"),
+            "PgBouncer session mode over TCP, SCRAM-SHA-256",
+        ),
+        t(
+            "pgbouncer_tx_unix",
+            format!("host={d} port={pgb} dbname={DATABASE_TX} {su}"),
+            "PgBouncer transaction mode over its Unix socket, SCRAM-SHA-256",
+        ),
+        t(
+            "pgbouncer_tx_tcp",
+            format!("host=127.0.0.1 port={pgb} dbname={DATABASE_TX} {su} sslmode=disable"),
+            "PgBouncer transaction mode over TCP, SCRAM-SHA-256",
+        ),
+        t(
+            "unix_trust",
+            format!("host={d} port={pg} dbname={DATABASE} {tr}"),
+            "PostgreSQL over its Unix socket, trust (no authentication exchange)",
+        ),
+        t(
+            "tcp_trust",
+            format!("host=127.0.0.1 port={pg} dbname={DATABASE} {tr} sslmode=disable"),
+            "PostgreSQL over TCP, trust",
+        ),
+        t(
+            "pgbouncer_unix_trust",
+            format!("host={d} port={pgb} dbname={DATABASE} {tr}"),
+            "PgBouncer session mode over its Unix socket, trust",
+        ),
+    ]
+}
+
+/// A CA and a server certificate for localhost, 127.0.0.1 and ::1, made for this run.
+fn write_certificates(dir: &Path, run_as: &RunAs) -> Result<()> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+    };
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "connbench sandbox CA");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ])?;
+    params.distinguished_name.push(DnType::CommonName, "localhost");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &ca)?;
+    write_file(&dir.join("ca.crt"), &ca.pem(), 0o644)?;
+    write_owned(&dir.join("server.crt"), &cert.pem(), 0o644, run_as)?;
+    // PostgreSQL refuses a key file that others can read.
+    write_owned(&dir.join("server.key"), &key.serialize_pem(), 0o600, run_as)?;
+    Ok(())
+}
+
+fn find_binaries() -> Result<Binaries> {
+    let bindir_env = std::env::var_os("CONNBENCH_PG_BINDIR").map(PathBuf::from);
+    let mut pg_dirs: Vec<PathBuf> = bindir_env.into_iter().collect();
+    // Debian and Ubuntu install each major version under /usr/lib/postgresql/N/bin; take
+    // the newest.
+    if let Ok(entries) = fs::read_dir("/usr/lib/postgresql") {
+        let mut versions: Vec<(u32, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+            .collect();
+        versions.sort();
+        pg_dirs.extend(versions.into_iter().rev().map(|(_, p)| p));
+    }
+    let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    pg_dirs.extend(path_dirs.iter().cloned());
+    let initdb = pg_dirs
+        .iter()
+        .map(|d| d.join("initdb"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| anyhow!("cannot start sandbox: initdb not found in CONNBENCH_PG_BINDIR, /usr/lib/postgresql/*/bin or PATH; install the postgresql package"))?;
+    // postgres from the same directory, so the versions match.
+    let postgres = initdb.with_file_name("postgres");
+    if !postgres.is_file() {
+        bail!(
+            "cannot start sandbox: {} has no postgres binary beside it; install the postgresql package",
+            initdb.display()
+        );
+    }
+    let mut bouncer_dirs = path_dirs;
+    bouncer_dirs.extend(["/usr/sbin", "/usr/local/sbin", "/usr/bin"].map(PathBuf::from));
+    let pgbouncer = bouncer_dirs
+        .iter()
+        .map(|d| d.join("pgbouncer"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| anyhow!("cannot start sandbox: pgbouncer not found in PATH or /usr/sbin; install the pgbouncer package"))?;
+    Ok(Binaries {
+        initdb,
+        postgres,
+        pgbouncer,
+    })
+}
+
+fn run_as_user() -> Result<RunAs> {
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        let name = std::env::var("USER").unwrap_or_else(|_| euid.to_string());
+        return Ok(RunAs { name, ids: None });
+    }
+    let name = std::env::var("CONNBENCH_SANDBOX_USER").unwrap_or_else(|_| "postgres".to_string());
+    let cname = std::ffi::CString::new(name.clone())?;
+    // SAFETY: getpwnam returns null or a pointer to static storage we read at once.
+    let pw = unsafe { libc::getpwnam(cname.as_ptr()) };
+    if pw.is_null() {
+        bail!(
+            "cannot start sandbox: running as root, and PostgreSQL refuses to run as root, but there is no user {name:?} to run it as; \
+             install the postgresql package (it creates the postgres user) or set CONNBENCH_SANDBOX_USER"
+        );
+    }
+    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+    Ok(RunAs {
+        name,
+        ids: Some((uid, gid)),
+    })
+}
+
+/// A short directory: `/tmp/cb-XXXXXX` keeps socket paths far below the 107-byte cap.
+fn make_temp_dir() -> io::Result<PathBuf> {
+    let base = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.as_os_str().len() <= 40 && p.is_dir())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let template = std::ffi::CString::new(format!("{}/cb-XXXXXX", base.display()))?;
+    let mut bytes = template.into_bytes_with_nul();
+    // SAFETY: mkdtemp writes within the NUL-terminated buffer we own.
+    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    bytes.pop();
+    let dir = PathBuf::from(String::from_utf8(bytes).map_err(io::Error::other)?);
+    // The servers' user must be able to enter it; the data directory inside is theirs only.
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
+}
+
+fn remove_dir(dir: &Path) -> Result<()> {
+    match fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow!("cannot remove sandbox directory {}: {e}", dir.display())),
+    }
+}
+
+fn write_file(path: &Path, text: &str, mode: u32) -> Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    f.set_permissions(fs::Permissions::from_mode(mode))?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+fn write_owned(path: &Path, text: &str, mode: u32, run_as: &RunAs) -> Result<()> {
+    write_file(path, text, mode)?;
+    give_to(path, run_as)
+}
+
+fn give_to(path: &Path, run_as: &RunAs) -> Result<()> {
+    if let Some((uid, gid)) = run_as.ids {
+        chown(path, Some(uid), Some(gid)).with_context(|| format!("cannot chown {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// A log file the server's user may append to.
+fn log_file(path: &Path, run_as: &RunAs) -> Result<fs::File> {
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    give_to(path, run_as)?;
+    Ok(f)
+}
+
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free TCP port on 127.0.0.1")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn version_of(bin: &Path) -> String {
+    Command::new(bin)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| format!("(cannot read {}: {e})", path.display()));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn random_token(len: usize) -> String {
+    use rand::RngExt;
+    const CHARS: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect()
+}
+
+/// Where `connbench sandbox start` records the detached sandbox's directory.
+fn state_pointer() -> PathBuf {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("connbench-sandbox-{uid}"))
+}

@@ -1,0 +1,167 @@
+//! Nothing is left behind: after a stop, a panic, Ctrl-C or a SIGKILL of connbench, no
+//! postgres or pgbouncer process of the sandbox and no directory remains.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{alive, assert_gone, children, start_sandbox};
+
+/// Every process of a running sandbox: postmaster, its helpers and backends, PgBouncer.
+fn sandbox_pids(postgres: u32, pgbouncer: u32) -> Vec<u32> {
+    let mut pids = vec![postgres, pgbouncer];
+    pids.extend(children(postgres));
+    assert!(pids.len() >= 5, "postmaster helpers found: {pids:?}");
+    assert!(pids.iter().all(|&p| alive(p)));
+    pids
+}
+
+#[test]
+fn stop_removes_processes_and_directory() {
+    let sb = start_sandbox();
+    let pids = sandbox_pids(sb.info.postgres_pid, sb.info.pgbouncer_pid);
+    let dir = sb.info.dir.clone();
+    assert!(dir.join("data").is_dir());
+    sb.stop().unwrap();
+    assert_gone(&pids, &dir, Duration::from_secs(10));
+}
+
+#[test]
+fn a_panic_in_the_parent_still_cleans_up() {
+    let mut seen = None;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let sb = start_sandbox();
+        seen = Some((
+            sandbox_pids(sb.info.postgres_pid, sb.info.pgbouncer_pid),
+            sb.info.dir.clone(),
+        ));
+        panic!("boom while the sandbox runs");
+    }));
+    assert!(result.is_err());
+    let (pids, dir) = seen.unwrap();
+    assert_gone(&pids, &dir, Duration::from_secs(10));
+}
+
+/// Starts `connbench connect --sandbox` for a long run and reads its sandbox line.
+fn start_long_connect() -> (std::process::Child, PathBuf, Vec<u32>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "connect",
+            "--sandbox",
+            "unix",
+            "pgbouncer_unix",
+            "-n",
+            "1000000",
+            "--interval",
+            "5ms",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    // "sandbox: started in DIR (postgres pid N, pgbouncer pid M; ...)"
+    let rest = line
+        .strip_prefix("sandbox: started in ")
+        .unwrap_or_else(|| panic!("unexpected: {line}"));
+    let dir = PathBuf::from(rest.split(' ').next().unwrap());
+    let num = |key: &str| -> u32 {
+        let i = rest.find(key).unwrap() + key.len();
+        rest[i..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let pids = sandbox_pids(num("postgres pid "), num("pgbouncer pid "));
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in err.lines() {});
+    std::thread::sleep(Duration::from_millis(500));
+    (child, dir, pids)
+}
+
+#[test]
+fn ctrl_c_during_connect_reports_and_cleans_up() {
+    let (child, dir, pids) = start_long_connect();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits 130");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("interrupted: the figures below cover"), "{text}");
+    assert!(
+        text.contains("  total "),
+        "the results so far are still printed:\n{text}"
+    );
+    assert_gone(&pids, &dir, Duration::from_secs(15));
+}
+
+#[test]
+fn sigkill_of_connbench_is_cleaned_up_by_the_watchdog() {
+    let (mut child, dir, pids) = start_long_connect();
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+    assert_gone(&pids, &dir, Duration::from_secs(20));
+}
+
+#[test]
+fn detached_sandbox_start_status_stop() {
+    // A TMPDIR of its own keeps this test's sandbox pointer apart from a developer's.
+    let tmp = std::env::temp_dir().join(format!("cbt-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_connbench"))
+            .args(args)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["sandbox", "start", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dir = PathBuf::from(info["dir"].as_str().unwrap());
+    let names: Vec<&str> = info["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "unix",
+            "tcp",
+            "tls",
+            "pgbouncer_unix",
+            "pgbouncer_tcp",
+            "pgbouncer_tx_unix",
+            "pgbouncer_tx_tcp",
+            "unix_trust",
+            "tcp_trust",
+            "pgbouncer_unix_trust"
+        ]
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("password"));
+    let pids = sandbox_pids(
+        info["postgres_pid"].as_u64().unwrap() as u32,
+        info["pgbouncer_pid"].as_u64().unwrap() as u32,
+    );
+    // The sandbox outlives the command that started it.
+    let o = run(&["sandbox", "status"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("status: running, accepts connections"));
+    let o = run(&["sandbox", "start"]);
+    assert_eq!(o.status.code(), Some(2), "a second start is refused");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a sandbox is already running"));
+    let o = run(&["sandbox", "stop"]);
+    assert!(o.status.success());
+    assert_gone(&pids, &dir, Duration::from_secs(15));
+    let o = run(&["sandbox", "status"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no sandbox is running"));
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

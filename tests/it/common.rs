@@ -1,0 +1,105 @@
+//! Shared fixtures: one sandbox for the tests that only read from it, helpers to run the
+//! binary and to look for processes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use connbench::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
+
+/// One sandbox for the whole test binary. It is never dropped (statics are not): when the
+/// test process exits, its watchdog stops the servers and removes the directory.
+pub fn sandbox() -> &'static SandboxInfo {
+    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
+    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
+    INFO.get_or_init(|| {
+        let sb = start_sandbox();
+        let info = sb.info.clone();
+        let _ = HOLD.set(Mutex::new(sb));
+        info
+    })
+}
+
+/// Starts a sandbox of its own from any context (a fresh runtime on a fresh thread, so
+/// this works inside `#[tokio::test]` too).
+pub fn start_sandbox() -> Sandbox {
+    std::thread::spawn(|| runtime().block_on(Sandbox::start(&SandboxOptions::default())))
+        .join()
+        .expect("sandbox thread")
+        .unwrap_or_else(|e| panic!("sandbox did not start: {e:#}"))
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+pub fn conninfo(name: &str) -> String {
+    sandbox().target(name).unwrap().conninfo.clone()
+}
+
+/// Runs the connbench binary with `args`.
+pub fn connbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(args)
+        .output()
+        .expect("run connbench")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // state is the field after the parenthesised command name
+            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            state != Some("Z") && state != Some("X")
+        }
+        Err(_) => false,
+    }
+}
+
+/// The direct children of `pid` (PostgreSQL's backends and helpers).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) {
+            let ppid = stat.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1));
+            if ppid == Some(&pid.to_string()) {
+                out.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Waits until none of `pids` is alive and `dir` is gone; panics after `limit`.
+pub fn assert_gone(pids: &[u32], dir: &Path, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() && !dir.exists() {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "left behind after {limit:?}: processes {left:?}, directory exists: {}",
+                dir.exists()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
