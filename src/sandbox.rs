@@ -771,9 +771,13 @@ fn run_as_user() -> Result<RunAs> {
 
 /// A short directory: `/tmp/cb-XXXXXX` keeps socket paths far below the 107-byte cap.
 fn make_temp_dir() -> io::Result<PathBuf> {
+    // TMPDIR only when it is short and others may enter it: the servers run as another
+    // user when connbench runs as root, and a private TMPDIR (mktemp -d makes 0700)
+    // would lock them out of their own directory.
     let base = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
-        .filter(|p| p.as_os_str().len() <= 40 && p.is_dir())
+        .filter(|p| p.as_os_str().len() <= 40)
+        .filter(|p| fs::metadata(p).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o001 != 0))
         .unwrap_or_else(|| PathBuf::from("/tmp"));
     let template = std::ffi::CString::new(format!("{}/cb-XXXXXX", base.display()))?;
     let mut bytes = template.into_bytes_with_nul();

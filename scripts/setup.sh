@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what connbench needs and is missing: PostgreSQL (server, client, pgbench) and
+# PgBouncer from Debian's packages. Idempotent: does nothing when all is there.
+# Sourced by scripts/lab.sh and scripts/test.sh.
+set -euo pipefail
+
+need=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v pgbench >/dev/null 2>&1 || need+=(postgresql-client)
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
+
+if [ ${#need[@]} -gt 0 ]; then
+    echo "setup: installing ${need[*]} (Debian packages)" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || {
+            echo "setup: not root and no sudo; install as root: apt-get install ${need[*]}" >&2
+            exit 2
+        }
+        SUDO=sudo
+    fi
+    # Debian's packages try to start their own services; we start our own instead.
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+command -v cargo >/dev/null 2>&1 || {
+    echo "setup: cargo not found; install Rust 1.85 or newer (https://rustup.rs) and run again" >&2
+    exit 2
+}
