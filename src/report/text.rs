@@ -71,7 +71,7 @@ fn target_block(out: &mut String, t: &TargetSummary) {
     if let Some(cold) = t.warmup.first() {
         let _ = writeln!(
             out,
-            "  cold first connection (warm-up, not counted): {}",
+            "  first connection of this run (warm-up, not counted): {}",
             format_ns(cold.total_ns as f64)
         );
     }

@@ -19,7 +19,7 @@ fn connect_prints_a_phase_table_and_compares_with_the_first_target() {
         "  auth       2",
         "  query      1",
         "  total      4",
-        "cold first connection (warm-up, not counted)",
+        "first connection of this run (warm-up, not counted)",
         "20 samples, 0 failures",
         "total connect time, relative to unix",
         "1.00x",
