@@ -240,7 +240,7 @@ impl Sandbox {
         let dir = self.info.dir.clone();
         let log = dir.join("postgres.log");
         // A port picked free can be taken before the server binds it: try a few.
-        for attempt in 1..=3 {
+        for attempt in 1..=START_ATTEMPTS {
             let port = free_port()?;
             let child = server_command(&bins.postgres, run_as, &dir)
                 .arg("-D")
@@ -271,15 +271,8 @@ impl Sandbox {
             match wait_ready(&probe, self.postgres.as_mut().unwrap(), Duration::from_secs(60)).await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
-                    let log_text = fs::read_to_string(&log).unwrap_or_default();
                     self.stop_postgres();
-                    if attempt < 3 && log_text.contains("could not bind") {
-                        continue;
-                    }
-                    bail!(
-                        "cannot start sandbox: PostgreSQL is not ready: {e}; its log ends:\n{}",
-                        tail(&log, 20)
-                    );
+                    retry_or_fail("PostgreSQL", e, &log, "could not bind", attempt)?;
                 }
             }
         }
@@ -337,7 +330,7 @@ impl Sandbox {
              host  all all 127.0.0.1/32 scram-sha-256\n"
         );
         write_owned(&dir.join("pgbouncer_hba.conf"), &hba, 0o600, run_as)?;
-        for attempt in 1..=3 {
+        for attempt in 1..=START_ATTEMPTS {
             let port = free_port()?;
             let ini = format!(
                 "[databases]\n\
@@ -376,15 +369,8 @@ impl Sandbox {
             match wait_ready(&probe, self.pgbouncer.as_mut().unwrap(), Duration::from_secs(30)).await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
-                    let log_text = fs::read_to_string(&log).unwrap_or_default();
                     self.stop_pgbouncer();
-                    if attempt < 3 && log_text.contains("Address already in use") {
-                        continue;
-                    }
-                    bail!(
-                        "cannot start sandbox: PgBouncer is not ready: {e}; its log ends:\n{}",
-                        tail(&log, 20)
-                    );
+                    retry_or_fail("PgBouncer", e, &log, "Address already in use", attempt)?;
                 }
             }
         }
@@ -512,6 +498,23 @@ fn stop_child(child: &mut Child, signal: i32, wait: Duration) -> bool {
     let _ = child.kill();
     let _ = child.wait();
     false
+}
+
+/// Tries to start each server this many times, each on a new free port.
+const START_ATTEMPTS: u32 = 3;
+
+/// After a server failed to become ready: Ok (try again) when its log says the port was
+/// taken (a port found free can be grabbed before the server binds it), else the error
+/// with the tail of the log.
+fn retry_or_fail(what: &str, e: anyhow::Error, log: &Path, port_taken: &str, attempt: u32) -> Result<()> {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    if attempt < START_ATTEMPTS && text.contains(port_taken) {
+        return Ok(());
+    }
+    bail!(
+        "cannot start sandbox: {what} is not ready: {e}; its log ends:\n{}",
+        tail(log, 20)
+    )
 }
 
 /// Connects (and authenticates) until it works, the process dies, or time runs out.

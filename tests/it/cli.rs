@@ -177,3 +177,42 @@ fn help_explains_and_exit_codes_are_documented() {
     let o = connbench(&["connect", "-n", "0"]);
     assert_eq!(o.status.code(), Some(2), "clap usage errors exit 2");
 }
+
+#[test]
+fn peer_tools_accept_the_sandbox_conninfo_unchanged() {
+    // psql and pgbench are pointed at the exact same endpoints connbench measures.
+    let sql = "SELECT current_user || ' ' || coalesce((SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()), 'pooled')";
+    for t in &crate::common::sandbox().targets {
+        let o = std::process::Command::new("psql")
+            .args([t.conninfo.as_str(), "-XAtc", sql])
+            .env_remove("PGPASSWORD")
+            .output()
+            .expect("psql (postgresql-client) is installed by scripts/setup.sh");
+        assert!(o.status.success(), "psql {}: {}", t.name, stderr(&o));
+        let got = stdout(&o);
+        let user = if t.name.ends_with("_trust") {
+            "connbench_trust"
+        } else {
+            "connbench"
+        };
+        assert!(got.starts_with(user), "{}: {got}", t.name);
+        if t.name == "tls" {
+            assert_eq!(
+                got.trim(),
+                "connbench true",
+                "psql negotiates TLS on the tls target"
+            );
+        }
+    }
+    let script = std::env::temp_dir().join(format!("cb-select1-{}.sql", std::process::id()));
+    std::fs::write(&script, "SELECT 1;\n").unwrap();
+    let o = std::process::Command::new("pgbench")
+        .args(["-n", "-C", "-t", "5", "-f"])
+        .arg(&script)
+        .arg(conninfo("unix"))
+        .output()
+        .unwrap();
+    std::fs::remove_file(&script).unwrap();
+    assert!(o.status.success(), "pgbench: {}", stderr(&o));
+    assert!(stdout(&o).contains("average connection time"), "{}", stdout(&o));
+}
