@@ -36,9 +36,170 @@ pub enum Command {
     /// under the same conditions; the first connections are warm-up, reported apart.
     #[command(after_help = CONNECT_EXAMPLES)]
     Connect(ConnectArgs),
+    /// Create (or drop) the TPC-B-like tables `load` runs against, in their own schema.
+    ///
+    /// branches, tellers, accounts and history with pgbench's row counts per scale
+    /// (accounts: 100,000 per unit), loaded with COPY into schema `connbench` so your own
+    /// tables are never touched. Re-init replaces only tables connbench created.
+    Init(InitArgs),
+    /// Run a pgbench-class load and measure latency percentiles, throughput and cost.
+    ///
+    /// Clients run a workload in a loop for -T seconds (or -t transactions each), after an
+    /// optional warm-up that is not counted. Reports tps with and without connection time,
+    /// latency mean ± stddev and p50/p90/p95/p99/p99.9/max (all measured), failures by
+    /// SQLSTATE, connections opened and their cost, client CPU per transaction, bytes, and
+    /// a per-interval series.
+    #[command(after_help = LOAD_EXAMPLES)]
+    Load(LoadArgs),
     /// Start, inspect or stop a throwaway PostgreSQL + PgBouncer to measure against.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+}
+
+const LOAD_EXAMPLES: &str = "\
+Examples:
+  connbench load --sandbox -c 8 -j 2 -T 30                 # tpcb-like on a throwaway sandbox
+  connbench load --sandbox pgbouncer_tx_unix -S -M prepared -c 4 -j 2
+  connbench init 'host=db dbname=app' -s 10 && connbench load 'host=db dbname=app' -c 50 -T 300
+  connbench load TARGET -C                                 # a new connection per transaction
+  connbench load TARGET --connection pool --pool-size 1 --pool-max-lifetime 5s --think 500ms -c 1
+  connbench load TARGET -R 500 -P 5 --json > run.json      # Poisson arrivals at 500 tps
+
+Exit codes: 0 success, 1 every transaction failed, 2 usage or set-up error, 130 Ctrl-C.";
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create the tables: a conninfo string or URI (default: PG* variables).
+    pub target: Option<String>,
+    /// Scale: 1 branch, 10 tellers and 100,000 accounts per unit.
+    #[arg(short = 's', long, default_value_t = 1)]
+    pub scale: u32,
+    /// The schema that holds connbench's tables.
+    #[arg(long, default_value = "connbench")]
+    pub schema: String,
+    /// Remove connbench's tables (only tables connbench created) instead.
+    #[arg(long)]
+    pub drop: bool,
+}
+
+/// How clients get connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConnectionArg {
+    /// One connection per client for the whole run (pgbench's default).
+    Persistent,
+    /// A new connection for every transaction, timed phase by phase (pgbench -C).
+    PerTransaction,
+    /// A client-side pool (see --pool-size, --pool-max-lifetime, --pool-idle-timeout).
+    Pool,
+}
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The database: conninfo string or URI (default: PG* variables). With --sandbox: a
+    /// sandbox target name (default: unix).
+    pub target: Option<String>,
+
+    /// Start a throwaway sandbox, create the tables at scale -s, and load it.
+    #[arg(long)]
+    pub sandbox: bool,
+
+    /// Concurrent clients (database sessions when connections are persistent).
+    #[arg(short = 'c', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub clients: u64,
+
+    /// Worker threads the clients are spread over (pgbench -j).
+    #[arg(short = 'j', long = "jobs", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: u64,
+
+    /// Measure for this many seconds.
+    #[arg(short = 'T', long = "time", conflicts_with = "transactions")]
+    pub time: Option<f64>,
+
+    /// Measure this many transactions per client instead of a duration.
+    #[arg(short = 't', long)]
+    pub transactions: Option<u64>,
+
+    /// Run this long before measuring (e.g. 5s); transactions in it are not counted, so
+    /// caches and connection pools are warm when the clock starts.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// Query protocol: simple (one Query message), extended (Parse/Bind/Execute each
+    /// time) or prepared (Parse once per connection).
+    #[arg(short = 'M', long = "protocol", value_enum, default_value = "simple")]
+    pub mode: crate::workload::QueryMode,
+
+    /// Built-in workload.
+    #[arg(short = 'b', long = "builtin", value_enum, conflicts_with_all = ["file", "simple_update", "select_only"])]
+    pub builtin: Option<crate::workload::Builtin>,
+
+    /// Shorthand for -b simple-update (pgbench -N).
+    #[arg(short = 'N', conflicts_with_all = ["file", "select_only"])]
+    pub simple_update: bool,
+
+    /// Shorthand for -b select-only (pgbench -S).
+    #[arg(short = 'S', conflicts_with = "file")]
+    pub select_only: bool,
+
+    /// A custom script in pgbench's syntax: SQL, \set NAME EXPR with random(lo, hi),
+    /// \sleep N [us|ms|s].
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
+
+    /// Target rate for all clients together, in transactions per second (Poisson
+    /// arrivals). Latency is measured from each transaction's scheduled start, so
+    /// queueing delay is not hidden; the schedule lag is reported.
+    #[arg(short = 'R', long = "rate")]
+    pub rate: Option<f64>,
+
+    /// Pause between a client's transactions (e.g. 500ms), as an application thinking.
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    pub think: Duration,
+
+    /// Print a progress line (tps, p50, p99) every N seconds.
+    #[arg(short = 'P', long = "progress")]
+    pub progress: Option<f64>,
+
+    /// Length of the per-interval series (tps, mean, p50, p95, p99 per interval), e.g.
+    /// 1s or 1m.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Print the per-interval series as a table (it is always in --json).
+    #[arg(long)]
+    pub series: bool,
+
+    /// How clients get connections.
+    #[arg(long = "connection", value_enum)]
+    pub connection: Option<ConnectionArg>,
+
+    /// Shorthand for --connection per-transaction (pgbench -C).
+    #[arg(short = 'C', conflicts_with = "connection")]
+    pub per_transaction: bool,
+
+    /// Pool: connections in all (split evenly over the worker threads).
+    #[arg(long, default_value_t = 1)]
+    pub pool_size: usize,
+
+    /// Pool: retire a connection this old when it is returned (e.g. 5s, 5m).
+    #[arg(long, value_parser = parse_duration)]
+    pub pool_max_lifetime: Option<Duration>,
+
+    /// Pool: close a connection idle this long instead of handing it out.
+    #[arg(long, value_parser = parse_duration)]
+    pub pool_idle_timeout: Option<Duration>,
+
+    /// Scale of the tables --sandbox creates (1 unit = 100,000 accounts).
+    #[arg(short = 's', long, default_value_t = 1)]
+    pub scale: u32,
+
+    /// The schema that holds connbench's tables.
+    #[arg(long, default_value = "connbench")]
+    pub schema: String,
+
+    /// Print JSON (stable keys; schema in docs/schema/load.schema.json).
+    #[arg(long)]
+    pub json: bool,
 }
 
 const CONNECT_EXAMPLES: &str = "\

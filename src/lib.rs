@@ -2,19 +2,25 @@
 //!
 //! The modules follow the data: `cli` (flags) -> `target` (validated targets) ->
 //! `sandbox` (throwaway servers, when asked) -> `transport` (unix | tcp | tls stream with
-//! counters) -> `proto` (the wire session, connected in timed phases) -> `connect` (the
-//! measurement loop, producing plain timelines) -> `stats` (summaries) -> `report` (text,
-//! JSON). No module reaches back up the pipeline. [`run`] is the whole program, callable
+//! counters) -> `proto` (the wire session, connected in timed phases) -> `init` (the
+//! TPC-B-like tables) -> `workload` (what a transaction does) -> `connect` and `engine`
+//! (the measurement loops, producing plain timelines and recorders) -> `record`
+//! (per-worker histograms, merged) -> `stats` (summaries) -> `report` (text, JSON). No module reaches back up the pipeline. [`run`] is the whole program, callable
 //! in-process by tests; `main.rs` only parses arguments and prints errors.
 
 pub mod cli;
-pub mod connect;
-pub mod proto;
-pub mod report;
-pub mod sandbox;
-pub mod stats;
 pub mod target;
+pub mod sandbox;
 pub mod transport;
+pub mod proto;
+pub mod init;
+pub mod workload;
+pub mod connect;
+pub mod timer;
+pub mod engine;
+pub mod record;
+pub mod stats;
+pub mod report;
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
@@ -22,7 +28,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
-use cli::{Cli, Command, ConnectArgs, SandboxCommand};
+use cli::{Cli, Command, ConnectArgs, ConnectionArg, InitArgs, LoadArgs, SandboxCommand};
 use connect::{ConnectSettings, Subject};
 use proto::postgres::Endpoint;
 use sandbox::{Sandbox, SandboxOptions};
@@ -49,6 +55,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
     rt.block_on(async {
         match cli.command {
             Command::Connect(args) => run_connect(args).await,
+            Command::Init(args) => run_init(args).await,
+            Command::Load(args) => run_load(args).await,
             Command::Sandbox(cmd) => run_sandbox(cmd).await,
         }
     })
@@ -147,6 +155,261 @@ async fn run_connect(args: ConnectArgs) -> Result<Exit> {
         exit = Exit::Interrupted;
     }
     Ok(exit)
+}
+
+/// A target from the command line (or the PG* environment when none is given).
+fn parse_target(text: Option<&str>) -> Result<Target> {
+    let text = text.unwrap_or("");
+    Target::parse(text).with_context(|| format!("target {:?}", target::redact(text)))
+}
+
+async fn run_init(args: InitArgs) -> Result<Exit> {
+    let ep = Endpoint::new(parse_target(args.target.as_deref())?)?;
+    if args.drop {
+        let dropped = init::drop(&ep, &args.schema).await?;
+        if dropped.is_empty() {
+            eprintln!(
+                "init: no connbench tables in schema {}; nothing to drop",
+                args.schema
+            );
+        } else {
+            eprintln!("init: dropped {}", dropped.join(", "));
+        }
+        return Ok(Exit::Success);
+    }
+    let report = init::init(&ep, &args.schema, args.scale).await?;
+    if !report.replaced.is_empty() {
+        eprintln!(
+            "init: replaced connbench's earlier tables: {}",
+            report.replaced.join(", ")
+        );
+    }
+    emit(&format!(
+        "init: schema {} at scale {}: {} rows loaded with COPY, keys added, vacuumed and analysed in {:.2} s\n",
+        report.schema,
+        report.scale,
+        report.rows,
+        report.elapsed.as_secs_f64()
+    ));
+    Ok(Exit::Success)
+}
+
+/// Creates the tables in a fresh sandbox and lets every sandbox role use them.
+async fn init_sandbox_tables(sb: &Sandbox, schema: &str, scale: u32) -> Result<()> {
+    let ep = Endpoint::new(sb.info.target("unix")?.target()?)?;
+    let report = init::init(&ep, schema, scale).await?;
+    eprintln!(
+        "sandbox: {} rows at scale {scale} in schema {schema} ({:.2} s)",
+        report.rows,
+        report.elapsed.as_secs_f64()
+    );
+    let (mut s, _) = proto::postgres::connect(&ep, &proto::PhaseCursor::default()).await?;
+    for q in [
+        format!("GRANT USAGE ON SCHEMA {schema} TO {}", sandbox::TRUST_ROLE),
+        format!(
+            "GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {}",
+            sandbox::TRUST_ROLE
+        ),
+    ] {
+        s.simple_query(&q).await.with_context(|| q.clone())?;
+    }
+    s.close().await;
+    Ok(())
+}
+
+async fn run_load(args: LoadArgs) -> Result<Exit> {
+    use workload::Builtin;
+    init::check_schema(&args.schema)?;
+    let builtin = match (&args.file, args.builtin, args.simple_update, args.select_only) {
+        (Some(_), ..) => None,
+        (None, Some(b), ..) => Some(b),
+        (None, None, true, _) => Some(Builtin::SimpleUpdate),
+        (None, None, _, true) => Some(Builtin::SelectOnly),
+        _ => Some(Builtin::TpcbLike),
+    };
+    let policy_arg = if args.per_transaction {
+        Some(ConnectionArg::PerTransaction)
+    } else {
+        args.connection
+    };
+    let policy_arg = match (builtin, policy_arg) {
+        (Some(Builtin::ConnectOnly), None | Some(ConnectionArg::PerTransaction)) => ConnectionArg::PerTransaction,
+        (Some(Builtin::ConnectOnly), Some(other)) => bail!(
+            "-b connect-only measures connection set-up, so it runs with --connection per-transaction, not {other:?}"
+        ),
+        (_, p) => p.unwrap_or(ConnectionArg::Persistent),
+    };
+    let clients = args.clients as usize;
+    let threads = (args.threads as usize).min(clients);
+    let end = match (args.time, args.transactions) {
+        (_, Some(0)) => bail!("invalid -t 0: give at least 1 transaction per client"),
+        (_, Some(n)) => engine::End::TransactionsPerClient(n),
+        (Some(t), None) if !(t > 0.0 && t.is_finite()) => {
+            bail!("invalid -T {t}: give a positive number of seconds")
+        }
+        (Some(t), None) => engine::End::Duration(std::time::Duration::from_secs_f64(t)),
+        (None, None) => engine::End::Duration(std::time::Duration::from_secs(10)),
+    };
+    if let Some(r) = args.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            bail!("invalid -R {r}: give a positive rate in transactions per second");
+        }
+    }
+    let progress = match args.progress {
+        Some(p) if !(p > 0.0 && p.is_finite()) => bail!("invalid -P {p}: give a positive number of seconds"),
+        Some(p) => Some(std::time::Duration::from_secs_f64(p)),
+        None => None,
+    };
+    if args.interval.is_zero() {
+        bail!("invalid --interval 0: give a length such as 1s or 1m");
+    }
+    let policy = match policy_arg {
+        ConnectionArg::Persistent => engine::Policy::Persistent,
+        ConnectionArg::PerTransaction => engine::Policy::PerTransaction,
+        ConnectionArg::Pool => {
+            if args.pool_size == 0 {
+                bail!("invalid --pool-size 0: a pool needs at least one connection");
+            }
+            engine::Policy::Pool {
+                size_per_thread: args.pool_size.div_ceil(threads),
+                max_lifetime: args.pool_max_lifetime,
+                idle_timeout: args.pool_idle_timeout,
+            }
+        }
+    };
+    let (script_name, script_text) = match (&args.file, builtin) {
+        (Some(path), _) => (
+            path.display().to_string(),
+            std::fs::read_to_string(path).with_context(|| format!("cannot read -f {}", path.display()))?,
+        ),
+        (None, Some(b)) => (b.as_str().to_string(), b.script(&args.schema)),
+        (None, None) => unreachable!("a builtin is chosen when no file is given"),
+    };
+    let script = workload::Script::parse(&script_name, &script_text)?;
+    let needs_tables = builtin.is_some_and(|b| b.needs_tables());
+
+    // The sandbox lives until this function returns; its Drop stops and removes it.
+    let mut sandbox = None;
+    let target = if args.sandbox {
+        let sb = Sandbox::start(&SandboxOptions::default()).await?;
+        eprintln!("sandbox: started in {}", sb.info.dir.display());
+        if needs_tables || args.file.is_some() {
+            init_sandbox_tables(&sb, &args.schema, args.scale).await?;
+        }
+        let name = args.target.as_deref().unwrap_or("unix");
+        let t = sb.info.target(name)?.target()?;
+        sandbox = Some(sb);
+        t
+    } else {
+        parse_target(args.target.as_deref())?
+    };
+    let endpoint = Endpoint::new(target)?;
+    let scale = if args.sandbox {
+        args.scale as i64
+    } else if needs_tables {
+        init::scale_of(&endpoint, &args.schema).await? as i64
+    } else if args.file.is_some() {
+        init::scale_of(&endpoint, &args.schema)
+            .await
+            .map(|s| s as i64)
+            .unwrap_or(args.scale as i64)
+    } else {
+        args.scale as i64
+    };
+    let settings = report::load::LoadSettings {
+        target: endpoint.target.name(),
+        conninfo: endpoint.target.conninfo(),
+        workload: script_name,
+        mode: args.mode,
+        clients,
+        threads,
+        end,
+        warmup_s: args.warmup.as_secs_f64(),
+        rate_tps: args.rate,
+        think_ms: args.think.as_secs_f64() * 1e3,
+        connection: policy.clone(),
+        interval_s: args.interval.as_secs_f64(),
+        scale,
+    };
+    let plan = engine::LoadPlan {
+        endpoint,
+        script: std::sync::Arc::new(script),
+        mode: args.mode,
+        clients,
+        threads,
+        end,
+        warmup: args.warmup,
+        rate: args.rate,
+        think: args.think,
+        policy,
+        interval: args.interval,
+        progress,
+        scale,
+    };
+    let stop = stop_on_signals();
+    let run = engine::run(plan, stop, |p| {
+        let l = stats::load::latency(&p.totals.latency_us, 1_000);
+        let q = |f: fn(&stats::load::Latency) -> u64| {
+            l.as_ref()
+                .map(|l| report::format_ns(f(l) as f64))
+                .unwrap_or_else(|| "-".into())
+        };
+        eprintln!(
+            "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
+            p.at_s,
+            p.totals.transactions as f64 / p.period_s,
+            q(|l| l.p50_ns),
+            q(|l| l.p99_ns),
+            p.totals.failures
+        );
+    })
+    .await?;
+    let summary = stats::load::summarize_load(&run, clients, args.interval.as_secs_f64());
+    let text = if args.json {
+        report::load::json(
+            &settings,
+            &summary,
+            run.server_version.as_deref(),
+            run.tls.as_ref(),
+            run.interrupted,
+        )
+    } else {
+        report::load::text(
+            &settings,
+            &summary,
+            run.server_version.as_deref(),
+            run.interrupted,
+            args.series,
+        )
+    };
+    emit(&text);
+    let prepared_trouble = summary
+        .failures
+        .iter()
+        .any(|f| f.kind == "26000" || f.kind == "42P05");
+    if args.mode == workload::QueryMode::Prepared && prepared_trouble {
+        eprintln!(
+            "note: prepared statements live on one server connection, but a transaction-pooling proxy \
+             (PgBouncer before 1.21) hands each transaction any server connection: a statement prepared on \
+             one is missing on another (26000) or already there from an earlier client (42P05); \
+             use -M extended, or session pooling"
+        );
+    }
+    if let Some(sb) = sandbox.take() {
+        let dir = sb.info.dir.clone();
+        sb.stop()?;
+        eprintln!("sandbox: stopped and removed {}", dir.display());
+    }
+    if summary.transactions == 0 && !run.interrupted {
+        let first = run.first_error.as_deref().unwrap_or("no transaction completed");
+        eprintln!("error: every transaction failed; the first error: {first}");
+        return Ok(Exit::Failed);
+    }
+    Ok(if run.interrupted {
+        Exit::Interrupted
+    } else {
+        Exit::Success
+    })
 }
 
 async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {

@@ -48,6 +48,20 @@ pub struct Session {
     pub backend_pid: i32,
     /// `server_version` as the server reported it at start-up.
     pub server_version: Option<String>,
+    transaction_status: u8,
+    /// Set by any socket error: the session cannot be used again.
+    broken: bool,
+}
+
+/// A statement to run, in one of the three query modes.
+#[derive(Debug, Clone, Copy)]
+pub enum Statement<'a> {
+    /// SQL with its parameter values already in the text.
+    Simple(&'a str),
+    /// SQL with `$n` placeholders, parsed each time.
+    Extended(&'a str),
+    /// The name of a statement prepared on this connection.
+    Prepared(&'a str),
 }
 
 /// What a simple query returned.
@@ -118,6 +132,8 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
         wbuf: BytesMut::with_capacity(1024),
         backend_pid: 0,
         server_version: None,
+        transaction_status: b'I',
+        broken: false,
     };
     cursor.set(Phase::Startup);
     let first = session.startup(t).await?;
@@ -235,16 +251,21 @@ impl Session {
 
     /// Sends what is in the write buffer and clears it.
     async fn send(&mut self, phase: Phase) -> Result<(), ConnectError> {
-        self.stream
-            .write_all(&self.wbuf)
-            .await
-            .map_err(|e| ConnectError::new(phase, ErrorKind::io(e, "")))?;
-        self.stream
-            .flush()
-            .await
-            .map_err(|e| ConnectError::new(phase, ErrorKind::io(e, "")))?;
+        let written = async {
+            self.stream.write_all(&self.wbuf).await?;
+            self.stream.flush().await
+        }
+        .await;
         self.wbuf.clear();
-        Ok(())
+        written.map_err(|e| {
+            self.broken = true;
+            ConnectError::new(phase, ErrorKind::io(e, ""))
+        })
+    }
+
+    /// Whether a socket error made this session unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
     }
 
     /// Reads one whole backend message. Notices are skipped; an ErrorResponse becomes an
@@ -265,12 +286,12 @@ impl Session {
                     ))
                 }
             }
-            let n = self
-                .stream
-                .read_buf(&mut self.rbuf)
-                .await
-                .map_err(|e| ConnectError::new(phase, ErrorKind::io(e, "")))?;
+            let n = self.stream.read_buf(&mut self.rbuf).await.map_err(|e| {
+                self.broken = true;
+                ConnectError::new(phase, ErrorKind::io(e, ""))
+            })?;
             if n == 0 {
+                self.broken = true;
                 return Err(ConnectError::new(
                     phase,
                     ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""),
@@ -425,45 +446,156 @@ impl Session {
     /// Runs one simple-protocol query and waits for ReadyForQuery. A server error ends
     /// the query (and is returned) but leaves the session usable.
     pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
+        let rows = self.query_column(sql).await?;
+        Ok(QueryOutcome {
+            rows: rows.len() as u64,
+            first_value: rows.into_iter().next(),
+        })
+    }
+
+    /// Runs one simple query and returns the first column of every row, as text.
+    pub async fn query_column(&mut self, sql: &str) -> Result<Vec<String>, ConnectError> {
+        frontend::query(sql, &mut self.wbuf).map_err(|e| protocol(Phase::Query, e))?;
+        self.send(Phase::Query).await?;
+        let mut out = Vec::new();
+        self.finish_statement(Some(&mut out)).await?;
+        Ok(out)
+    }
+
+    /// Prepares a named statement (Parse + Sync): one round trip, once per connection.
+    pub async fn prepare(&mut self, name: &str, sql: &str) -> Result<(), ConnectError> {
         let p = Phase::Query;
-        frontend::query(sql, &mut self.wbuf).map_err(|e| protocol(p, e))?;
+        frontend::parse(name, sql, std::iter::empty(), &mut self.wbuf).map_err(|e| protocol(p, e))?;
+        frontend::sync(&mut self.wbuf);
         self.send(p).await?;
-        let mut out = QueryOutcome::default();
+        self.finish_statement(None).await.map(|_| ())
+    }
+
+    /// Runs one statement and waits for ReadyForQuery, with text parameters. The
+    /// message sequence is libpq's for each mode, so the server does the same work as
+    /// for pgbench: simple is `Query` (parameters already in the text); extended is
+    /// Parse, Bind, Describe, Execute, Sync (PQexecParams); prepared is Bind, Describe,
+    /// Execute, Sync on a statement made by [`Session::prepare`] (PQexecPrepared).
+    pub async fn execute(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<u64, ConnectError> {
+        let p = Phase::Query;
+        match stmt {
+            Statement::Simple(sql) => {
+                frontend::query(sql, &mut self.wbuf).map_err(|e| protocol(p, e))?;
+            }
+            Statement::Extended(sql) => {
+                frontend::parse("", sql, std::iter::empty(), &mut self.wbuf).map_err(|e| protocol(p, e))?;
+                self.write_bind_execute("", params)?;
+            }
+            Statement::Prepared(name) => self.write_bind_execute(name, params)?,
+        }
+        self.send(p).await?;
+        self.finish_statement(None).await
+    }
+
+    fn write_bind_execute(&mut self, statement: &str, params: &[&str]) -> Result<(), ConnectError> {
+        let p = Phase::Query;
+        frontend::bind(
+            "",
+            statement,
+            std::iter::once(0i16), // every parameter in text format
+            params.iter().copied(),
+            |v: &str, buf: &mut BytesMut| {
+                buf.extend_from_slice(v.as_bytes());
+                Ok(postgres_protocol::IsNull::No)
+            },
+            std::iter::once(0i16),
+            &mut self.wbuf,
+        )
+        .map_err(|_| ConnectError::new(p, ErrorKind::Protocol("cannot encode Bind".into())))?;
+        frontend::describe(b'P', "", &mut self.wbuf).map_err(|e| protocol(p, e))?;
+        frontend::execute("", 0, &mut self.wbuf).map_err(|e| protocol(p, e))?;
+        frontend::sync(&mut self.wbuf);
+        Ok(())
+    }
+
+    /// Reads a statement's responses up to ReadyForQuery; returns the rows seen, or when
+    /// there were none the rows the command reports having affected (and
+    /// collects their first column when asked). A server error is returned after
+    /// ReadyForQuery, so the session stays in step and usable.
+    async fn finish_statement(&mut self, mut collect: Option<&mut Vec<String>>) -> Result<u64, ConnectError> {
+        let p = Phase::Query;
+        let mut rows = 0;
         let mut failure = None;
         loop {
-            let msg = match self.recv(p).await {
-                Ok(m) => m,
-                // The server follows an ErrorResponse with ReadyForQuery: keep reading so
-                // the session stays in step.
+            match self.recv(p).await {
+                Ok(Message::DataRow(row)) => {
+                    rows += 1;
+                    if let Some(out) = collect.as_deref_mut() {
+                        out.push(first_text(&row).unwrap_or_default());
+                    }
+                }
+                Ok(Message::CommandComplete(body)) if rows == 0 => {
+                    // No rows returned: count the rows the command affected or copied
+                    // ("UPDATE 1", "COPY 100000").
+                    rows = body
+                        .tag()
+                        .ok()
+                        .and_then(|t| t.rsplit(' ').next())
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                }
+                Ok(Message::ReadyForQuery(body)) => {
+                    self.transaction_status = body.status();
+                    break;
+                }
+                Ok(_) => {}
                 Err(ConnectError {
                     kind: kind @ ErrorKind::Server { .. },
                     ..
-                }) => {
-                    failure = Some(ConnectError::new(p, kind));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            match msg {
-                Message::DataRow(row) => {
-                    if out.rows == 0 {
-                        out.first_value = first_text(&row);
-                    }
-                    out.rows += 1;
-                }
-                Message::ReadyForQuery(_) => break,
-                Message::RowDescription(_)
-                | Message::CommandComplete(_)
-                | Message::EmptyQueryResponse
-                | Message::ParameterStatus(_)
-                | Message::NotificationResponse(_) => {}
-                _ => return Err(unexpected(p, "a query response")),
+                }) => failure = Some(ConnectError::new(p, kind)),
+                // A FATAL error (e.g. 57P01, the backend was terminated) is followed by
+                // the server closing the socket: report the server's reason.
+                Err(e) => return Err(failure.unwrap_or(e)),
             }
         }
         match failure {
             Some(e) => Err(e),
-            None => Ok(out),
+            None => Ok(rows),
         }
+    }
+
+    /// The transaction status of the last ReadyForQuery: `I` idle, `T` in a
+    /// transaction block, `E` in a failed one (which needs a ROLLBACK).
+    pub fn transaction_status(&self) -> u8 {
+        self.transaction_status
+    }
+
+    /// COPY ... FROM STDIN with the given rows of data (protocol §55.2.6), sent in
+    /// CopyData messages of about 64 KiB.
+    pub async fn copy_in(
+        &mut self,
+        sql: &str,
+        data: &mut dyn Iterator<Item = String>,
+    ) -> Result<u64, ConnectError> {
+        let p = Phase::Query;
+        frontend::query(sql, &mut self.wbuf).map_err(|e| protocol(p, e))?;
+        self.send(p).await?;
+        match self.recv(p).await? {
+            Message::CopyInResponse(_) => {}
+            _ => return Err(unexpected(p, "CopyInResponse")),
+        }
+        let mut chunk = BytesMut::with_capacity(64 * 1024);
+        for row in data {
+            chunk.extend_from_slice(row.as_bytes());
+            if chunk.len() >= 64 * 1024 {
+                let data = frontend::CopyData::new(chunk.split().freeze()).map_err(|e| protocol(p, e))?;
+                data.write(&mut self.wbuf);
+                self.send(p).await?;
+            }
+        }
+        if !chunk.is_empty() {
+            frontend::CopyData::new(chunk.freeze())
+                .map_err(|e| protocol(p, e))?
+                .write(&mut self.wbuf);
+        }
+        frontend::copy_done(&mut self.wbuf);
+        self.send(p).await?;
+        self.finish_statement(None).await
     }
 
     /// Says goodbye (Terminate) and closes; errors here change nothing measured.

@@ -3,6 +3,7 @@
 //! compute nothing of their own beyond unit conversion and ratios for display.
 
 pub mod json;
+pub mod load;
 pub mod text;
 
 use std::time::Duration;
@@ -38,6 +39,19 @@ pub fn format_bytes(b: f64) -> String {
         format!("{:.1} KiB", b / 1024.0)
     } else {
         format!("{:.1} MiB", b / 1024.0 / 1024.0)
+    }
+}
+
+/// Serialises a duration as seconds (for `*_s` keys).
+pub fn ser_duration_s<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Serialises an optional duration as seconds.
+pub fn ser_opt_duration_s<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
     }
 }
 

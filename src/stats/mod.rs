@@ -9,6 +9,8 @@
 //! unusual happened, such as a retransmission split over two reads). A phase's figures
 //! cover only the samples that had the phase.
 
+pub mod load;
+
 use crate::connect::{ConnectRun, FailureCount, TargetSamples};
 use crate::proto::{Phase, Timeline};
 use crate::transport::TlsInfo;

@@ -1,0 +1,835 @@
+//! The load engine: clients running a workload for a while, under a connection policy,
+//! optionally paced, with every transaction recorded.
+//!
+//! Shape: `-j` worker threads, each with its own single-threaded runtime, each running
+//! its share of the `-c` clients as local tasks and owning one [`Recorder`] (no atomics or
+//! locks while a transaction is timed). The run has three stretches on one shared clock:
+//! connecting (persistent connections are opened before anything is timed, as pgbench
+//! does), warm-up (transactions run but are not recorded), and the measurement. Workers
+//! hand their recorders to the coordinator, which merges them.
+//!
+//! Timing: a transaction's latency runs from its start to its last ReadyForQuery, and
+//! includes whatever the client had to wait for on the way: a pool slot, a (re)connect.
+//! Under `-R` the start is the *intended* start from the Poisson schedule, not the moment
+//! the client got round to it, so queueing delay is not hidden (coordinated omission);
+//! the difference is reported as schedule lag.
+//!
+//! Failures: a failed transaction is counted by kind (SQLSTATE, or phase and I/O error);
+//! a broken connection is dropped and reopened, after a short pause when connecting
+//! fails, and the client goes on.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::sync::{mpsc, watch, Notify};
+
+use crate::proto::postgres::{self, Endpoint, Session};
+use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
+use crate::record::{Interval, Recorder};
+use crate::transport::{Counters, TlsInfo};
+use crate::workload::{Executor, QueryMode, Script};
+
+/// How clients get their connections.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "policy", rename_all = "kebab-case")]
+pub enum Policy {
+    /// One connection per client for the whole run (pgbench's default).
+    Persistent,
+    /// A new connection for every transaction (pgbench -C).
+    PerTransaction,
+    /// A client-side pool per worker thread that clients borrow from per transaction.
+    Pool {
+        /// Connections per worker thread.
+        size_per_thread: usize,
+        #[serde(
+            rename = "max_lifetime_s",
+            serialize_with = "crate::report::ser_opt_duration_s"
+        )]
+        max_lifetime: Option<Duration>,
+        #[serde(
+            rename = "idle_timeout_s",
+            serialize_with = "crate::report::ser_opt_duration_s"
+        )]
+        idle_timeout: Option<Duration>,
+    },
+}
+
+/// When each client stops.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    /// After this long of measurement.
+    #[serde(rename = "duration_s", serialize_with = "crate::report::ser_duration_s")]
+    Duration(Duration),
+    /// After this many measured transactions per client.
+    TransactionsPerClient(u64),
+}
+
+/// A validated load run.
+#[derive(Debug, Clone)]
+pub struct LoadPlan {
+    pub endpoint: Endpoint,
+    pub script: Arc<Script>,
+    pub mode: QueryMode,
+    pub clients: usize,
+    pub threads: usize,
+    pub end: End,
+    pub warmup: Duration,
+    /// Target rate for all clients together, transactions per second.
+    pub rate: Option<f64>,
+    pub think: Duration,
+    pub policy: Policy,
+    pub interval: Duration,
+    pub progress: Option<Duration>,
+    pub scale: i64,
+}
+
+/// A progress report: the transactions that ended in one progress period.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// Seconds since the measurement started, at the end of the period.
+    pub at_s: f64,
+    pub period_s: f64,
+    pub totals: Interval,
+}
+
+/// Everything a load run produced.
+#[derive(Debug, Clone)]
+pub struct LoadRun {
+    pub recorder: Recorder,
+    /// From the start of the measurement to the last measured transaction's end (or the
+    /// end of the measurement window, whichever is later).
+    pub measured: Duration,
+    /// Client CPU (user + system) of the worker threads during the measurement.
+    pub cpu_user: Duration,
+    pub cpu_system: Duration,
+    /// Connections opened before the measurement (persistent policy), and their time.
+    pub setup_connects: u64,
+    pub setup_connect_ns: u64,
+    pub interrupted: bool,
+    /// The first error of the run, measured or not.
+    pub first_error: Option<String>,
+    pub server_version: Option<String>,
+    pub tls: Option<TlsInfo>,
+}
+
+/// The shared clock of a run.
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    warm_start: Instant,
+    measure_start: Instant,
+    end: Option<Instant>,
+}
+
+enum Msg {
+    Progress { tick: u64, period: Interval },
+}
+
+/// What one worker hands back.
+struct WorkerResult {
+    recorder: Recorder,
+    last_end: Option<Instant>,
+    cpu: (Duration, Duration),
+    setup_connects: u64,
+    setup_connect_ns: u64,
+    first_error: Option<String>,
+    server_version: Option<String>,
+    tls: Option<TlsInfo>,
+    interrupted: bool,
+}
+
+/// Runs the plan. `stop` turning true ends the run early (Ctrl-C); `on_progress` gets
+/// one report per progress period.
+pub async fn run(
+    plan: LoadPlan,
+    stop: watch::Receiver<bool>,
+    mut on_progress: impl FnMut(Progress),
+) -> Result<LoadRun> {
+    let threads = plan.threads.clamp(1, plan.clients.max(1));
+    let plan = Arc::new(plan);
+    let times: Arc<OnceLock<Times>> = Arc::new(OnceLock::new());
+    let connected = Arc::new(Barrier::new(threads + 1));
+    let go = Arc::new(Barrier::new(threads + 1));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut handles = Vec::new();
+    for w in 0..threads {
+        let ids: Vec<usize> = (0..plan.clients).filter(|c| c % threads == w).collect();
+        let (plan, times, connected, go, stop, tx) = (
+            plan.clone(),
+            times.clone(),
+            connected.clone(),
+            go.clone(),
+            stop.clone(),
+            tx.clone(),
+        );
+        let handle = std::thread::Builder::new()
+            .name(format!("connbench-worker-{w}"))
+            .spawn(move || worker(plan, ids, times, connected, go, stop, tx))
+            .context("cannot start a worker thread")?;
+        handles.push(handle);
+    }
+    drop(tx);
+    let wait = |b: Arc<Barrier>| async move {
+        tokio::task::spawn_blocking(move || {
+            b.wait();
+        })
+        .await
+    };
+    wait(connected).await?;
+    // Every worker has its connections: start the clock a moment from now, so all
+    // workers see the start before it arrives.
+    let warm_start = Instant::now() + Duration::from_millis(5);
+    let measure_start = warm_start + plan.warmup;
+    let end = match plan.end {
+        End::Duration(d) => Some(measure_start + d),
+        End::TransactionsPerClient(_) => None,
+    };
+    let _ = times.set(Times {
+        warm_start,
+        measure_start,
+        end,
+    });
+    wait(go).await?;
+
+    // Progress: merge each period's reports from all workers, in order.
+    let mut pending: std::collections::BTreeMap<u64, (usize, Interval)> = Default::default();
+    let period = plan.progress.unwrap_or(Duration::ZERO);
+    while let Some(msg) = rx.recv().await {
+        let Msg::Progress { tick, period: iv, .. } = msg;
+        let entry = pending.entry(tick).or_insert_with(|| (0, Interval::new()));
+        entry.0 += 1;
+        entry.1 += &iv;
+        while let Some(e) = pending.first_entry() {
+            if e.get().0 < threads {
+                break;
+            }
+            let (tick, (_, totals)) = e.remove_entry();
+            on_progress(Progress {
+                at_s: (tick + 1) as f64 * period.as_secs_f64(),
+                period_s: period.as_secs_f64(),
+                totals,
+            });
+        }
+    }
+    let mut results = Vec::new();
+    for h in handles {
+        results.push(
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a worker thread panicked"))??,
+        );
+    }
+    let mut recorder = Recorder::new();
+    let mut run = LoadRun {
+        recorder: Recorder::new(),
+        measured: Duration::ZERO,
+        cpu_user: Duration::ZERO,
+        cpu_system: Duration::ZERO,
+        setup_connects: 0,
+        setup_connect_ns: 0,
+        interrupted: false,
+        first_error: None,
+        server_version: None,
+        tls: None,
+    };
+    let mut last_end = measure_start;
+    for r in &results {
+        recorder += &r.recorder;
+        run.cpu_user += r.cpu.0;
+        run.cpu_system += r.cpu.1;
+        run.setup_connects += r.setup_connects;
+        run.setup_connect_ns += r.setup_connect_ns;
+        run.interrupted |= r.interrupted;
+        if run.first_error.is_none() {
+            run.first_error = r.first_error.clone();
+        }
+        run.server_version = run.server_version.take().or_else(|| r.server_version.clone());
+        run.tls = run.tls.take().or_else(|| r.tls.clone());
+        if let Some(e) = r.last_end {
+            last_end = last_end.max(e);
+        }
+    }
+    let window_end = match end {
+        Some(e) if !run.interrupted => last_end.max(e),
+        _ => last_end,
+    };
+    run.measured = window_end.saturating_duration_since(measure_start);
+    run.recorder = recorder;
+    Ok(run)
+}
+
+/// Per-thread CPU time (user, system) of the calling thread.
+fn thread_cpu() -> (Duration, Duration) {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_THREAD is Linux's.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv =
+        |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// State shared by the clients of one worker (one thread, so `Rc` and `RefCell`).
+struct WorkerShared {
+    plan: Arc<LoadPlan>,
+    recorder: RefCell<Recorder>,
+    progress: RefCell<Interval>,
+    pool: Option<Pool>,
+    first_error: RefCell<Option<String>>,
+    server_version: RefCell<Option<String>>,
+    tls: RefCell<Option<TlsInfo>>,
+    last_end: RefCell<Option<Instant>>,
+    setup: RefCell<(u64, u64)>,
+    times: RefCell<Option<Times>>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    plan: Arc<LoadPlan>,
+    ids: Vec<usize>,
+    times: Arc<OnceLock<Times>>,
+    connected: Arc<Barrier>,
+    go: Arc<Barrier>,
+    stop: watch::Receiver<bool>,
+    tx: mpsc::UnboundedSender<Msg>,
+) -> Result<WorkerResult> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start a worker runtime")?;
+    let local = tokio::task::LocalSet::new();
+    let pool = match &plan.policy {
+        Policy::Pool {
+            size_per_thread,
+            max_lifetime,
+            idle_timeout,
+        } => Some(Pool::new(*size_per_thread, *max_lifetime, *idle_timeout)),
+        _ => None,
+    };
+    let shared = Rc::new(WorkerShared {
+        plan: plan.clone(),
+        recorder: RefCell::new(Recorder::new()),
+        progress: RefCell::new(Interval::new()),
+        pool,
+        first_error: RefCell::new(None),
+        server_version: RefCell::new(None),
+        tls: RefCell::new(None),
+        last_end: RefCell::new(None),
+        setup: RefCell::new((0, 0)),
+        times: RefCell::new(None),
+    });
+    local.block_on(&rt, async move {
+        // Connect every persistent client first; nothing here is timed.
+        let mut sessions: Vec<Option<Session>> = Vec::with_capacity(ids.len());
+        if plan.policy == Policy::Persistent {
+            let opens = ids.iter().map(|_| {
+                let shared = shared.clone();
+                tokio::task::spawn_local(async move { open_setup(&shared).await })
+            });
+            let opens: Vec<_> = opens.collect();
+            for o in opens {
+                sessions.push(o.await.ok().flatten());
+            }
+        } else {
+            sessions.resize_with(ids.len(), || None);
+        }
+        let barrier_wait = |b: Arc<Barrier>| {
+            tokio::task::spawn_blocking(move || {
+                b.wait();
+            })
+        };
+        let _ = barrier_wait(connected).await;
+        let _ = barrier_wait(go).await;
+        let t = *times.get().expect("the coordinator sets the clock before go");
+        *shared.times.borrow_mut() = Some(t);
+
+        // CPU is read on this thread at the start and end of the measurement.
+        let cpu_start = {
+            let shared = shared.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep_until(t.measure_start.into()).await;
+                let _ = &shared;
+                thread_cpu()
+            })
+        };
+        let ticker = plan.progress.map(|period| {
+            let shared = shared.clone();
+            let tx = tx.clone();
+            let mut stop = stop.clone();
+            tokio::task::spawn_local(async move {
+                let mut tick = 0u64;
+                loop {
+                    let due = t.measure_start + period * (tick as u32 + 1);
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due.into()) => {}
+                        _ = stop.changed() => break,
+                    }
+                    let period_iv = std::mem::take(&mut *shared.progress.borrow_mut());
+                    if tx
+                        .send(Msg::Progress {
+                            tick,
+                            period: period_iv,
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                    tick += 1;
+                }
+            })
+        });
+        let clients: Vec<_> = ids
+            .iter()
+            .zip(sessions)
+            .map(|(&id, session)| {
+                let shared = shared.clone();
+                let stop = stop.clone();
+                tokio::task::spawn_local(async move { client(id, shared, session, stop).await })
+            })
+            .collect();
+        let mut interrupted = false;
+        let mut left = Vec::new();
+        for c in clients {
+            if let Ok((session, was_stopped)) = c.await {
+                interrupted |= was_stopped;
+                left.extend(session);
+            }
+        }
+        let cpu_end = thread_cpu();
+        let cpu_start = cpu_start.await.unwrap_or(cpu_end);
+        if let Some(t) = ticker {
+            t.abort();
+        }
+        if let Some(pool) = &shared.pool {
+            left.extend(pool.drain());
+        }
+        for s in left {
+            s.close().await;
+        }
+        let recorder = shared.recorder.replace(Recorder::new());
+        let (setup_connects, setup_connect_ns) = *shared.setup.borrow();
+        Ok(WorkerResult {
+            recorder,
+            last_end: *shared.last_end.borrow(),
+            cpu: (
+                cpu_end.0.saturating_sub(cpu_start.0),
+                cpu_end.1.saturating_sub(cpu_start.1),
+            ),
+            setup_connects,
+            setup_connect_ns,
+            first_error: shared.first_error.borrow().clone(),
+            server_version: shared.server_version.borrow().clone(),
+            tls: shared.tls.borrow().clone(),
+            interrupted,
+        })
+    })
+}
+
+/// A connection before the clock starts (persistent policy).
+async fn open_setup(shared: &WorkerShared) -> Option<Session> {
+    match open(shared).await {
+        Ok((s, t)) => {
+            let mut setup = shared.setup.borrow_mut();
+            setup.0 += 1;
+            setup.1 += t.total_ns;
+            Some(s)
+        }
+        Err(e) => {
+            note_first_error(shared, &e.to_string());
+            None
+        }
+    }
+}
+
+async fn open(shared: &WorkerShared) -> Result<(Session, Timeline), ConnectError> {
+    let ep: &Endpoint = &shared.plan.endpoint;
+    let cursor = PhaseCursor::default();
+    let attempt = postgres::connect(ep, &cursor);
+    let (session, timeline) = match ep.target.connect_timeout {
+        Some(limit) => match tokio::time::timeout(limit, attempt).await {
+            Ok(r) => r?,
+            Err(_) => return Err(ConnectError::new(cursor.get(), ErrorKind::Timeout(limit))),
+        },
+        None => attempt.await?,
+    };
+    if shared.server_version.borrow().is_none() {
+        *shared.server_version.borrow_mut() = session.server_version.clone();
+        *shared.tls.borrow_mut() = timeline.tls.clone();
+    }
+    Ok((session, timeline))
+}
+
+fn note_first_error(shared: &WorkerShared, message: &str) {
+    let mut first = shared.first_error.borrow_mut();
+    if first.is_none() {
+        *first = Some(message.to_string());
+    }
+}
+
+/// The failure's counting key: the SQLSTATE for server errors (so they group by
+/// class), else the phase and kind.
+fn failure_key(e: &ConnectError) -> String {
+    match &e.kind {
+        ErrorKind::Server { code, .. } => code.clone(),
+        _ => e.key(),
+    }
+}
+
+/// A Poisson schedule of intended starts for one client.
+struct Schedule {
+    next: Instant,
+    mean_gap_s: f64,
+}
+
+impl Schedule {
+    fn advance(&mut self, rng: &mut crate::workload::Rng) -> Instant {
+        let at = self.next;
+        // Exponential gaps give Poisson arrivals (pgbench -R does the same).
+        let gap = -rng.unit().ln() * self.mean_gap_s;
+        self.next += Duration::from_secs_f64(gap);
+        at
+    }
+}
+
+/// One client's loop. Returns its persistent session (for closing outside the timed
+/// region) and whether it was stopped by Ctrl-C.
+async fn client(
+    id: usize,
+    shared: Rc<WorkerShared>,
+    mut session: Option<Session>,
+    mut stop: watch::Receiver<bool>,
+) -> (Option<Session>, bool) {
+    let plan = shared.plan.clone();
+    let t = shared.times.borrow().expect("set before clients run");
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let seed = (id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ clock;
+    let mut exec = Executor::new(&plan.script, plan.scale, id as i64, seed);
+    let mut schedule = plan.rate.map(|r| Schedule {
+        next: t.warm_start,
+        mean_gap_s: plan.clients as f64 / r,
+    });
+    let mut measured_done: u64 = 0;
+    let mut reconnect_pause = false;
+    // Paced clients wait on a high-resolution timer: tokio's rounds up to the next
+    // millisecond, which -R would charge to latency.
+    let mut timer = match schedule {
+        Some(_) => crate::timer::PreciseTimer::new().ok(),
+        None => None,
+    };
+    loop {
+        if *stop.borrow() {
+            return (session, true);
+        }
+        // When to start: now, or the next intended start under -R.
+        let intended = match schedule.as_mut() {
+            Some(s) => s.advance(&mut exec.rng),
+            None => Instant::now().max(t.warm_start),
+        };
+        if let Some(end) = t.end {
+            if intended >= end {
+                return (session, false);
+            }
+        }
+        if reconnect_pause {
+            reconnect_pause = false;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = stop.changed() => return (session, true),
+            }
+        }
+        if intended > Instant::now() {
+            let wait = async {
+                let precise = match timer.as_mut() {
+                    Some(t) => t.sleep_until(intended).await.is_ok(),
+                    None => false,
+                };
+                if !precise {
+                    tokio::time::sleep_until(intended.into()).await;
+                }
+            };
+            tokio::select! {
+                _ = wait => {}
+                _ = stop.changed() => return (session, true),
+            }
+        }
+        let started = Instant::now();
+        let measured = intended >= t.measure_start;
+        let outcome = tokio::select! {
+            o = transaction(&shared, &mut exec, &mut session) => o,
+            _ = stop.changed() => return (None, true),
+        };
+        let ended = Instant::now();
+        let index = (ended.saturating_duration_since(t.measure_start).as_nanos()
+            / plan.interval.as_nanos().max(1)) as usize;
+        match outcome {
+            Ok((bytes, connect)) => {
+                if measured {
+                    let latency = ended.saturating_duration_since(intended).as_nanos() as u64;
+                    let mut rec = shared.recorder.borrow_mut();
+                    rec.record_transaction(index, latency, bytes);
+                    if schedule.is_some() {
+                        rec.record_lag(started.saturating_duration_since(intended).as_nanos() as u64);
+                    }
+                    if let Some(tl) = &connect {
+                        rec.record_connect(index, tl);
+                    }
+                    if plan.progress.is_some() {
+                        let mut p = shared.progress.borrow_mut();
+                        p.transactions += 1;
+                        p.latency_us.saturating_record((latency / 1_000).max(1));
+                    }
+                    let mut last = shared.last_end.borrow_mut();
+                    *last = Some(last.map_or(ended, |l| l.max(ended)));
+                }
+            }
+            Err(TxError { error, connecting }) => {
+                let message = || error.to_string();
+                note_first_error(&shared, &error.to_string());
+                if measured {
+                    shared
+                        .recorder
+                        .borrow_mut()
+                        .record_failure(index, &failure_key(&error), message, true);
+                    if plan.progress.is_some() {
+                        shared.progress.borrow_mut().failures += 1;
+                    }
+                }
+                reconnect_pause = connecting;
+            }
+        }
+        if measured {
+            measured_done += 1;
+            if let End::TransactionsPerClient(n) = plan.end {
+                if measured_done >= n {
+                    return (session, false);
+                }
+            }
+        }
+        if !plan.think.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(plan.think) => {}
+                _ = stop.changed() => return (session, true),
+            }
+        }
+    }
+}
+
+/// A failed transaction, and whether it failed while connecting.
+struct TxError {
+    error: ConnectError,
+    connecting: bool,
+}
+
+/// One transaction under the plan's policy: get a connection, run the script, give the
+/// connection back. Returns the bytes it moved and the connect it made, if any.
+async fn transaction(
+    shared: &WorkerShared,
+    exec: &mut Executor,
+    persistent: &mut Option<Session>,
+) -> Result<(Counters, Option<Timeline>), TxError> {
+    let plan = &shared.plan;
+    let connect_err = |error| TxError {
+        error,
+        connecting: true,
+    };
+    match &plan.policy {
+        Policy::Persistent => {
+            let mut made = None;
+            if persistent.is_none() {
+                let (s, tl) = open(shared).await.map_err(connect_err)?;
+                exec.prepared = false;
+                *persistent = Some(s);
+                made = Some(tl);
+            }
+            let s = persistent.as_mut().expect("connected above");
+            let before = s.counters();
+            let result = exec.run(&plan.script, plan.mode, s).await;
+            let bytes = delta(before, s.counters(), made.is_some());
+            if s.is_broken() {
+                *persistent = None;
+            }
+            result.map(|_| (bytes, made)).map_err(|e| TxError {
+                error: e.error,
+                connecting: false,
+            })
+        }
+        Policy::PerTransaction => {
+            let (mut s, tl) = open(shared).await.map_err(connect_err)?;
+            exec.prepared = false;
+            let result = exec.run(&plan.script, plan.mode, &mut s).await;
+            let bytes = s.counters();
+            s.close().await;
+            result.map(|_| (bytes, Some(tl))).map_err(|e| TxError {
+                error: e.error,
+                connecting: false,
+            })
+        }
+        Policy::Pool { .. } => {
+            let pool = shared.pool.as_ref().expect("pool policy has a pool");
+            let (mut conn, made) = pool.acquire(shared).await.map_err(connect_err)?;
+            // Prepared statements live on one connection; a pooled client may get
+            // another one each time, so it prepares again when the connection changed.
+            if made.is_some() || exec.connection != conn.id {
+                exec.prepared = false;
+            }
+            exec.connection = conn.id;
+            let before = conn.session.counters();
+            let result = exec.run(&plan.script, plan.mode, &mut conn.session).await;
+            let bytes = delta(before, conn.session.counters(), made.is_some());
+            pool.release(conn);
+            result.map(|_| (bytes, made)).map_err(|e| TxError {
+                error: e.error,
+                connecting: false,
+            })
+        }
+    }
+}
+
+/// Bytes moved between two counter readings; with `from_zero` the whole connection's
+/// (it was opened inside this transaction).
+fn delta(before: Counters, after: Counters, from_zero: bool) -> Counters {
+    if from_zero {
+        return after;
+    }
+    Counters {
+        bytes_sent: after.bytes_sent - before.bytes_sent,
+        bytes_received: after.bytes_received - before.bytes_received,
+        round_trips: after.round_trips - before.round_trips,
+    }
+}
+
+/// A pooled connection.
+struct Pooled {
+    id: u64,
+    session: Session,
+    created: Instant,
+    last_used: Instant,
+}
+
+/// A client-side connection pool for the clients of one worker thread: at most `size`
+/// connections; a connection older than `max_lifetime` is retired when it comes back,
+/// and one idle longer than `idle_timeout` is closed instead of handed out.
+struct Pool {
+    size: usize,
+    max_lifetime: Option<Duration>,
+    idle_timeout: Option<Duration>,
+    state: RefCell<PoolState>,
+    freed: Notify,
+}
+
+struct PoolState {
+    idle: Vec<Pooled>,
+    open: usize,
+    next_id: u64,
+}
+
+impl Pool {
+    fn new(size: usize, max_lifetime: Option<Duration>, idle_timeout: Option<Duration>) -> Pool {
+        Pool {
+            size: size.max(1),
+            max_lifetime,
+            idle_timeout,
+            state: RefCell::new(PoolState {
+                idle: Vec::new(),
+                open: 0,
+                next_id: 0,
+            }),
+            freed: Notify::new(),
+        }
+    }
+
+    fn expired(&self, c: &Pooled, now: Instant) -> bool {
+        self.max_lifetime.is_some_and(|l| now - c.created >= l)
+            || self.idle_timeout.is_some_and(|t| now - c.last_used >= t)
+    }
+
+    /// A connection: an idle one, a new one when below `size`, or the next one freed.
+    async fn acquire(&self, shared: &WorkerShared) -> Result<(Pooled, Option<Timeline>), ConnectError> {
+        loop {
+            let now = Instant::now();
+            let mut retired = Vec::new();
+            let ready = {
+                let mut st = self.state.borrow_mut();
+                let mut found = None;
+                while let Some(c) = st.idle.pop() {
+                    if self.expired(&c, now) {
+                        st.open -= 1;
+                        retired.push(c.session);
+                    } else {
+                        found = Some(c);
+                        break;
+                    }
+                }
+                match found {
+                    Some(c) => Some(Ok(c)),
+                    None if st.open < self.size => {
+                        st.open += 1;
+                        st.next_id += 1;
+                        Some(Err(st.next_id))
+                    }
+                    None => None,
+                }
+            };
+            for s in retired {
+                tokio::task::spawn_local(s.close());
+            }
+            match ready {
+                Some(Ok(c)) => return Ok((c, None)),
+                Some(Err(id)) => match open(shared).await {
+                    Ok((session, tl)) => {
+                        let now = Instant::now();
+                        return Ok((
+                            Pooled {
+                                id,
+                                session,
+                                created: now,
+                                last_used: now,
+                            },
+                            Some(tl),
+                        ));
+                    }
+                    Err(e) => {
+                        self.state.borrow_mut().open -= 1;
+                        self.freed.notify_one();
+                        return Err(e);
+                    }
+                },
+                None => self.freed.notified().await,
+            }
+        }
+    }
+
+    /// Gives a connection back; a broken or too-old one is closed instead.
+    fn release(&self, mut c: Pooled) {
+        let now = Instant::now();
+        let retire = c.session.is_broken() || self.max_lifetime.is_some_and(|l| now - c.created >= l);
+        {
+            let mut st = self.state.borrow_mut();
+            if retire {
+                st.open -= 1;
+            } else {
+                c.last_used = now;
+                st.idle.push(c);
+                drop(st);
+                self.freed.notify_one();
+                return;
+            }
+        }
+        tokio::task::spawn_local(c.session.close());
+        self.freed.notify_one();
+    }
+
+    /// Every idle connection, for closing at the end.
+    fn drain(&self) -> Vec<Session> {
+        self.state
+            .borrow_mut()
+            .idle
+            .drain(..)
+            .map(|c| c.session)
+            .collect()
+    }
+}

@@ -1,0 +1,272 @@
+//! Recording a load run: per-worker recorders, merged at the end.
+//!
+//! Each worker thread owns one [`Recorder`]; its clients (tasks on that thread's
+//! runtime) record into it without atomics or locks. Latencies go into HDR histograms
+//! with fixed bounds (1 ns to 1 hour, 3 significant digits), so recording never
+//! allocates; values are nanoseconds, and floats appear only in statistics and reports.
+//! The per-interval series uses coarser histograms (microseconds, 2 significant digits)
+//! because there is one per interval. Workers hand their recorders to the coordinator,
+//! which merges them with `+=`.
+
+use std::collections::BTreeMap;
+use std::ops::AddAssign;
+
+use hdrhistogram::Histogram;
+
+use crate::connect::FailureCount;
+use crate::proto::{Phase, Timeline};
+use crate::transport::Counters;
+
+/// The largest latency a histogram holds: one hour, in nanoseconds.
+pub const MAX_NS: u64 = 3_600_000_000_000;
+/// The largest latency an interval histogram holds: one hour, in microseconds.
+pub const MAX_US: u64 = 3_600_000_000;
+
+/// A latency histogram in nanoseconds.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_NS, 3).expect("valid bounds")
+}
+
+/// An interval histogram in microseconds.
+pub fn interval_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_US, 2).expect("valid bounds")
+}
+
+/// One interval of the series.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    pub transactions: u64,
+    pub failures: u64,
+    pub connects: u64,
+    /// Transaction latencies in microseconds.
+    pub latency_us: Histogram<u64>,
+}
+
+impl Interval {
+    pub fn new() -> Interval {
+        Interval {
+            transactions: 0,
+            failures: 0,
+            connects: 0,
+            latency_us: interval_histogram(),
+        }
+    }
+}
+
+impl Default for Interval {
+    fn default() -> Self {
+        Interval::new()
+    }
+}
+
+impl AddAssign<&Interval> for Interval {
+    fn add_assign(&mut self, o: &Interval) {
+        self.transactions += o.transactions;
+        self.failures += o.failures;
+        self.connects += o.connects;
+        self.latency_us.add(&o.latency_us).expect("same bounds");
+    }
+}
+
+/// Everything one worker measured.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    /// Latency of each successful measured transaction (from its intended start under
+    /// -R, else its actual start; including any connect or pool wait it needed).
+    pub latency: Histogram<u64>,
+    /// Schedule lag under -R: actual start minus intended start.
+    pub lag: Histogram<u64>,
+    /// Connection set-up time of every connect made during the measurement.
+    pub connect: Histogram<u64>,
+    /// Per phase, of those connects.
+    pub connect_phases: Vec<Histogram<u64>>,
+    pub transactions: u64,
+    /// Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).
+    pub failures: BTreeMap<String, FailureCount>,
+    pub failed_transactions: u64,
+    pub connects: u64,
+    pub connect_ns: u64,
+    /// Bytes of measured transactions (and the connects they made).
+    pub bytes: Counters,
+    /// Per interval since the measurement started.
+    pub series: Vec<Interval>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            latency: latency_histogram(),
+            lag: latency_histogram(),
+            connect: latency_histogram(),
+            connect_phases: (0..Phase::COUNT).map(|_| latency_histogram()).collect(),
+            transactions: 0,
+            failures: BTreeMap::new(),
+            failed_transactions: 0,
+            connects: 0,
+            connect_ns: 0,
+            bytes: Counters::default(),
+            series: Vec::new(),
+        }
+    }
+
+    fn interval(&mut self, index: usize) -> &mut Interval {
+        if self.series.len() <= index {
+            // Once per interval per worker, never per transaction.
+            self.series.resize_with(index + 1, Interval::new);
+        }
+        &mut self.series[index]
+    }
+
+    /// A successful transaction that ended in interval `index`.
+    pub fn record_transaction(&mut self, index: usize, latency_ns: u64, bytes: Counters) {
+        self.transactions += 1;
+        self.latency.saturating_record(latency_ns.max(1));
+        self.bytes.bytes_sent += bytes.bytes_sent;
+        self.bytes.bytes_received += bytes.bytes_received;
+        let iv = self.interval(index);
+        iv.transactions += 1;
+        iv.latency_us.saturating_record((latency_ns / 1_000).max(1));
+    }
+
+    pub fn record_lag(&mut self, lag_ns: u64) {
+        self.lag.saturating_record(lag_ns.max(1));
+    }
+
+    /// A connect made during the measurement.
+    pub fn record_connect(&mut self, index: usize, t: &Timeline) {
+        self.connects += 1;
+        self.connect_ns += t.total_ns;
+        self.connect.saturating_record(t.total_ns.max(1));
+        for p in Phase::ALL {
+            if let Some(span) = t.phase(p) {
+                self.connect_phases[p.index()].saturating_record(span.ns.max(1));
+            }
+        }
+        self.interval(index).connects += 1;
+    }
+
+    /// A failure of `kind`; `message` is formatted only for the first of its kind.
+    pub fn record_failure(
+        &mut self,
+        index: usize,
+        kind: &str,
+        message: impl FnOnce() -> String,
+        transaction: bool,
+    ) {
+        match self.failures.get_mut(kind) {
+            Some(f) => f.count += 1,
+            None => {
+                self.failures.insert(
+                    kind.to_string(),
+                    FailureCount {
+                        count: 1,
+                        example: message(),
+                    },
+                );
+            }
+        }
+        if transaction {
+            self.failed_transactions += 1;
+        }
+        self.interval(index).failures += 1;
+    }
+}
+
+impl AddAssign<&Recorder> for Recorder {
+    fn add_assign(&mut self, o: &Recorder) {
+        self.latency.add(&o.latency).expect("same bounds");
+        self.lag.add(&o.lag).expect("same bounds");
+        self.connect.add(&o.connect).expect("same bounds");
+        for (a, b) in self.connect_phases.iter_mut().zip(&o.connect_phases) {
+            a.add(b).expect("same bounds");
+        }
+        self.transactions += o.transactions;
+        self.failed_transactions += o.failed_transactions;
+        for (k, f) in &o.failures {
+            self.failures
+                .entry(k.clone())
+                .and_modify(|mine| mine.count += f.count)
+                .or_insert_with(|| f.clone());
+        }
+        self.connects += o.connects;
+        self.connect_ns += o.connect_ns;
+        self.bytes.bytes_sent += o.bytes.bytes_sent;
+        self.bytes.bytes_received += o.bytes.bytes_received;
+        if self.series.len() < o.series.len() {
+            self.series.resize_with(o.series.len(), Interval::new);
+        }
+        for (a, b) in self.series.iter_mut().zip(&o.series) {
+            *a += b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_equals_recording_everything_in_one() {
+        let mut a = Recorder::new();
+        let mut b = Recorder::new();
+        let mut all = Recorder::new();
+        let mut x: u64 = 12345;
+        for i in 0..10_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let v = (x >> 40) + 1_000;
+            let idx = (i / 1000) as usize;
+            let c = Counters {
+                bytes_sent: 10,
+                bytes_received: 20,
+                round_trips: 1,
+            };
+            if i % 3 == 0 { &mut a } else { &mut b }.record_transaction(idx, v, c);
+            all.record_transaction(idx, v, c);
+            if i % 1000 == 0 {
+                a.record_failure(idx, "57P01", || "terminated".into(), true);
+                all.record_failure(idx, "57P01", || "terminated".into(), true);
+            }
+        }
+        let mut merged = Recorder::new();
+        merged += &a;
+        merged += &b;
+        assert_eq!(merged.transactions, all.transactions);
+        assert_eq!(merged.latency, all.latency);
+        assert_eq!(merged.failures, all.failures);
+        assert_eq!(merged.failed_transactions, 10);
+        assert_eq!(
+            merged.bytes,
+            Counters {
+                bytes_sent: 100_000,
+                bytes_received: 200_000,
+                round_trips: 0
+            }
+        );
+        assert_eq!(merged.series.len(), 10);
+        for (m, w) in merged.series.iter().zip(&all.series) {
+            assert_eq!(m.transactions, w.transactions);
+            assert_eq!(m.latency_us, w.latency_us);
+        }
+        assert_eq!(
+            merged.latency.value_at_quantile(0.99),
+            all.latency.value_at_quantile(0.99)
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_saturate_instead_of_failing() {
+        let mut r = Recorder::new();
+        r.record_transaction(0, 0, Counters::default());
+        r.record_transaction(0, u64::MAX, Counters::default());
+        assert_eq!(r.transactions, 2);
+        assert!(r.latency.max() >= MAX_NS - MAX_NS / 1000);
+    }
+}

@@ -1,0 +1,325 @@
+//! The load report: text for the terminal, JSON with stable keys (schema in
+//! docs/schema/load.schema.json). Both read `stats::load` values only.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::{format_bytes, format_ns};
+use crate::engine::{End, Policy};
+use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary};
+use crate::transport::TlsInfo;
+use crate::workload::QueryMode;
+
+/// What was run, as the report states it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadSettings {
+    pub target: String,
+    pub conninfo: String,
+    pub workload: String,
+    pub mode: QueryMode,
+    pub clients: usize,
+    pub threads: usize,
+    pub end: End,
+    pub warmup_s: f64,
+    pub rate_tps: Option<f64>,
+    pub think_ms: f64,
+    pub connection: Policy,
+    pub interval_s: f64,
+    pub scale: i64,
+}
+
+/// The method statement printed with every load report.
+pub const METHOD: &str = "Each client runs the workload's transaction in a loop on its own connection handling \
+(persistent, per-transaction or pooled). Latency runs from a transaction's start (its intended start under a \
+target rate) to its last ReadyForQuery, including any connect or pool wait it needed; warm-up transactions are \
+not recorded. Percentiles come from HDR histograms with 3 significant digits. tps is measured transactions over \
+the measured time; tps_excluding_connect subtracts the average time per client spent connecting during the \
+measurement. Client CPU is the worker threads' user+system time during the measurement.";
+
+#[derive(Serialize)]
+struct LatencyMs {
+    n: u64,
+    mean_ms: f64,
+    stddev_ms: f64,
+    min_ms: f64,
+    p50_ms: f64,
+    p90_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    max_ms: f64,
+}
+
+fn ms(l: &Latency) -> LatencyMs {
+    let f = |ns: u64| ns as f64 / 1e6;
+    LatencyMs {
+        n: l.n,
+        mean_ms: l.mean_ns / 1e6,
+        stddev_ms: l.stddev_ns / 1e6,
+        min_ms: f(l.min_ns),
+        p50_ms: f(l.p50_ns),
+        p90_ms: f(l.p90_ns),
+        p95_ms: f(l.p95_ns),
+        p99_ms: f(l.p99_ns),
+        p999_ms: f(l.p999_ns),
+        max_ms: f(l.max_ns),
+    }
+}
+
+#[derive(Serialize)]
+struct PhaseLatency {
+    name: &'static str,
+    #[serde(flatten)]
+    latency: LatencyMs,
+}
+
+#[derive(Serialize)]
+struct Connections {
+    opened_before_measurement: u64,
+    setup_connect_mean_ms: Option<f64>,
+    opened_during_measurement: u64,
+    connect_time_s: f64,
+    connect: Option<LatencyMs>,
+    phases: Vec<PhaseLatency>,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    transactions: u64,
+    failed_transactions: u64,
+    measured_s: f64,
+    tps: f64,
+    tps_excluding_connect: f64,
+    latency: Option<LatencyMs>,
+    schedule_lag: Option<LatencyMs>,
+    connections: Connections,
+    cpu_user_s: f64,
+    cpu_system_s: f64,
+    cpu_per_transaction_us: Option<f64>,
+    bytes_sent: u64,
+    bytes_received: u64,
+    failures: &'a [FailureSummary],
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    connbench_version: &'static str,
+    command: &'static str,
+    method: &'static str,
+    settings: &'a LoadSettings,
+    server_version: Option<&'a str>,
+    tls: Option<&'a TlsInfo>,
+    interrupted: bool,
+    summary: Summary<'a>,
+    series: &'a [IntervalSummary],
+}
+
+/// The load report as pretty JSON.
+pub fn json(
+    settings: &LoadSettings,
+    s: &LoadSummary,
+    server_version: Option<&str>,
+    tls: Option<&TlsInfo>,
+    interrupted: bool,
+) -> String {
+    let report = Report {
+        connbench_version: env!("CARGO_PKG_VERSION"),
+        command: "load",
+        method: METHOD,
+        settings,
+        server_version,
+        tls,
+        interrupted,
+        summary: Summary {
+            transactions: s.transactions,
+            failed_transactions: s.failed_transactions,
+            measured_s: s.measured_s,
+            tps: s.tps,
+            tps_excluding_connect: s.tps_excluding_connect,
+            latency: s.latency.as_ref().map(ms),
+            schedule_lag: s.lag.as_ref().map(ms),
+            connections: Connections {
+                opened_before_measurement: s.setup_connects,
+                setup_connect_mean_ms: s.setup_connect_mean_ns.map(|n| n / 1e6),
+                opened_during_measurement: s.connects,
+                connect_time_s: s.connect_time_s,
+                connect: s.connect.as_ref().map(ms),
+                phases: s
+                    .connect_phases
+                    .iter()
+                    .map(|(p, l)| PhaseLatency {
+                        name: p.as_str(),
+                        latency: ms(l),
+                    })
+                    .collect(),
+            },
+            cpu_user_s: s.cpu_user_s,
+            cpu_system_s: s.cpu_system_s,
+            cpu_per_transaction_us: s.cpu_per_transaction_us,
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            failures: &s.failures,
+        },
+        series: &s.series,
+    };
+    serde_json::to_string_pretty(&report).expect("serialisable") + "\n"
+}
+
+fn policy_words(p: &Policy) -> String {
+    match p {
+        Policy::Persistent => "persistent connections".into(),
+        Policy::PerTransaction => "a new connection per transaction".into(),
+        Policy::Pool {
+            size_per_thread,
+            max_lifetime,
+            idle_timeout,
+        } => {
+            let mut s = format!("a client-side pool of {size_per_thread} per thread");
+            if let Some(l) = max_lifetime {
+                let _ = write!(s, ", max lifetime {}", super::format_duration(*l));
+            }
+            if let Some(t) = idle_timeout {
+                let _ = write!(s, ", idle timeout {}", super::format_duration(*t));
+            }
+            s
+        }
+    }
+}
+
+/// The load report for the terminal (80 columns).
+pub fn text(
+    settings: &LoadSettings,
+    s: &LoadSummary,
+    server_version: Option<&str>,
+    interrupted: bool,
+    show_series: bool,
+) -> String {
+    let mut o = String::new();
+    let end = match settings.end {
+        End::Duration(d) => format!("{} s", d.as_secs_f64()),
+        End::TransactionsPerClient(n) => format!("{n} transactions per client"),
+    };
+    let _ = writeln!(
+        o,
+        "connbench load: {}, {} protocol, {} clients on {} threads, {end} after {} s warm-up",
+        settings.workload,
+        settings.mode.as_str(),
+        settings.clients,
+        settings.threads,
+        settings.warmup_s
+    );
+    let _ = writeln!(o, "  with {}", policy_words(&settings.connection));
+    let _ = writeln!(
+        o,
+        "target: {}  {}{}",
+        settings.target,
+        settings.conninfo,
+        server_version
+            .map(|v| format!(" · server {v}"))
+            .unwrap_or_default()
+    );
+    if interrupted {
+        let _ = writeln!(
+            o,
+            "interrupted: the figures below cover the measurement before Ctrl-C"
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\ntransactions  {} in {:.2} s, {} failed",
+        s.transactions, s.measured_s, s.failed_transactions
+    );
+    let _ = writeln!(
+        o,
+        "tps           {:.1} (including connection time), {:.1} (excluding)",
+        s.tps, s.tps_excluding_connect
+    );
+    if let Some(l) = &s.latency {
+        let _ = writeln!(
+            o,
+            "latency       mean {} ± {}\n              p50 {}  p90 {}  p95 {}  p99 {}  p99.9 {}  max {}",
+            format_ns(l.mean_ns),
+            format_ns(l.stddev_ns),
+            format_ns(l.p50_ns as f64),
+            format_ns(l.p90_ns as f64),
+            format_ns(l.p95_ns as f64),
+            format_ns(l.p99_ns as f64),
+            format_ns(l.p999_ns as f64),
+            format_ns(l.max_ns as f64),
+        );
+    }
+    let mut conn = format!("connections   {} opened before the measurement", s.setup_connects);
+    if let Some(m) = s.setup_connect_mean_ns {
+        let _ = write!(conn, " (mean {})", format_ns(m));
+    }
+    let _ = write!(conn, ", {} during it", s.connects);
+    if let Some(c) = &s.connect {
+        let _ = write!(
+            conn,
+            "\n              connect mean {}, p99 {}; {:.2} s connecting in all",
+            format_ns(c.mean_ns),
+            format_ns(c.p99_ns as f64),
+            s.connect_time_s
+        );
+    }
+    let _ = writeln!(o, "{conn}");
+    if let Some(lag) = &s.lag {
+        let achieved = s.tps;
+        let _ = writeln!(
+            o,
+            "rate          target {:.1} tps, achieved {:.1} tps; schedule lag mean {}, p99 {}, max {}",
+            settings.rate_tps.unwrap_or(0.0),
+            achieved,
+            format_ns(lag.mean_ns),
+            format_ns(lag.p99_ns as f64),
+            format_ns(lag.max_ns as f64)
+        );
+    }
+    let cpu = s.cpu_user_s + s.cpu_system_s;
+    let per = s
+        .cpu_per_transaction_us
+        .map(|us| format!(": {} per transaction", format_ns(us * 1e3)))
+        .unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "client CPU    {:.2} s (user {:.2} s, system {:.2} s){per}",
+        cpu, s.cpu_user_s, s.cpu_system_s
+    );
+    let n = s.transactions.max(1) as f64;
+    let _ = writeln!(
+        o,
+        "network       {} sent, {} received ({} and {} per transaction)",
+        format_bytes(s.bytes_sent as f64),
+        format_bytes(s.bytes_received as f64),
+        format_bytes(s.bytes_sent as f64 / n),
+        format_bytes(s.bytes_received as f64 / n)
+    );
+    for f in &s.failures {
+        let class = f.class.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
+        let _ = writeln!(o, "failed        {}x {}{class}: {}", f.count, f.kind, f.example);
+    }
+    if show_series && !s.series.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n{:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
+            "from s", "to s", "tps", "mean ms", "p95 ms", "p99 ms", "failed", "connects"
+        );
+        let f = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
+        for iv in &s.series {
+            let _ = writeln!(
+                o,
+                "{:>8.1} {:>8.1} {:>10.1} {:>10} {:>10} {:>10} {:>7} {:>8}",
+                iv.start_s,
+                iv.end_s,
+                iv.tps,
+                f(iv.mean_ms),
+                f(iv.p95_ms),
+                f(iv.p99_ms),
+                iv.failures,
+                iv.connects
+            );
+        }
+    }
+    o
+}

@@ -1,0 +1,239 @@
+//! Summaries of a load run, read from the merged recorder.
+//!
+//! Method. Latency percentiles come from HDR histograms (3 significant digits, so a
+//! reported value is within 0.1% of the recorded one); p50 etc. are HdrHistogram's
+//! `value_at_quantile`, the smallest recorded value at or above that share of samples.
+//! Mean and standard deviation are the histogram's (population). `tps` is measured
+//! transactions divided by the measured time (from the start of the measurement to the
+//! last measured transaction's end, or the end of the window if later), so it includes
+//! the time clients spent connecting. `tps_excluding_connect` divides by that time minus
+//! the average time per client spent connecting during the measurement (pgbench's
+//! "without connection time" in spirit); it equals `tps` when no connect happened
+//! during the measurement. Interval figures use the per-interval histograms
+//! (microseconds, 2 significant digits).
+
+use hdrhistogram::Histogram;
+
+use crate::connect::FailureCount;
+use crate::engine::LoadRun;
+use crate::proto::Phase;
+
+/// A latency distribution from a histogram, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Latency {
+    pub n: u64,
+    pub mean_ns: f64,
+    pub stddev_ns: f64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p95_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+/// Summarises a histogram scaled by `unit_ns` (1 for nanosecond histograms, 1000 for
+/// microsecond ones); `None` when empty.
+pub fn latency(h: &Histogram<u64>, unit_ns: u64) -> Option<Latency> {
+    if h.is_empty() {
+        return None;
+    }
+    let q = |p: f64| h.value_at_quantile(p) * unit_ns;
+    Some(Latency {
+        n: h.len(),
+        mean_ns: h.mean() * unit_ns as f64,
+        stddev_ns: h.stdev() * unit_ns as f64,
+        min_ns: h.min() * unit_ns,
+        p50_ns: q(0.50),
+        p90_ns: q(0.90),
+        p95_ns: q(0.95),
+        p99_ns: q(0.99),
+        p999_ns: q(0.999),
+        max_ns: h.max() * unit_ns,
+    })
+}
+
+/// Failures of one kind.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FailureSummary {
+    pub kind: String,
+    /// SQLSTATE class and its name, for server errors.
+    pub class: Option<String>,
+    pub count: u64,
+    pub example: String,
+}
+
+/// One interval of the series.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IntervalSummary {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub transactions: u64,
+    pub tps: f64,
+    pub failures: u64,
+    pub connects: u64,
+    pub mean_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+}
+
+/// Everything a report needs about a load run.
+#[derive(Debug, Clone)]
+pub struct LoadSummary {
+    pub transactions: u64,
+    pub failed_transactions: u64,
+    pub failures: Vec<FailureSummary>,
+    pub measured_s: f64,
+    pub tps: f64,
+    pub tps_excluding_connect: f64,
+    pub latency: Option<Latency>,
+    pub connects: u64,
+    pub connect: Option<Latency>,
+    pub connect_phases: Vec<(Phase, Latency)>,
+    pub connect_time_s: f64,
+    pub setup_connects: u64,
+    pub setup_connect_mean_ns: Option<f64>,
+    pub lag: Option<Latency>,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    pub cpu_per_transaction_us: Option<f64>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub series: Vec<IntervalSummary>,
+}
+
+/// The SQLSTATE class name of the classes a load run meets (PostgreSQL manual,
+/// appendix A).
+pub fn sqlstate_class(code: &str) -> Option<String> {
+    let class = code.get(..2)?;
+    if code.len() != 5 || !code.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let name = match class {
+        "08" => "connection exception",
+        "22" => "data exception",
+        "23" => "integrity constraint violation",
+        "25" => "invalid transaction state",
+        "26" => "invalid SQL statement name",
+        "28" => "invalid authorization specification",
+        "3D" => "invalid catalog name",
+        "40" => "transaction rollback",
+        "42" => "syntax error or access rule violation",
+        "53" => "insufficient resources",
+        "54" => "program limit exceeded",
+        "55" => "object not in prerequisite state",
+        "57" => "operator intervention",
+        "58" => "system error",
+        "XX" => "internal error",
+        _ => "other",
+    };
+    Some(format!("{class} {name}"))
+}
+
+/// Summarises a run of `clients` clients with series intervals of `interval_s`.
+pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSummary {
+    let r = &run.recorder;
+    let measured_s = run.measured.as_secs_f64();
+    let connect_time_s = r.connect_ns as f64 / 1e9;
+    let per_client_connect_s = connect_time_s / clients.max(1) as f64;
+    let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+    let cpu = run.cpu_user.as_secs_f64() + run.cpu_system.as_secs_f64();
+    LoadSummary {
+        transactions: r.transactions,
+        failed_transactions: r.failed_transactions,
+        failures: r
+            .failures
+            .iter()
+            .map(|(kind, FailureCount { count, example })| FailureSummary {
+                kind: kind.clone(),
+                class: sqlstate_class(kind),
+                count: *count,
+                example: example.clone(),
+            })
+            .collect(),
+        measured_s,
+        tps: rate(r.transactions, measured_s),
+        tps_excluding_connect: rate(
+            r.transactions,
+            (measured_s - per_client_connect_s).max(f64::MIN_POSITIVE),
+        ),
+        latency: latency(&r.latency, 1),
+        connects: r.connects,
+        connect: latency(&r.connect, 1),
+        connect_phases: Phase::ALL
+            .iter()
+            .filter_map(|&p| latency(&r.connect_phases[p.index()], 1).map(|l| (p, l)))
+            .collect(),
+        connect_time_s,
+        setup_connects: run.setup_connects,
+        setup_connect_mean_ns: (run.setup_connects > 0)
+            .then(|| run.setup_connect_ns as f64 / run.setup_connects as f64),
+        lag: latency(&r.lag, 1),
+        cpu_user_s: run.cpu_user.as_secs_f64(),
+        cpu_system_s: run.cpu_system.as_secs_f64(),
+        cpu_per_transaction_us: (r.transactions > 0).then(|| cpu * 1e6 / r.transactions as f64),
+        bytes_sent: r.bytes.bytes_sent,
+        bytes_received: r.bytes.bytes_received,
+        series: r
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, iv)| {
+                let l = latency(&iv.latency_us, 1_000);
+                let ms = |f: fn(&Latency) -> f64| l.as_ref().map(f);
+                // The last interval may be cut short by the end of the measurement.
+                let start_s = i as f64 * interval_s;
+                let end_s = ((i + 1) as f64 * interval_s).min(measured_s.max(start_s));
+                IntervalSummary {
+                    start_s,
+                    end_s,
+                    transactions: iv.transactions,
+                    tps: rate(iv.transactions, end_s - start_s),
+                    failures: iv.failures,
+                    connects: iv.connects,
+                    mean_ms: ms(|l| l.mean_ns / 1e6),
+                    p50_ms: ms(|l| l.p50_ns as f64 / 1e6),
+                    p95_ms: ms(|l| l.p95_ns as f64 / 1e6),
+                    p99_ms: ms(|l| l.p99_ns as f64 / 1e6),
+                    max_ms: ms(|l| l.max_ns as f64 / 1e6),
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_summary_is_within_its_precision() {
+        let mut h = crate::record::latency_histogram();
+        for v in 1..=10_000u64 {
+            h.record(v * 1_000).unwrap();
+        }
+        let l = latency(&h, 1).unwrap();
+        assert_eq!(l.n, 10_000);
+        let close = |got: u64, want: u64| (got as f64 - want as f64).abs() / want as f64 <= 0.001;
+        assert!(close(l.p50_ns, 5_000_000), "{}", l.p50_ns);
+        assert!(close(l.p99_ns, 9_900_000), "{}", l.p99_ns);
+        assert!(close(l.max_ns, 10_000_000), "{}", l.max_ns);
+        assert!((l.mean_ns - 5_000_500.0).abs() / 5_000_500.0 < 0.001);
+    }
+
+    #[test]
+    fn sqlstate_classes() {
+        assert_eq!(
+            sqlstate_class("57P01").as_deref(),
+            Some("57 operator intervention")
+        );
+        assert_eq!(
+            sqlstate_class("40001").as_deref(),
+            Some("40 transaction rollback")
+        );
+        assert_eq!(sqlstate_class("query:io-unexpectedeof"), None);
+    }
+}

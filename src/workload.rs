@@ -1,0 +1,812 @@
+//! Workloads: what one transaction does, as a script in pgbench's syntax.
+//!
+//! A script is parsed once into [`Command`]s: `\set VAR EXPR` (integer arithmetic with
+//! `+ - * / %`, parentheses, `:var` references and `random(lo, hi)`), `\sleep N [us|ms|s]`,
+//! and SQL commands (which may span lines and end with `;`) that refer to variables as
+//! `:name`. Each SQL command is kept in two forms, so every query mode sends what libpq
+//! would: values spliced into the text (simple), or `$n` placeholders with text
+//! parameters (extended, prepared). The built-in workloads are pgbench's own scripts,
+//! pointed at connbench's schema.
+//!
+//! Engines: the script language is engine-neutral; [`Executor::run`] is where a
+//! PostgreSQL session is driven, and a MySQL executor would sit beside it.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::proto::postgres::{Session, Statement};
+use crate::proto::ConnectError;
+
+/// How statements are sent, as pgbench's `-M`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryMode {
+    /// One Query message with the values in the SQL text.
+    Simple,
+    /// Parse, Bind, Describe, Execute, Sync for every statement.
+    Extended,
+    /// Parse once per connection, then Bind, Describe, Execute, Sync.
+    Prepared,
+}
+
+impl QueryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryMode::Simple => "simple",
+            QueryMode::Extended => "extended",
+            QueryMode::Prepared => "prepared",
+        }
+    }
+}
+
+/// The built-in workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Builtin {
+    /// pgbench's default: five statements in a transaction over all four tables.
+    TpcbLike,
+    /// tpcb-like without the tellers and branches updates (pgbench -N).
+    SimpleUpdate,
+    /// One primary-key SELECT on accounts (pgbench -S).
+    SelectOnly,
+    /// No statement: each transaction is a connection opened and closed.
+    ConnectOnly,
+}
+
+impl Builtin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Builtin::TpcbLike => "tpcb-like",
+            Builtin::SimpleUpdate => "simple-update",
+            Builtin::SelectOnly => "select-only",
+            Builtin::ConnectOnly => "connect-only",
+        }
+    }
+
+    /// The script text, with tables in `schema`.
+    pub fn script(self, schema: &str) -> String {
+        let head = "\\set aid random(1, 100000 * :scale)\n\
+                    \\set bid random(1, 1 * :scale)\n\
+                    \\set tid random(1, 10 * :scale)\n\
+                    \\set delta random(-5000, 5000)\n";
+        let s = schema;
+        match self {
+            Builtin::TpcbLike => format!(
+                "{head}BEGIN;\n\
+                 UPDATE {s}.accounts SET abalance = abalance + :delta WHERE aid = :aid;\n\
+                 SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n\
+                 UPDATE {s}.tellers SET tbalance = tbalance + :delta WHERE tid = :tid;\n\
+                 UPDATE {s}.branches SET bbalance = bbalance + :delta WHERE bid = :bid;\n\
+                 INSERT INTO {s}.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n\
+                 END;\n"
+            ),
+            Builtin::SimpleUpdate => format!(
+                "{head}BEGIN;\n\
+                 UPDATE {s}.accounts SET abalance = abalance + :delta WHERE aid = :aid;\n\
+                 SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n\
+                 INSERT INTO {s}.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n\
+                 END;\n"
+            ),
+            Builtin::SelectOnly => format!(
+                "\\set aid random(1, 100000 * :scale)\n\
+                 SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n"
+            ),
+            Builtin::ConnectOnly => String::new(),
+        }
+    }
+
+    /// Whether the workload reads connbench's tables (and so needs `connbench init`).
+    pub fn needs_tables(self) -> bool {
+        self != Builtin::ConnectOnly
+    }
+}
+
+/// A script problem, with its line.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{script} line {line}: {why}")]
+pub struct ScriptError {
+    pub script: String,
+    pub line: usize,
+    pub why: String,
+}
+
+/// An integer expression of `\set`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Int(i64),
+    Var(usize),
+    Neg(Box<Expr>),
+    Bin(char, Box<Expr>, Box<Expr>),
+    Random(Box<Expr>, Box<Expr>),
+}
+
+/// One step of a script.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Set { var: usize, expr: Expr },
+    Sleep { expr: Expr, unit_ns: u64 },
+    Sql(SqlCommand),
+}
+
+/// A SQL command in both of its forms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SqlCommand {
+    /// As written, for messages.
+    pub text: String,
+    /// For simple mode: literal pieces and variables in between.
+    pub parts: Vec<Part>,
+    /// For extended and prepared modes: `$n` in place of each distinct variable.
+    pub placeholder_sql: String,
+    /// The variable behind each `$n`, in order.
+    pub params: Vec<usize>,
+    /// Prepared statement name on every connection.
+    pub statement_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    Var(usize),
+}
+
+/// A parsed script.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Script {
+    pub name: String,
+    pub commands: Vec<Command>,
+    /// Variable names by index; `scale` and `client_id` are always 0 and 1.
+    pub variables: Vec<String>,
+}
+
+pub const VAR_SCALE: usize = 0;
+pub const VAR_CLIENT_ID: usize = 1;
+
+impl Script {
+    /// Parses a script in pgbench's syntax (the subset described in the module docs).
+    pub fn parse(name: &str, text: &str) -> Result<Script, ScriptError> {
+        let mut p = ScriptParser {
+            name,
+            vars: HashMap::new(),
+            variables: Vec::new(),
+        };
+        p.var("scale");
+        p.var("client_id");
+        // First pass: every variable a \set defines, so `:name` in SQL can be told apart
+        // from a `::type` cast or text that only looks like a variable.
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("\\set") {
+                if let Some(var) = rest.split_whitespace().next() {
+                    p.var(var);
+                }
+            }
+        }
+        let mut commands = Vec::new();
+        let mut sql = String::new();
+        let mut sql_line = 0;
+        for (i, raw) in text.lines().enumerate() {
+            let line_no = i + 1;
+            let line = raw.trim();
+            if sql.is_empty() && (line.is_empty() || line.starts_with("--")) {
+                continue;
+            }
+            if sql.is_empty() && line.starts_with('\\') {
+                commands.push(p.meta(line, line_no)?);
+                continue;
+            }
+            if sql.is_empty() {
+                sql_line = line_no;
+            } else {
+                sql.push('\n');
+            }
+            sql.push_str(raw);
+            if line.ends_with(';') {
+                let n = commands.iter().filter(|c| matches!(c, Command::Sql(_))).count();
+                commands.push(Command::Sql(p.sql(sql.trim(), n)));
+                sql.clear();
+            }
+        }
+        if !sql.trim().is_empty() {
+            // pgbench accepts a last command without its semicolon.
+            let n = commands.iter().filter(|c| matches!(c, Command::Sql(_))).count();
+            commands.push(Command::Sql(p.sql(sql.trim(), n)));
+        }
+        let _ = sql_line;
+        Ok(Script {
+            name: name.to_string(),
+            commands,
+            variables: p.variables,
+        })
+    }
+
+    /// How many SQL commands a transaction runs.
+    pub fn statements(&self) -> usize {
+        self.commands
+            .iter()
+            .filter(|c| matches!(c, Command::Sql(_)))
+            .count()
+    }
+}
+
+struct ScriptParser<'a> {
+    name: &'a str,
+    vars: HashMap<String, usize>,
+    variables: Vec<String>,
+}
+
+impl ScriptParser<'_> {
+    fn var(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.vars.get(name) {
+            return i;
+        }
+        self.variables.push(name.to_string());
+        self.vars.insert(name.to_string(), self.variables.len() - 1);
+        self.variables.len() - 1
+    }
+
+    fn err(&self, line: usize, why: impl Into<String>) -> ScriptError {
+        ScriptError {
+            script: self.name.to_string(),
+            line,
+            why: why.into(),
+        }
+    }
+
+    fn meta(&mut self, line: &str, no: usize) -> Result<Command, ScriptError> {
+        let mut words = line.splitn(3, char::is_whitespace);
+        let cmd = words.next().unwrap_or_default();
+        match cmd {
+            "\\set" => {
+                let var = words
+                    .next()
+                    .filter(|v| is_var_name(v))
+                    .ok_or_else(|| self.err(no, "\\set needs a variable name"))?;
+                let text = words.next().unwrap_or("").trim();
+                let var = self.var(var);
+                let expr = self.expr(text, no)?;
+                Ok(Command::Set { var, expr })
+            }
+            "\\sleep" => {
+                let rest: Vec<&str> = line["\\sleep".len()..].split_whitespace().collect();
+                let (amount, unit) = match rest.as_slice() {
+                    [a] => (*a, "s"),
+                    [a, u] => (*a, *u),
+                    _ => {
+                        return Err(self.err(
+                            no,
+                            "\\sleep takes a number or :variable and an optional unit (us, ms, s)",
+                        ))
+                    }
+                };
+                let unit_ns = match unit {
+                    "us" => 1_000,
+                    "ms" => 1_000_000,
+                    "s" => 1_000_000_000,
+                    u => return Err(self.err(no, format!("unknown \\sleep unit {u:?}; use us, ms or s"))),
+                };
+                let expr = self.expr(amount, no)?;
+                Ok(Command::Sleep { expr, unit_ns })
+            }
+            other => Err(self.err(
+                no,
+                format!("{other} is not supported; connbench scripts take SQL, \\set and \\sleep"),
+            )),
+        }
+    }
+
+    fn sql(&mut self, text: &str, index: usize) -> SqlCommand {
+        let mut parts = Vec::new();
+        let mut placeholder_sql = String::with_capacity(text.len());
+        let mut params: Vec<usize> = Vec::new();
+        let mut literal = String::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let c = bytes[i];
+            if c == b':' && i + 1 < bytes.len() && bytes[i + 1] == b':' {
+                // a ::type cast
+                literal.push_str("::");
+                placeholder_sql.push_str("::");
+                i += 2;
+                continue;
+            }
+            if c == b':' {
+                let start = i + 1;
+                let mut end = start;
+                while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+                    end += 1;
+                }
+                let name = &text[start..end];
+                if let Some(&var) = self.vars.get(name) {
+                    if !literal.is_empty() {
+                        parts.push(Part::Text(std::mem::take(&mut literal)));
+                    }
+                    parts.push(Part::Var(var));
+                    let n = match params.iter().position(|&v| v == var) {
+                        Some(pos) => pos + 1,
+                        None => {
+                            params.push(var);
+                            params.len()
+                        }
+                    };
+                    let _ = write!(placeholder_sql, "${n}");
+                    i = end;
+                    continue;
+                }
+            }
+            // Copy one UTF-8 character.
+            let ch_len = utf8_len(c);
+            literal.push_str(&text[i..i + ch_len]);
+            placeholder_sql.push_str(&text[i..i + ch_len]);
+            i += ch_len;
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Text(literal));
+        }
+        SqlCommand {
+            text: text.to_string(),
+            parts,
+            placeholder_sql,
+            params,
+            statement_name: format!("connbench_{index}"),
+        }
+    }
+
+    fn expr(&mut self, text: &str, no: usize) -> Result<Expr, ScriptError> {
+        let tokens = tokenize(text).map_err(|why| self.err(no, why))?;
+        let mut pos = 0;
+        let e = self.parse_sum(&tokens, &mut pos, no)?;
+        if pos != tokens.len() {
+            return Err(self.err(no, format!("unexpected {:?} in expression {text:?}", tokens[pos])));
+        }
+        Ok(e)
+    }
+
+    fn parse_sum(&mut self, t: &[Tok], pos: &mut usize, no: usize) -> Result<Expr, ScriptError> {
+        let mut left = self.parse_product(t, pos, no)?;
+        while let Some(Tok::Op(op @ ('+' | '-'))) = t.get(*pos) {
+            *pos += 1;
+            let right = self.parse_product(t, pos, no)?;
+            left = Expr::Bin(*op, Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn parse_product(&mut self, t: &[Tok], pos: &mut usize, no: usize) -> Result<Expr, ScriptError> {
+        let mut left = self.parse_unary(t, pos, no)?;
+        while let Some(Tok::Op(op @ ('*' | '/' | '%'))) = t.get(*pos) {
+            *pos += 1;
+            let right = self.parse_unary(t, pos, no)?;
+            left = Expr::Bin(*op, Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn parse_unary(&mut self, t: &[Tok], pos: &mut usize, no: usize) -> Result<Expr, ScriptError> {
+        match t.get(*pos) {
+            Some(Tok::Op('-')) => {
+                *pos += 1;
+                Ok(Expr::Neg(Box::new(self.parse_unary(t, pos, no)?)))
+            }
+            Some(Tok::Op('+')) => {
+                *pos += 1;
+                self.parse_unary(t, pos, no)
+            }
+            Some(Tok::Int(n)) => {
+                *pos += 1;
+                Ok(Expr::Int(*n))
+            }
+            Some(Tok::Var(name)) => {
+                *pos += 1;
+                match self.vars.get(name.as_str()) {
+                    Some(&v) => Ok(Expr::Var(v)),
+                    None => Err(self.err(no, format!("variable :{name} is never set"))),
+                }
+            }
+            Some(Tok::Open) => {
+                *pos += 1;
+                let e = self.parse_sum(t, pos, no)?;
+                match t.get(*pos) {
+                    Some(Tok::Close) => {
+                        *pos += 1;
+                        Ok(e)
+                    }
+                    _ => Err(self.err(no, "missing \")\"")),
+                }
+            }
+            Some(Tok::Ident(f)) if f == "random" => {
+                *pos += 1;
+                if t.get(*pos) != Some(&Tok::Open) {
+                    return Err(self.err(no, "random needs (lo, hi)"));
+                }
+                *pos += 1;
+                let lo = self.parse_sum(t, pos, no)?;
+                if t.get(*pos) != Some(&Tok::Comma) {
+                    return Err(self.err(no, "random needs two arguments: random(lo, hi)"));
+                }
+                *pos += 1;
+                let hi = self.parse_sum(t, pos, no)?;
+                if t.get(*pos) != Some(&Tok::Close) {
+                    return Err(self.err(no, "missing \")\" after random's arguments"));
+                }
+                *pos += 1;
+                Ok(Expr::Random(Box::new(lo), Box::new(hi)))
+            }
+            Some(Tok::Ident(f)) => Err(self.err(
+                no,
+                format!(
+                    "function {f}() is not supported; connbench knows random(lo, hi) and integer arithmetic"
+                ),
+            )),
+            other => Err(self.err(no, format!("expected a value, found {other:?}"))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Int(i64),
+    Var(String),
+    Ident(String),
+    Op(char),
+    Open,
+    Close,
+    Comma,
+}
+
+fn tokenize(text: &str) -> Result<Vec<Tok>, String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        match c {
+            ' ' | '\t' => {
+                chars.next();
+            }
+            '0'..='9' => {
+                let mut s = String::new();
+                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    s.push(d);
+                    chars.next();
+                }
+                out.push(Tok::Int(
+                    s.parse().map_err(|_| format!("number {s} is too large"))?,
+                ));
+            }
+            ':' => {
+                chars.next();
+                let mut s = String::new();
+                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || **d == '_') {
+                    s.push(d);
+                    chars.next();
+                }
+                if s.is_empty() {
+                    return Err("\":\" must be followed by a variable name".into());
+                }
+                out.push(Tok::Var(s));
+            }
+            c if c.is_ascii_alphabetic() => {
+                let mut s = String::new();
+                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || **d == '_') {
+                    s.push(d);
+                    chars.next();
+                }
+                out.push(Tok::Ident(s));
+            }
+            '+' | '-' | '*' | '/' | '%' => {
+                out.push(Tok::Op(c));
+                chars.next();
+            }
+            '(' => {
+                out.push(Tok::Open);
+                chars.next();
+            }
+            ')' => {
+                out.push(Tok::Close);
+                chars.next();
+            }
+            ',' => {
+                out.push(Tok::Comma);
+                chars.next();
+            }
+            other => return Err(format!("unexpected character {other:?} in expression")),
+        }
+    }
+    Ok(out)
+}
+
+fn is_var_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+/// A small, fast PRNG (xorshift64*), one per client, seeded per client so runs differ
+/// between clients; statistical quality is ample for picking rows.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [lo, hi], inclusive as pgbench's random().
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            return lo;
+        }
+        let span = (hi - lo) as u64 + 1;
+        lo + (self.next_u64() % span) as i64
+    }
+
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+}
+
+/// A client's variables and reusable buffers for one script.
+#[derive(Debug)]
+pub struct Executor {
+    values: Vec<i64>,
+    sql: String,
+    params: Vec<String>,
+    /// Whether the current connection has the script's statements prepared.
+    pub prepared: bool,
+    /// Which pooled connection the statements were prepared on.
+    pub connection: u64,
+    pub rng: Rng,
+}
+
+/// Why a transaction failed: the statement and the error.
+#[derive(Debug)]
+pub struct StepError {
+    pub error: ConnectError,
+    /// The SQL command (as written) that failed, when one did.
+    pub statement: Option<String>,
+}
+
+impl Executor {
+    pub fn new(script: &Script, scale: i64, client_id: i64, seed: u64) -> Executor {
+        let mut values = vec![0; script.variables.len()];
+        values[VAR_SCALE] = scale;
+        values[VAR_CLIENT_ID] = client_id;
+        Executor {
+            values,
+            sql: String::with_capacity(256),
+            params: vec![String::new(); 8],
+            prepared: false,
+            connection: u64::MAX,
+            rng: Rng::new(seed),
+        }
+    }
+
+    fn eval(&mut self, e: &Expr) -> i64 {
+        match e {
+            Expr::Int(n) => *n,
+            Expr::Var(v) => self.values[*v],
+            Expr::Neg(x) => -self.eval(x),
+            Expr::Bin(op, a, b) => {
+                let (a, b) = (self.eval(a), self.eval(b));
+                match op {
+                    '+' => a.wrapping_add(b),
+                    '-' => a.wrapping_sub(b),
+                    '*' => a.wrapping_mul(b),
+                    '/' if b != 0 => a / b,
+                    '%' if b != 0 => a % b,
+                    _ => 0,
+                }
+            }
+            Expr::Random(lo, hi) => {
+                let (lo, hi) = (self.eval(lo), self.eval(hi));
+                self.rng.range(lo, hi)
+            }
+        }
+    }
+
+    /// Runs the script once on `session`. On a server error inside a transaction block
+    /// the block is rolled back, so the session stays usable for the next transaction.
+    pub async fn run(
+        &mut self,
+        script: &Script,
+        mode: QueryMode,
+        session: &mut Session,
+    ) -> Result<(), StepError> {
+        if mode == QueryMode::Prepared && !self.prepared {
+            for c in &script.commands {
+                if let Command::Sql(q) = c {
+                    session
+                        .prepare(&q.statement_name, &q.placeholder_sql)
+                        .await
+                        .map_err(|error| StepError {
+                            error,
+                            statement: Some(q.text.clone()),
+                        })?;
+                }
+            }
+            self.prepared = true;
+        }
+        for c in &script.commands {
+            match c {
+                Command::Set { var, expr } => {
+                    let v = self.eval(expr);
+                    self.values[*var] = v;
+                }
+                Command::Sleep { expr, unit_ns } => {
+                    let n = self.eval(expr).max(0) as u64;
+                    tokio::time::sleep(Duration::from_nanos(n.saturating_mul(*unit_ns))).await;
+                }
+                Command::Sql(q) => {
+                    if let Err(error) = self.statement(q, mode, session).await {
+                        if session.transaction_status() == b'E' {
+                            // Best effort: a broken connection will show on the next use.
+                            let _ = session.execute(Statement::Simple("ROLLBACK"), &[]).await;
+                        }
+                        return Err(StepError {
+                            error,
+                            statement: Some(q.text.clone()),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn statement(
+        &mut self,
+        q: &SqlCommand,
+        mode: QueryMode,
+        session: &mut Session,
+    ) -> Result<u64, ConnectError> {
+        match mode {
+            QueryMode::Simple => {
+                self.sql.clear();
+                for part in &q.parts {
+                    match part {
+                        Part::Text(t) => self.sql.push_str(t),
+                        Part::Var(v) => {
+                            let _ = write!(self.sql, "{}", self.values[*v]);
+                        }
+                    }
+                }
+                session.execute(Statement::Simple(&self.sql), &[]).await
+            }
+            QueryMode::Extended | QueryMode::Prepared => {
+                if self.params.len() < q.params.len() {
+                    self.params.resize(q.params.len(), String::new());
+                }
+                for (slot, &v) in self.params.iter_mut().zip(&q.params) {
+                    slot.clear();
+                    let _ = write!(slot, "{}", self.values[v]);
+                }
+                let refs: [&str; 16];
+                let n = q.params.len();
+                let stmt = if mode == QueryMode::Extended {
+                    Statement::Extended(&q.placeholder_sql)
+                } else {
+                    Statement::Prepared(&q.statement_name)
+                };
+                if n <= 16 {
+                    // No allocation for the common case of a few parameters.
+                    refs = std::array::from_fn(|i| if i < n { self.params[i].as_str() } else { "" });
+                    session.execute(stmt, &refs[..n]).await
+                } else {
+                    let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
+                    session.execute(stmt, &v).await
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_builtin_scripts() {
+        let s = Script::parse("tpcb-like", &Builtin::TpcbLike.script("connbench")).unwrap();
+        assert_eq!(s.statements(), 7);
+        assert_eq!(s.variables[..2], ["scale".to_string(), "client_id".to_string()]);
+        let Command::Sql(update) = &s.commands[5] else {
+            panic!()
+        };
+        assert_eq!(
+            update.placeholder_sql,
+            "UPDATE connbench.accounts SET abalance = abalance + $1 WHERE aid = $2;"
+        );
+        assert_eq!(update.params.len(), 2);
+        let Command::Sql(insert) = &s.commands[9] else {
+            panic!()
+        };
+        assert!(
+            insert
+                .placeholder_sql
+                .contains("VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)"),
+            "{}",
+            insert.placeholder_sql
+        );
+        assert_eq!(
+            Script::parse("s", &Builtin::SelectOnly.script("x"))
+                .unwrap()
+                .statements(),
+            1
+        );
+        assert_eq!(
+            Script::parse("c", &Builtin::ConnectOnly.script("x"))
+                .unwrap()
+                .statements(),
+            0
+        );
+    }
+
+    #[test]
+    fn expressions_follow_precedence_and_random_stays_in_range() {
+        let s = Script::parse(
+            "t",
+            "\\set a 2 + 3 * (4 - 1) % 5\n\\set b -:a * :scale\n\\set r random(1, 10 * :scale)\n",
+        )
+        .unwrap();
+        let mut ex = Executor::new(&s, 3, 0, 42);
+        for c in &s.commands {
+            if let Command::Set { var, expr } = c {
+                let v = ex.eval(expr);
+                ex.values[*var] = v;
+            }
+        }
+        assert_eq!(ex.values[2], 2 + (3 * 3) % 5);
+        assert_eq!(ex.values[3], -18, "unary minus binds tighter than *");
+        for _ in 0..1000 {
+            let v = ex.rng.range(1, 30);
+            assert!((1..=30).contains(&v));
+        }
+    }
+
+    #[test]
+    fn sql_keeps_casts_and_unknown_colons_and_spans_lines() {
+        let s = Script::parse("t", "\\set id 5\nSELECT :id::text,\n  ':notavar' AS x\n  ;\n").unwrap();
+        let Command::Sql(q) = &s.commands[1] else { panic!() };
+        assert_eq!(q.placeholder_sql, "SELECT $1::text,\n  ':notavar' AS x\n  ;");
+        assert_eq!(q.parts[1], Part::Var(2));
+    }
+
+    #[test]
+    fn script_errors_name_line_and_fix() {
+        let e = Script::parse("f.sql", "SELECT 1;\n\\gset\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.sql line 2: \\gset is not supported; connbench scripts take SQL, \\set and \\sleep"
+        );
+        let e = Script::parse("f.sql", "\\set x :nope + 1\n").unwrap_err();
+        assert_eq!(e.to_string(), "f.sql line 1: variable :nope is never set");
+        let e = Script::parse("f.sql", "\\set x sqrt(4)\n").unwrap_err();
+        assert!(e.to_string().contains("sqrt() is not supported"), "{e}");
+        let e = Script::parse("f.sql", "\\sleep 5 hours\n").unwrap_err();
+        assert!(e.to_string().contains("unknown \\sleep unit"), "{e}");
+        let s = Script::parse("f.sql", "\\sleep 20 ms\n").unwrap();
+        assert!(matches!(
+            s.commands[0],
+            Command::Sleep {
+                unit_ns: 1_000_000,
+                ..
+            }
+        ));
+    }
+}
