@@ -204,3 +204,17 @@ pub async fn scale_of(ep: &Endpoint, schema: &str) -> Result<u32> {
     }
     Ok(tables.iter().filter_map(|(_, s)| *s).min().unwrap_or(1))
 }
+
+/// Lets `role` use connbench's tables in `schema` (the sandbox's trust role, say).
+pub async fn grant(ep: &Endpoint, schema: &str, role: &str) -> Result<()> {
+    check_schema(schema)?;
+    let mut s = open(ep).await?;
+    for q in [
+        format!("GRANT USAGE ON SCHEMA {schema} TO {role}"),
+        format!("GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role}"),
+    ] {
+        s.simple_query(&q).await.with_context(|| q.clone())?;
+    }
+    s.close().await;
+    Ok(())
+}

@@ -203,18 +203,7 @@ async fn init_sandbox_tables(sb: &Sandbox, schema: &str, scale: u32) -> Result<(
         report.rows,
         report.elapsed.as_secs_f64()
     );
-    let (mut s, _) = proto::postgres::connect(&ep, &proto::PhaseCursor::default()).await?;
-    for q in [
-        format!("GRANT USAGE ON SCHEMA {schema} TO {}", sandbox::TRUST_ROLE),
-        format!(
-            "GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {}",
-            sandbox::TRUST_ROLE
-        ),
-    ] {
-        s.simple_query(&q).await.with_context(|| q.clone())?;
-    }
-    s.close().await;
-    Ok(())
+    init::grant(&ep, schema, sandbox::TRUST_ROLE).await
 }
 
 async fn run_load(args: LoadArgs) -> Result<Exit> {

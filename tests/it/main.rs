@@ -5,3 +5,4 @@ mod cleanup;
 mod cli;
 mod common;
 mod connect;
+mod load;

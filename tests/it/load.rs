@@ -1,0 +1,369 @@
+//! `connbench init` and `connbench load` against the real sandbox: table safety, every
+//! target, every connection policy, rate limiting, surviving killed backends, and JSON
+//! that matches its schema.
+
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use connbench::proto::postgres::{self, Endpoint};
+use connbench::proto::PhaseCursor;
+use connbench::target::Target;
+
+use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
+
+/// The shared sandbox with connbench's tables at scale 1, usable by every role.
+fn dataset() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let ep = Endpoint::new(Target::parse(&conninfo("unix")).unwrap()).unwrap();
+        std::thread::spawn(move || {
+            runtime().block_on(async {
+                connbench::init::init(&ep, "connbench", 1).await.unwrap();
+                connbench::init::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
+                    .await
+                    .unwrap();
+            })
+        })
+        .join()
+        .unwrap();
+    });
+}
+
+/// Runs SQL as the sandbox superuser; returns the first column of each row.
+fn sql(q: &str) -> Vec<String> {
+    let ep = Endpoint::new(Target::parse(&conninfo("unix")).unwrap()).unwrap();
+    let q = q.to_string();
+    std::thread::spawn(move || {
+        runtime().block_on(async {
+            let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await.unwrap();
+            let rows = s.query_column(&q).await.unwrap_or_else(|e| panic!("{q}: {e}"));
+            s.close().await;
+            rows
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+fn load_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["load"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = connbench(&all);
+    assert!(o.status.success(), "connbench {all:?}: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    check_schema(&v);
+    v
+}
+
+/// Validates a load report against docs/schema/load.schema.json.
+fn check_schema(v: &serde_json::Value) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema/load.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    compiler.add_resource("load.schema.json", schema).unwrap();
+    let idx = compiler.compile("load.schema.json", &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("load JSON does not match its schema: {e:#}\n{v:#}");
+    }
+}
+
+#[test]
+fn init_never_touches_tables_it_did_not_create() {
+    // A user table of the same name in another schema, and an unmarked one in the way.
+    sql("CREATE TABLE IF NOT EXISTS public.accounts (aid int, note text)");
+    sql("INSERT INTO public.accounts VALUES (1, 'mine')");
+    sql("CREATE SCHEMA IF NOT EXISTS theirs");
+    sql("CREATE TABLE IF NOT EXISTS theirs.history (x int)");
+    let u = conninfo("unix");
+
+    let o = connbench(&["init", &u, "--schema", "cbt_init", "-s", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("100011 rows loaded with COPY"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(sql("SELECT count(*)::text FROM cbt_init.accounts"), ["100000"]);
+    assert_eq!(
+        sql("SELECT note FROM public.accounts"),
+        ["mine"],
+        "a same-named table elsewhere is untouched"
+    );
+
+    // Re-init replaces only connbench's own tables.
+    let o = connbench(&["init", &u, "--schema", "cbt_init", "-s", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("replaced connbench's earlier tables"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(sql("SELECT count(*)::text FROM cbt_init.branches"), ["2"]);
+
+    // A table connbench did not create stops init and drop, and survives both.
+    for args in [
+        vec!["init", &u, "--schema", "theirs"],
+        vec!["init", &u, "--schema", "theirs", "--drop"],
+    ] {
+        let o = connbench(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("theirs.history exists and was not created by connbench"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(sql("SELECT count(*)::text FROM theirs.history"), ["0"]);
+    assert_eq!(
+        sql("SELECT count(*)::text FROM pg_tables WHERE schemaname = 'theirs'"),
+        ["1"]
+    );
+
+    let o = connbench(&["init", &u, "--schema", "cbt_init", "--drop"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        sql("SELECT count(*)::text FROM pg_namespace WHERE nspname = 'cbt_init'"),
+        ["0"]
+    );
+    assert_eq!(sql("SELECT note FROM public.accounts"), ["mine"]);
+}
+
+#[test]
+fn load_runs_against_every_sandbox_target() {
+    dataset();
+    for t in &sandbox().targets {
+        let v = load_json(&[&t.conninfo, "-S", "-c", "2", "-t", "20"]);
+        let s = &v["summary"];
+        assert_eq!(s["transactions"], 40, "{}: {s}", t.name);
+        assert_eq!(s["failed_transactions"], 0, "{}", t.name);
+        assert_eq!(v["tls"].is_object(), t.name == "tls", "{}", t.name);
+    }
+    // tpcb-like through transaction pooling, in every protocol mode but prepared.
+    for mode in ["simple", "extended"] {
+        let v = load_json(&[&conninfo("pgbouncer_tx_unix"), "-M", mode, "-c", "2", "-t", "20"]);
+        assert_eq!(v["summary"]["failed_transactions"], 0, "{mode}");
+    }
+    // Prepared statements through transaction pooling work, or fail with an explanation.
+    let o = connbench(&[
+        "load",
+        &conninfo("pgbouncer_tx_unix"),
+        "-S",
+        "-M",
+        "prepared",
+        "-c",
+        "4",
+        "-j",
+        "2",
+        "-T",
+        "1",
+    ]);
+    let err = stderr(&o);
+    if !o.status.success() || stdout(&o).contains("failed        ") {
+        assert!(
+            err.contains("note: prepared statements live on one server connection"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn persistent_connections_open_before_the_clock() {
+    dataset();
+    let v = load_json(&[&conninfo("unix"), "-M", "prepared", "-c", "3", "-t", "30"]);
+    let s = &v["summary"];
+    assert_eq!(s["transactions"], 90);
+    assert_eq!(s["connections"]["opened_before_measurement"], 3);
+    assert_eq!(s["connections"]["opened_during_measurement"], 0);
+    assert_eq!(s["tps"], s["tps_excluding_connect"]);
+    let l = &s["latency"];
+    assert_eq!(l["n"], 90);
+    assert!(l["p50_ms"].as_f64() <= l["p99_ms"].as_f64());
+    assert!(s["bytes_sent"].as_u64().unwrap() > 0);
+    assert!(s["cpu_per_transaction_us"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn per_transaction_connects_every_time_and_records_phases() {
+    dataset();
+    let v = load_json(&[&conninfo("unix"), "-C", "-S", "-c", "2", "-t", "10"]);
+    let c = &v["summary"]["connections"];
+    assert_eq!(c["opened_before_measurement"], 0);
+    assert_eq!(c["opened_during_measurement"], 20);
+    let names: Vec<&str> = c["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["connect", "startup", "auth", "ready"]);
+    let s = &v["summary"];
+    assert!(s["tps_excluding_connect"].as_f64() > s["tps"].as_f64());
+    // connect-only: each transaction is a connect, nothing else.
+    let v = load_json(&[
+        &conninfo("pgbouncer_unix_trust"),
+        "-b",
+        "connect-only",
+        "-t",
+        "15",
+    ]);
+    assert_eq!(v["summary"]["connections"]["opened_during_measurement"], 15);
+}
+
+#[test]
+fn pool_lifetime_expiry_really_reconnects() {
+    dataset();
+    // One pooled connection retired every 300 ms, a transaction every ~50 ms for 2 s.
+    let v = load_json(&[
+        &conninfo("unix"),
+        "-S",
+        "--connection",
+        "pool",
+        "--pool-size",
+        "1",
+        "--pool-max-lifetime",
+        "300ms",
+        "--think",
+        "50ms",
+        "-T",
+        "2",
+        "--interval",
+        "500ms",
+    ]);
+    let c = &v["summary"]["connections"];
+    let reconnects = c["opened_during_measurement"].as_u64().unwrap();
+    assert!(
+        (4..=9).contains(&reconnects),
+        "2 s / 300 ms lifetime: {reconnects} connects"
+    );
+    let series = v["series"].as_array().unwrap();
+    let with_connects = series.iter().filter(|i| i["connects"].as_u64() > Some(0)).count();
+    assert!(with_connects >= 3, "reconnects spread over the run: {series:?}");
+    // A long lifetime keeps the one connection.
+    let v = load_json(&[
+        &conninfo("unix"),
+        "-S",
+        "--connection",
+        "pool",
+        "--pool-max-lifetime",
+        "5m",
+        "-t",
+        "30",
+    ]);
+    assert_eq!(v["summary"]["connections"]["opened_during_measurement"], 1);
+}
+
+#[test]
+fn rate_limiting_achieves_the_target() {
+    dataset();
+    let v = load_json(&[&conninfo("unix"), "-S", "-R", "1000", "-c", "4", "-T", "4"]);
+    let s = &v["summary"];
+    let tps = s["tps"].as_f64().unwrap();
+    // Poisson arrivals: 4,000 expected, standard deviation ~63 (1.6%).
+    assert!(
+        (tps - 1000.0).abs() / 1000.0 < 0.05,
+        "achieved {tps} tps for a target of 1000"
+    );
+    let lag = &s["schedule_lag"];
+    assert!(
+        lag["p50_ms"].as_f64().unwrap() < 0.5,
+        "a precise timer keeps the lag small: {lag}"
+    );
+}
+
+#[test]
+fn a_terminated_backend_is_counted_and_the_client_reconnects() {
+    dataset();
+    let child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["load", &conninfo("unix"), "-c", "3", "-T", "3", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = sql(
+        "SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity \
+         WHERE usename = 'connbench' AND application_name = '' AND pid <> pg_backend_pid() \
+         AND backend_type = 'client backend' AND state IS NOT NULL AND datname = 'connbench'",
+    );
+    assert!(killed[0].parse::<u32>().unwrap() >= 1, "terminated {killed:?}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_schema(&v);
+    let s = &v["summary"];
+    let failures = s["failures"].as_array().unwrap();
+    assert!(
+        failures
+            .iter()
+            .any(|f| f["kind"] == "57P01" && f["class"] == "57 operator intervention"),
+        "{failures:?}"
+    );
+    assert!(
+        s["connections"]["opened_during_measurement"].as_u64().unwrap() >= 1,
+        "clients reconnected"
+    );
+    assert!(s["transactions"].as_u64().unwrap() > 100, "and went on");
+}
+
+#[test]
+fn every_transaction_failing_exits_1_with_the_first_error() {
+    let script = std::env::temp_dir().join(format!("cb-bad-{}.sql", std::process::id()));
+    std::fs::write(&script, "SELECT * FROM no_such_table;\n").unwrap();
+    let o = connbench(&[
+        "load",
+        &conninfo("unix"),
+        "-f",
+        script.to_str().unwrap(),
+        "-t",
+        "5",
+    ]);
+    std::fs::remove_file(&script).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: every transaction failed; the first error: query: relation \"no_such_table\" does not exist (42P01)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stdout(&o).contains("5x 42P01 [42 syntax error or access rule violation]"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn load_without_tables_says_how_to_make_them() {
+    let o = connbench(&["load", &conninfo("unix"), "--schema", "cbt_missing"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("connbench's tables are not in schema cbt_missing"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("connbench init"), "{}", stderr(&o));
+}
+
+#[test]
+fn ctrl_c_during_load_still_reports() {
+    dataset();
+    let child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["load", &conninfo("unix"), "-S", "-c", "2", "-T", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("interrupted: the figures below cover the measurement before Ctrl-C"),
+        "{text}"
+    );
+    assert!(text.contains("latency       mean"), "{text}");
+}
