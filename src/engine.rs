@@ -282,6 +282,8 @@ struct WorkerShared {
     last_end: RefCell<Option<Instant>>,
     setup: RefCell<(u64, u64)>,
     times: RefCell<Option<Times>>,
+    /// Set when Ctrl-C stopped this worker's clients.
+    stopped: std::cell::Cell<bool>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -318,6 +320,7 @@ fn worker(
         last_end: RefCell::new(None),
         setup: RefCell::new((0, 0)),
         times: RefCell::new(None),
+        stopped: std::cell::Cell::new(false),
     });
     local.block_on(&rt, async move {
         // Connect every persistent client first; nothing here is timed.
@@ -384,18 +387,36 @@ fn worker(
             .zip(sessions)
             .map(|(&id, session)| {
                 let shared = shared.clone();
-                let stop = stop.clone();
-                tokio::task::spawn_local(async move { client(id, shared, session, stop).await })
+                tokio::task::spawn_local(async move { client(id, shared, session).await })
             })
             .collect();
-        let mut interrupted = false;
+        // Ctrl-C: one waiter per worker aborts its clients where they are (mid-transaction
+        // or asleep). Clients never touch the cross-thread channel themselves, so no
+        // shared lock sits in a timed transaction.
+        let aborts: Vec<_> = clients.iter().map(|c| c.abort_handle()).collect();
+        let stopper = {
+            let shared = shared.clone();
+            let mut stop = stop.clone();
+            tokio::task::spawn_local(async move {
+                while !*stop.borrow_and_update() {
+                    if stop.changed().await.is_err() {
+                        return;
+                    }
+                }
+                shared.stopped.set(true);
+                for a in aborts {
+                    a.abort();
+                }
+            })
+        };
         let mut left = Vec::new();
         for c in clients {
-            if let Ok((session, was_stopped)) = c.await {
-                interrupted |= was_stopped;
+            if let Ok(session) = c.await {
                 left.extend(session);
             }
         }
+        stopper.abort();
+        let interrupted = shared.stopped.get();
         let cpu_end = thread_cpu();
         let cpu_start = cpu_start.await.unwrap_or(cpu_end);
         if let Some(t) = ticker {
@@ -492,14 +513,9 @@ impl Schedule {
     }
 }
 
-/// One client's loop. Returns its persistent session (for closing outside the timed
-/// region) and whether it was stopped by Ctrl-C.
-async fn client(
-    id: usize,
-    shared: Rc<WorkerShared>,
-    mut session: Option<Session>,
-    mut stop: watch::Receiver<bool>,
-) -> (Option<Session>, bool) {
+/// One client's loop. Returns its persistent session, for closing outside the timed
+/// region. On Ctrl-C the worker aborts this task wherever it waits.
+async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session>) -> Option<Session> {
     let plan = shared.plan.clone();
     let t = shared.times.borrow().expect("set before clients run");
     let clock = std::time::SystemTime::now()
@@ -521,8 +537,8 @@ async fn client(
         None => None,
     };
     loop {
-        if *stop.borrow() {
-            return (session, true);
+        if shared.stopped.get() {
+            return session;
         }
         // When to start: now, or the next intended start under -R.
         let intended = match schedule.as_mut() {
@@ -531,37 +547,25 @@ async fn client(
         };
         if let Some(end) = t.end {
             if intended >= end {
-                return (session, false);
+                return session;
             }
         }
         if reconnect_pause {
             reconnect_pause = false;
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-                _ = stop.changed() => return (session, true),
-            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if intended > Instant::now() {
-            let wait = async {
-                let precise = match timer.as_mut() {
-                    Some(t) => t.sleep_until(intended).await.is_ok(),
-                    None => false,
-                };
-                if !precise {
-                    tokio::time::sleep_until(intended.into()).await;
-                }
+            let precise = match timer.as_mut() {
+                Some(t) => t.sleep_until(intended).await.is_ok(),
+                None => false,
             };
-            tokio::select! {
-                _ = wait => {}
-                _ = stop.changed() => return (session, true),
+            if !precise {
+                tokio::time::sleep_until(intended.into()).await;
             }
         }
         let started = Instant::now();
         let measured = intended >= t.measure_start;
-        let outcome = tokio::select! {
-            o = transaction(&shared, &mut exec, &mut session) => o,
-            _ = stop.changed() => return (None, true),
-        };
+        let outcome = transaction(&shared, &mut exec, &mut session).await;
         let ended = Instant::now();
         let index = (ended.saturating_duration_since(t.measure_start).as_nanos()
             / plan.interval.as_nanos().max(1)) as usize;
@@ -605,15 +609,12 @@ async fn client(
             measured_done += 1;
             if let End::TransactionsPerClient(n) = plan.end {
                 if measured_done >= n {
-                    return (session, false);
+                    return session;
                 }
             }
         }
         if !plan.think.is_zero() {
-            tokio::select! {
-                _ = tokio::time::sleep(plan.think) => {}
-                _ = stop.changed() => return (session, true),
-            }
+            tokio::time::sleep(plan.think).await;
         }
     }
 }

@@ -346,6 +346,7 @@ impl Sandbox {
                  admin_users = {SUPERUSER}\n\
                  pool_mode = session\n\
                  max_client_conn = 5000\n\
+                 listen_backlog = 4096\n\
                  default_pool_size = 100\n\
                  max_db_connections = 200\n\
                  ignore_startup_parameters = extra_float_digits,options\n",

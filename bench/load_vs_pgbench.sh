@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# connbench load vs pgbench: the same sandbox, the same SQL on the same tables, the same
+# clients and threads, interleaved runs (pgbench, connbench, pgbench, connbench, ...),
+# printed as ratios. pgbench runs connbench's built-in scripts with -f (they are
+# pgbench's own builtins, pointed at schema connbench).
+#
+# Client CPU per transaction is measured the same way for both: the process's user+sys
+# time (bash `time`) over the transactions it reports.
+#
+# Usage: bench/load_vs_pgbench.sh [PAIRS] [SECONDS]   (defaults: 3 pairs, 10 s per run)
+# CASES="select tpcb connect many" chooses the comparisons (default: all four).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PAIRS=${1:-3}
+SECS=${2:-10}
+CASES=${CASES:-"select tpcb connect many"}
+want() { case " $CASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+cargo build --release --quiet
+CB=$PWD/target/release/connbench
+WORK=$(mktemp -d /tmp/cbl.XXXXXX)
+export TMPDIR=$WORK # this script's own sandbox pointer
+trap '"$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+"$CB" sandbox start >"$WORK/sandbox.txt"
+conninfo() { awk -v n="$1" '$1==n { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt"; }
+UNIX=$(conninfo unix)
+"$CB" init "$UNIX" -s 1 >/dev/null
+
+cat >"$WORK/select-only.sql" <<'SQL'
+\set aid random(1, 100000 * :scale)
+SELECT abalance FROM connbench.accounts WHERE aid = :aid;
+SQL
+cat >"$WORK/tpcb-like.sql" <<'SQL'
+\set aid random(1, 100000 * :scale)
+\set bid random(1, 1 * :scale)
+\set tid random(1, 10 * :scale)
+\set delta random(-5000, 5000)
+BEGIN;
+UPDATE connbench.accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM connbench.accounts WHERE aid = :aid;
+UPDATE connbench.tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE connbench.branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO connbench.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
+END;
+SQL
+
+# Runs a command; prints its user+sys seconds.
+cpu_of() {
+    local TIMEFORMAT='%U %S'
+    { time "$@" >"$WORK/out" 2>&1; } 2>"$WORK/time"
+    awk '{ print $1 + $2 }' "$WORK/time"
+}
+json_key() { grep -m1 "\"$1\":" "$WORK/out" | sed 's/.*: *//; s/,$//'; }
+
+# compare NAME "pgbench args" "connbench args"
+compare() {
+    local name=$1 pargs=$2 cargs=$3 ratios=()
+    printf '\n%s\n%5s %12s %12s %8s %14s %14s\n' "$name" pair "pgbench tps" "cb tps" ratio "pgb cpu/txn" "cb cpu/txn"
+    for pair in $(seq 1 "$PAIRS"); do
+        # shellcheck disable=SC2086
+        pcpu=$(cpu_of pgbench -n $pargs -T "$SECS" "$UNIX_OR_TARGET")
+        ptps=$(awk '/^tps = / { print $3; exit }' "$WORK/out")
+        ptx=$(awk -F': ' '/number of transactions actually processed/ { split($2, a, "/"); print a[1] }' "$WORK/out")
+        [ -n "$ptps" ] || { cat "$WORK/out" >&2; exit 1; }
+        # shellcheck disable=SC2086
+        ccpu=$(cpu_of "$CB" load "$UNIX_OR_TARGET" $cargs -T "$SECS" --json)
+        ctps=$(json_key tps)
+        ctx=$(json_key transactions)
+        cfail=$(json_key failed_transactions)
+        [ "$cfail" = "0" ] || echo "warning: connbench reported $cfail failed transactions" >&2
+        ratio=$(awk -v c="$ctps" -v p="$ptps" 'BEGIN { printf "%.3f", c / p }')
+        ratios+=("$ratio")
+        awk -v pr="$pair" -v pt="$ptps" -v ct="$ctps" -v r="$ratio" -v pc="$pcpu" -v px="$ptx" -v cc="$ccpu" -v cx="$ctx" 'BEGIN {
+            printf "%5d %12.1f %12.1f %8s %11.1f us %11.1f us\n", pr, pt, ct, r, pc * 1e6 / px, cc * 1e6 / cx }'
+    done
+    printf '%s\n' "${ratios[@]}" | awk -v n="$name" '{ s += $1; k++; if (min == "" || $1 < min) min = $1; if ($1 > max) max = $1 }
+        END { printf "%s: mean tps ratio connbench/pgbench = %.3f (min %.3f, max %.3f, %d pairs)\n", n, s / k, min, max, k }'
+}
+
+echo "connbench load vs pgbench: $PAIRS interleaved pairs x $SECS s per run, sandbox scale 1, $(nproc) cores"
+echo "$("$CB" --version), $(pgbench --version)"
+UNIX_OR_TARGET=$UNIX
+want select && compare "select-only, prepared, 4 clients, 2 threads, unix" \
+    "-M prepared -c 4 -j 2 -s 1 -f $WORK/select-only.sql" "-S -M prepared -c 4 -j 2"
+want tpcb && compare "tpcb-like, simple, 8 clients, 2 threads, unix" \
+    "-c 8 -j 2 -s 1 -f $WORK/tpcb-like.sql" "-c 8 -j 2"
+want connect && compare "select-only, new connection per transaction (pgbench -C), 4 clients, 2 threads, unix" \
+    "-C -c 4 -j 2 -s 1 -f $WORK/select-only.sql" "-S -C -c 4 -j 2"
+
+# 1,000 clients through PgBouncer's transaction pooling: no errors, and memory that stays
+# flat (RSS sampled every second; peak from the kernel's high-water mark).
+want many || exit 0
+PGB=$(conninfo pgbouncer_tx_unix)
+echo
+echo "1000 clients, 2 threads, select-only via PgBouncer (transaction pooling), $((SECS * 2)) s"
+"$CB" load "$PGB" -S -c 1000 -j 2 -T $((SECS * 2)) --json >"$WORK/big.json" 2>"$WORK/big.err" &
+pid=$!
+samples=()
+while kill -0 "$pid" 2>/dev/null; do
+    rss=$(awk '/^VmRSS/ { print $2 }' /proc/$pid/status 2>/dev/null || true)
+    hwm=$(awk '/^VmHWM/ { print $2 }' /proc/$pid/status 2>/dev/null || true)
+    [ -n "$rss" ] && samples+=("$rss") && peak=$hwm
+    sleep 1
+done
+wait "$pid" || { cat "$WORK/big.err" >&2; exit 1; }
+cp "$WORK/big.json" "$WORK/out"
+echo "transactions $(json_key transactions), failed $(json_key failed_transactions), tps $(json_key tps)"
+echo "RSS per second (MiB): $(printf '%s\n' "${samples[@]}" | awk '{ printf "%.1f ", $1 / 1024 }')"
+echo "peak RSS: $(awk -v p="$peak" 'BEGIN { printf "%.1f MiB", p / 1024 }')"
