@@ -322,31 +322,35 @@ fn worker(
         times: RefCell::new(None),
         stopped: std::cell::Cell::new(false),
     });
-    local.block_on(&rt, async move {
-        // Connect every persistent client first; nothing here is timed.
-        let mut sessions: Vec<Option<Session>> = Vec::with_capacity(ids.len());
-        if plan.policy == Policy::Persistent {
-            let opens = ids.iter().map(|_| {
-                let shared = shared.clone();
-                tokio::task::spawn_local(async move { open_setup(&shared).await })
-            });
-            let opens: Vec<_> = opens.collect();
-            for o in opens {
-                sessions.push(o.await.ok().flatten());
+    // Connect every persistent client first; nothing here is timed.
+    let sessions: Vec<Option<Session>> = local.block_on(&rt, {
+        let shared = shared.clone();
+        let n = ids.len();
+        async move {
+            let mut sessions = Vec::with_capacity(n);
+            if shared.plan.policy == Policy::Persistent {
+                let opens: Vec<_> = (0..n)
+                    .map(|_| {
+                        let shared = shared.clone();
+                        tokio::task::spawn_local(async move { open_setup(&shared).await })
+                    })
+                    .collect();
+                for o in opens {
+                    sessions.push(o.await.ok().flatten());
+                }
+            } else {
+                sessions.resize_with(n, || None);
             }
-        } else {
-            sessions.resize_with(ids.len(), || None);
+            sessions
         }
-        let barrier_wait = |b: Arc<Barrier>| {
-            tokio::task::spawn_blocking(move || {
-                b.wait();
-            })
-        };
-        let _ = barrier_wait(connected).await;
-        let _ = barrier_wait(go).await;
-        let t = *times.get().expect("the coordinator sets the clock before go");
-        *shared.times.borrow_mut() = Some(t);
-
+    });
+    // The worker thread itself waits at the start line (outside its runtime), so the
+    // scheduler wakes this thread, not a helper that then wakes it.
+    connected.wait();
+    go.wait();
+    let t = *times.get().expect("the coordinator sets the clock before go");
+    *shared.times.borrow_mut() = Some(t);
+    local.block_on(&rt, async move {
         // CPU is read on this thread at the start and end of the measurement.
         let cpu_start = {
             let shared = shared.clone();
@@ -428,7 +432,8 @@ fn worker(
         for s in left {
             s.close().await;
         }
-        let recorder = shared.recorder.replace(Recorder::new());
+        let mut recorder = shared.recorder.replace(Recorder::new());
+        recorder.finish();
         let (setup_connects, setup_connect_ns) = *shared.setup.borrow();
         Ok(WorkerResult {
             recorder,

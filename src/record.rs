@@ -4,9 +4,11 @@
 //! runtime) record into it without atomics or locks. Latencies go into HDR histograms
 //! with fixed bounds (1 ns to 1 hour, 3 significant digits), so recording never
 //! allocates; values are nanoseconds, and floats appear only in statistics and reports.
-//! The per-interval series uses coarser histograms (microseconds, 2 significant digits)
-//! because there is one per interval. Workers hand their recorders to the coordinator,
-//! which merges them with `+=`.
+//! The per-interval series keeps one live histogram (microseconds, 2 significant digits)
+//! for the interval in progress; when the next interval starts, the finished one is
+//! compacted to its non-empty buckets, a lossless form a few hundred bytes long, so a
+//! long run's memory grows by that much per interval rather than by a whole histogram.
+//! Workers hand their recorders to the coordinator, which merges them with `+=`.
 
 use std::collections::BTreeMap;
 use std::ops::AddAssign;
@@ -32,7 +34,7 @@ pub fn interval_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 2).expect("valid bounds")
 }
 
-/// One interval of the series.
+/// Transactions and latencies of one period (progress reports use it live).
 #[derive(Debug, Clone)]
 pub struct Interval {
     pub transactions: u64,
@@ -88,8 +90,32 @@ pub struct Recorder {
     pub connect_ns: u64,
     /// Bytes of measured transactions (and the connects they made).
     pub bytes: Counters,
-    /// Per interval since the measurement started.
-    pub series: Vec<Interval>,
+    /// Per interval since the measurement started (call [`Recorder::finish`] before
+    /// reading the last one).
+    pub series: Vec<SeriesEntry>,
+    /// The histogram of the interval in progress, and its index.
+    live: Histogram<u64>,
+    live_index: usize,
+}
+
+/// One finished interval: counts, and latencies as (value, count) pairs of the
+/// non-empty buckets of a microsecond histogram.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SeriesEntry {
+    pub transactions: u64,
+    pub failures: u64,
+    pub connects: u64,
+    pub latency_us: Vec<(u64, u64)>,
+}
+
+impl SeriesEntry {
+    /// The interval's latencies as a histogram (in microseconds), rebuilt into `h`.
+    pub fn histogram_into(&self, h: &mut Histogram<u64>) {
+        h.reset();
+        for &(v, n) in &self.latency_us {
+            h.saturating_record_n(v, n);
+        }
+    }
 }
 
 impl Default for Recorder {
@@ -112,15 +138,38 @@ impl Recorder {
             connect_ns: 0,
             bytes: Counters::default(),
             series: Vec::new(),
+            live: interval_histogram(),
+            live_index: 0,
         }
     }
 
-    fn interval(&mut self, index: usize) -> &mut Interval {
+    fn interval(&mut self, index: usize) -> &mut SeriesEntry {
         if self.series.len() <= index {
             // Once per interval per worker, never per transaction.
-            self.series.resize_with(index + 1, Interval::new);
+            self.series.resize_with(index + 1, SeriesEntry::default);
         }
         &mut self.series[index]
+    }
+
+    /// Moves the live histogram's buckets into its series entry and empties it (keeping
+    /// its memory for the next interval).
+    fn compact_live(&mut self) {
+        if self.live.is_empty() {
+            return;
+        }
+        let pairs: Vec<(u64, u64)> = self
+            .live
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect();
+        let index = self.live_index;
+        self.interval(index).latency_us.extend(pairs);
+        self.live.reset();
+    }
+
+    /// Compacts the interval in progress; call once recording has ended.
+    pub fn finish(&mut self) {
+        self.compact_live();
     }
 
     /// A successful transaction that ended in interval `index`.
@@ -129,9 +178,19 @@ impl Recorder {
         self.latency.saturating_record(latency_ns.max(1));
         self.bytes.bytes_sent += bytes.bytes_sent;
         self.bytes.bytes_received += bytes.bytes_received;
-        let iv = self.interval(index);
-        iv.transactions += 1;
-        iv.latency_us.saturating_record((latency_ns / 1_000).max(1));
+        let us = (latency_ns / 1_000).max(1);
+        self.interval(index).transactions += 1;
+        if index > self.live_index {
+            self.compact_live();
+            self.live_index = index;
+        }
+        if index == self.live_index {
+            self.live.saturating_record(us);
+        } else {
+            // A late record for a finished interval (one worker's transactions end in
+            // order, so this does not happen in practice): keep it as a pair.
+            self.interval(index).latency_us.push((us, 1));
+        }
     }
 
     pub fn record_lag(&mut self, lag_ns: u64) {
@@ -199,10 +258,13 @@ impl AddAssign<&Recorder> for Recorder {
         self.bytes.bytes_sent += o.bytes.bytes_sent;
         self.bytes.bytes_received += o.bytes.bytes_received;
         if self.series.len() < o.series.len() {
-            self.series.resize_with(o.series.len(), Interval::new);
+            self.series.resize_with(o.series.len(), SeriesEntry::default);
         }
         for (a, b) in self.series.iter_mut().zip(&o.series) {
-            *a += b;
+            a.transactions += b.transactions;
+            a.failures += b.failures;
+            a.connects += b.connects;
+            a.latency_us.extend_from_slice(&b.latency_us);
         }
     }
 }
@@ -235,6 +297,9 @@ mod tests {
                 all.record_failure(idx, "57P01", || "terminated".into(), true);
             }
         }
+        a.finish();
+        b.finish();
+        all.finish();
         let mut merged = Recorder::new();
         merged += &a;
         merged += &b;
@@ -251,9 +316,17 @@ mod tests {
             }
         );
         assert_eq!(merged.series.len(), 10);
+        let (mut hm, mut hw) = (interval_histogram(), interval_histogram());
         for (m, w) in merged.series.iter().zip(&all.series) {
             assert_eq!(m.transactions, w.transactions);
-            assert_eq!(m.latency_us, w.latency_us);
+            m.histogram_into(&mut hm);
+            w.histogram_into(&mut hw);
+            assert_eq!(hm, hw, "compacted intervals merge losslessly");
+            assert!(
+                m.latency_us.len() < 1_000,
+                "compact: {} pairs",
+                m.latency_us.len()
+            );
         }
         assert_eq!(
             merged.latency.value_at_quantile(0.99),

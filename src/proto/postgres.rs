@@ -15,7 +15,7 @@
 
 use std::net::SocketAddr;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use postgres_protocol::authentication::sasl::{self, ChannelBinding, ScramSha256};
 use postgres_protocol::message::{backend::Message, frontend};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -286,17 +286,7 @@ impl Session {
                     ))
                 }
             }
-            let n = self.stream.read_buf(&mut self.rbuf).await.map_err(|e| {
-                self.broken = true;
-                ConnectError::new(phase, ErrorKind::io(e, ""))
-            })?;
-            if n == 0 {
-                self.broken = true;
-                return Err(ConnectError::new(
-                    phase,
-                    ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""),
-                ));
-            }
+            self.fill(phase).await?;
         }
     }
 
@@ -522,41 +512,88 @@ impl Session {
         let mut rows = 0;
         let mut failure = None;
         loop {
-            match self.recv(p).await {
-                Ok(Message::DataRow(row)) => {
-                    rows += 1;
-                    if let Some(out) = collect.as_deref_mut() {
-                        out.push(first_text(&row).unwrap_or_default());
-                    }
+            // The hot path reads the messages of a statement's answer in place: only an
+            // error, or a row whose value is wanted, is parsed into a message. Splitting
+            // every message off the buffer would make the buffer shared (an allocation
+            // and atomic reference counts per message).
+            let Some((tag, len)) = self.buffered_message() else {
+                if let Err(e) = self.fill(p).await {
+                    return Err(failure.unwrap_or(e));
                 }
-                Ok(Message::CommandComplete(body)) if rows == 0 => {
-                    // No rows returned: count the rows the command affected or copied
-                    // ("UPDATE 1", "COPY 100000").
-                    rows = body
-                        .tag()
-                        .ok()
-                        .and_then(|t| t.rsplit(' ').next())
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                }
-                Ok(Message::ReadyForQuery(body)) => {
-                    self.transaction_status = body.status();
+                continue;
+            };
+            match tag {
+                b'Z' => {
+                    self.transaction_status = self.rbuf[5];
+                    self.rbuf.advance(len);
                     break;
                 }
-                Ok(_) => {}
-                Err(ConnectError {
-                    kind: kind @ ErrorKind::Server { .. },
-                    ..
-                }) => failure = Some(ConnectError::new(p, kind)),
-                // A FATAL error (e.g. 57P01, the backend was terminated) is followed by
-                // the server closing the socket: report the server's reason.
-                Err(e) => return Err(failure.unwrap_or(e)),
+                b'D' if collect.is_none() => {
+                    rows += 1;
+                    self.rbuf.advance(len);
+                }
+                b'C' => {
+                    // With no rows returned, count the rows the command affected or
+                    // copied ("UPDATE 1", "COPY 100000").
+                    if rows == 0 {
+                        let body = &self.rbuf[5..len - 1];
+                        rows = body
+                            .rsplit(|&b| b == b' ')
+                            .next()
+                            .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
+                            .unwrap_or(0);
+                    }
+                    self.rbuf.advance(len);
+                }
+                b'D' | b'E' => match self.recv(p).await {
+                    Ok(Message::DataRow(row)) => {
+                        rows += 1;
+                        if let Some(out) = collect.as_deref_mut() {
+                            out.push(first_text(&row).unwrap_or_default());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(ConnectError {
+                        kind: kind @ ErrorKind::Server { .. },
+                        ..
+                    }) => failure = Some(ConnectError::new(p, kind)),
+                    Err(e) => return Err(failure.unwrap_or(e)),
+                },
+                // ParseComplete, BindComplete, RowDescription, NoData, EmptyQueryResponse,
+                // notices and the like: nothing to keep.
+                _ => self.rbuf.advance(len),
             }
         }
         match failure {
             Some(e) => Err(e),
             None => Ok(rows),
         }
+    }
+
+    /// The tag and total length of the next message when all of it is buffered.
+    fn buffered_message(&self) -> Option<(u8, usize)> {
+        let b = &self.rbuf;
+        if b.len() < 5 {
+            return None;
+        }
+        let len = 1 + u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
+        (b.len() >= len && len >= 5).then_some((b[0], len))
+    }
+
+    /// Reads more bytes from the socket into the buffer.
+    async fn fill(&mut self, phase: Phase) -> Result<(), ConnectError> {
+        let n = self.stream.read_buf(&mut self.rbuf).await.map_err(|e| {
+            self.broken = true;
+            ConnectError::new(phase, ErrorKind::io(e, ""))
+        })?;
+        if n == 0 {
+            self.broken = true;
+            return Err(ConnectError::new(
+                phase,
+                ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""),
+            ));
+        }
+        Ok(())
     }
 
     /// The transaction status of the last ReadyForQuery: `I` idle, `T` in a

@@ -177,31 +177,34 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         cpu_per_transaction_us: (r.transactions > 0).then(|| cpu * 1e6 / r.transactions as f64),
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
-        series: r
-            .series
-            .iter()
-            .enumerate()
-            .map(|(i, iv)| {
-                let l = latency(&iv.latency_us, 1_000);
-                let ms = |f: fn(&Latency) -> f64| l.as_ref().map(f);
-                // The last interval may be cut short by the end of the measurement.
-                let start_s = i as f64 * interval_s;
-                let end_s = ((i + 1) as f64 * interval_s).min(measured_s.max(start_s));
-                IntervalSummary {
-                    start_s,
-                    end_s,
-                    transactions: iv.transactions,
-                    tps: rate(iv.transactions, end_s - start_s),
-                    failures: iv.failures,
-                    connects: iv.connects,
-                    mean_ms: ms(|l| l.mean_ns / 1e6),
-                    p50_ms: ms(|l| l.p50_ns as f64 / 1e6),
-                    p95_ms: ms(|l| l.p95_ns as f64 / 1e6),
-                    p99_ms: ms(|l| l.p99_ns as f64 / 1e6),
-                    max_ms: ms(|l| l.max_ns as f64 / 1e6),
-                }
-            })
-            .collect(),
+        series: {
+            let mut h = crate::record::interval_histogram();
+            r.series
+                .iter()
+                .enumerate()
+                .map(|(i, iv)| {
+                    iv.histogram_into(&mut h);
+                    let l = latency(&h, 1_000);
+                    let ms = |f: fn(&Latency) -> f64| l.as_ref().map(f);
+                    // The last interval may be cut short by the end of the measurement.
+                    let start_s = i as f64 * interval_s;
+                    let end_s = ((i + 1) as f64 * interval_s).min(measured_s.max(start_s));
+                    IntervalSummary {
+                        start_s,
+                        end_s,
+                        transactions: iv.transactions,
+                        tps: rate(iv.transactions, end_s - start_s),
+                        failures: iv.failures,
+                        connects: iv.connects,
+                        mean_ms: ms(|l| l.mean_ns / 1e6),
+                        p50_ms: ms(|l| l.p50_ns as f64 / 1e6),
+                        p95_ms: ms(|l| l.p95_ns as f64 / 1e6),
+                        p99_ms: ms(|l| l.p99_ns as f64 / 1e6),
+                        max_ms: ms(|l| l.max_ns as f64 / 1e6),
+                    }
+                })
+                .collect()
+        },
     }
 }
 
