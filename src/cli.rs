@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    the run finished, but a target failed every attempt
+  1    the run finished, but a target failed every attempt (connect) or every
+       transaction failed (load)
   2    usage or set-up error (bad target, sandbox could not start)
   130  interrupted by Ctrl-C (the results so far are still printed)";
 

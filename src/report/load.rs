@@ -200,14 +200,19 @@ pub fn text(
         End::Duration(d) => format!("{} s", d.as_secs_f64()),
         End::TransactionsPerClient(n) => format!("{n} transactions per client"),
     };
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let warmup = if settings.warmup_s > 0.0 {
+        format!("after {} s warm-up", settings.warmup_s)
+    } else {
+        "no warm-up".to_string()
+    };
     let _ = writeln!(
         o,
-        "connbench load: {}, {} protocol, {} clients on {} threads, {end} after {} s warm-up",
+        "connbench load: {}, {} protocol, {} on {}, {end}, {warmup}",
         settings.workload,
         settings.mode.as_str(),
-        settings.clients,
-        settings.threads,
-        settings.warmup_s
+        plural(settings.clients, "client"),
+        plural(settings.threads, "thread"),
     );
     let _ = writeln!(o, "  with {}", policy_words(&settings.connection));
     let _ = writeln!(
