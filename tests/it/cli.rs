@@ -41,6 +41,7 @@ fn connect_json_has_stable_keys() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    crate::common::check_schema("connect", &v);
     assert_eq!(v["command"], "connect");
     assert_eq!(v["settings"]["samples"], 5);
     assert_eq!(v["settings"]["warmup"], 1);
@@ -80,6 +81,21 @@ fn connect_json_has_stable_keys() {
     assert_eq!(tcp["warmup"].as_array().unwrap().len(), 1);
     assert!(targets[1]["relative_to_first"].as_f64().unwrap() > 0.0);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("password"));
+
+    // A target that never connects still gives schema-valid JSON, saying why.
+    let o = connbench(&[
+        "connect",
+        "host=127.0.0.1 port=1 user=x dbname=x sslmode=disable",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    crate::common::check_schema("connect", &v);
+    let t = &v["targets"][0];
+    assert!(t["total"].is_null());
+    assert_eq!(t["failures"], 3);
+    assert_eq!(t["failures_by_kind"][0]["kind"], "connect:io-connectionrefused");
+    assert!(t["gave_up"].as_str().unwrap().contains("first 3 attempts"));
 }
 
 #[test]

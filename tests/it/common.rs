@@ -103,3 +103,16 @@ pub fn assert_gone(pids: &[u32], dir: &Path, limit: Duration) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Validates `v` against the JSON Schema `docs/schema/NAME.schema.json`.
+pub fn check_schema(name: &str, v: &serde_json::Value) {
+    let path = format!("{}/docs/schema/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    compiler.add_resource(&path, schema).unwrap();
+    let idx = compiler.compile(&path, &mut schemas).unwrap();
+    if let Err(e) = schemas.validate(v, idx) {
+        panic!("JSON does not match {path}: {e:#}\n{v:#}");
+    }
+}

@@ -59,15 +59,7 @@ fn load_json(args: &[&str]) -> serde_json::Value {
 
 /// Validates a load report against docs/schema/load.schema.json.
 fn check_schema(v: &serde_json::Value) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schema/load.schema.json");
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let mut schemas = boon::Schemas::new();
-    let mut compiler = boon::Compiler::new();
-    compiler.add_resource("load.schema.json", schema).unwrap();
-    let idx = compiler.compile("load.schema.json", &mut schemas).unwrap();
-    if let Err(e) = schemas.validate(v, idx) {
-        panic!("load JSON does not match its schema: {e:#}\n{v:#}");
-    }
+    crate::common::check_schema("load", v);
 }
 
 #[test]
