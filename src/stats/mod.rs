@@ -9,6 +9,7 @@
 //! unusual happened, such as a retransmission split over two reads). A phase's figures
 //! cover only the samples that had the phase.
 
+pub mod compare;
 pub mod load;
 
 use crate::connect::{ConnectRun, FailureCount, TargetSamples};
