@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod target;
+pub mod suite;
 pub mod sandbox;
 pub mod transport;
 pub mod proto;

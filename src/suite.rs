@@ -1,0 +1,413 @@
+//! Suites: a declared experiment matrix, validated, and expanded into a plan.
+//!
+//! A suite file (TOML) names the question, the kind of run (`connect` or `load`), the
+//! settings every cell starts from (`[defaults]`), and axes to cross (`[axes]`): each axis
+//! is a setting with a list of values, and every combination is a cell. The plan runs a
+//! discarded pre-warm pass, then `repetitions` rounds; with `order = "interleaved"` (the
+//! default) every round visits every cell in a freshly shuffled order, so drift on the
+//! machine spreads over all cells instead of landing on whichever ran last. Unknown keys,
+//! unknown axes and bad values are errors that name the key and the suite.
+//!
+//! Example:
+//!
+//! ```toml
+//! name = "transport"
+//! question = "Is a Unix socket faster than TCP for TPC-B-like load?"
+//! kind = "load"
+//! duration = "10s"
+//! warmup = "2s"
+//! repetitions = 5
+//! baseline = "target=tcp"
+//!
+//! [defaults]
+//! clients = 5
+//!
+//! [axes]
+//! target = ["unix", "tcp"]
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use crate::workload::Rng;
+
+/// What each cell runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Connect,
+    Load,
+}
+
+/// How a round visits the cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Every round visits all cells in a new random order.
+    #[default]
+    Interleaved,
+    /// Every round visits the cells in declaration order.
+    Sequential,
+}
+
+/// The settings a cell can vary, and their names in suite files.
+pub const SETTINGS: &[&str] = &[
+    "target",
+    "sslmode",
+    "connection",
+    "pool_size",
+    "pool_max_lifetime",
+    "pool_idle_timeout",
+    "clients",
+    "threads",
+    "workload",
+    "mode",
+    "rate",
+    "think",
+    "samples",
+    "query",
+];
+
+/// A suite file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    name: String,
+    question: String,
+    kind: Kind,
+    #[serde(default)]
+    duration: Option<String>,
+    #[serde(default)]
+    warmup: Option<String>,
+    #[serde(default = "default_true")]
+    prewarm: bool,
+    #[serde(default = "default_repetitions")]
+    repetitions: u32,
+    #[serde(default)]
+    order: Order,
+    #[serde(default)]
+    baseline: Option<String>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    defaults: toml::Table,
+    #[serde(default)]
+    axes: toml::Table,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_repetitions() -> u32 {
+    5
+}
+
+/// A setting's value, as text (validated when the cell is turned into a run).
+pub type Settings = BTreeMap<String, String>;
+
+/// One combination of axis values.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Cell {
+    /// `axis=value` pairs in axis order, e.g. `target=unix clients=8`.
+    pub name: String,
+    /// The axis values of this cell.
+    pub axes: Vec<(String, String)>,
+    /// Defaults overlaid with the axis values.
+    pub settings: Settings,
+}
+
+/// A validated suite.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Suite {
+    pub name: String,
+    pub question: String,
+    pub kind: Kind,
+    #[serde(serialize_with = "crate::report::ser_opt_duration_s")]
+    pub duration: Option<Duration>,
+    #[serde(serialize_with = "crate::report::ser_opt_duration_s")]
+    pub warmup: Option<Duration>,
+    pub prewarm: bool,
+    pub repetitions: u32,
+    pub order: Order,
+    pub seed: u64,
+    pub cells: Vec<Cell>,
+    /// Index of the baseline cell.
+    pub baseline: usize,
+}
+
+/// One step of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Step {
+    pub cell: usize,
+    /// 0 for the pre-warm pass (discarded), then 1..=repetitions.
+    pub repetition: u32,
+}
+
+impl Step {
+    pub fn is_prewarm(self) -> bool {
+        self.repetition == 0
+    }
+}
+
+fn toml_value_text(key: &str, v: &toml::Value, suite: &str) -> Result<String> {
+    Ok(match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        other => bail!(
+            "suite {suite}: {key} holds a {}, not a single value (a string or a number)",
+            other.type_str()
+        ),
+    })
+}
+
+fn check_setting(key: &str, suite: &str, section: &str) -> Result<()> {
+    if !SETTINGS.contains(&key) {
+        bail!(
+            "suite {suite}: unknown setting {key:?} in [{section}]; known settings: {}",
+            SETTINGS.join(", ")
+        );
+    }
+    Ok(())
+}
+
+impl Suite {
+    /// Parses and validates a suite file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Suite> {
+        let file: SuiteFile = toml::from_str(text).with_context(|| format!("cannot read suite {origin}"))?;
+        let name = &file.name;
+        if file.repetitions == 0 {
+            bail!("suite {name}: repetitions = 0; give at least 1 (5 or more to see a confidence interval narrow)");
+        }
+        let parse_d = |key: &str, v: &Option<String>| -> Result<Option<Duration>> {
+            v.as_deref()
+                .map(|t| {
+                    crate::cli::parse_duration(t).map_err(|e| anyhow::anyhow!("suite {name}: {key}: {e}"))
+                })
+                .transpose()
+        };
+        let duration = parse_d("duration", &file.duration)?;
+        let warmup = parse_d("warmup", &file.warmup)?;
+        if file.kind == Kind::Load && duration.is_none() {
+            bail!("suite {name}: a load suite needs duration = \"10s\" (or another length)");
+        }
+        let mut defaults = Settings::new();
+        for (k, v) in &file.defaults {
+            check_setting(k, name, "defaults")?;
+            defaults.insert(k.clone(), toml_value_text(k, v, name)?);
+        }
+        let mut axes: Vec<(String, Vec<String>)> = Vec::new();
+        for (k, v) in &file.axes {
+            check_setting(k, name, "axes")?;
+            let values = match v {
+                toml::Value::Array(items) => items
+                    .iter()
+                    .map(|i| toml_value_text(k, i, name))
+                    .collect::<Result<Vec<_>>>()?,
+                other => vec![toml_value_text(k, other, name)?],
+            };
+            if values.is_empty() {
+                bail!("suite {name}: axis {k} has no values");
+            }
+            axes.push((k.clone(), values));
+        }
+        let cells = cross(&axes, &defaults);
+        let baseline = match &file.baseline {
+            None => 0,
+            Some(b) => find_cell(&cells, b).ok_or_else(|| {
+                let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+                anyhow::anyhow!(
+                    "suite {name}: baseline {b:?} matches no cell; cells: {}",
+                    names.join(", ")
+                )
+            })?,
+        };
+        Ok(Suite {
+            name: file.name.clone(),
+            question: file.question,
+            kind: file.kind,
+            duration,
+            warmup,
+            prewarm: file.prewarm,
+            repetitions: file.repetitions,
+            order: file.order,
+            seed: file.seed.unwrap_or(0x636f_6e6e_6265_6e63),
+            cells,
+            baseline,
+        })
+    }
+
+    /// The steps in run order: the pre-warm pass (when asked), then each round.
+    pub fn plan(&self) -> Vec<Step> {
+        let n = self.cells.len();
+        let mut rng = Rng::new(self.seed);
+        let mut steps = Vec::with_capacity(n * (self.repetitions as usize + 1));
+        let mut order: Vec<usize> = (0..n).collect();
+        if self.prewarm {
+            steps.extend(order.iter().map(|&cell| Step { cell, repetition: 0 }));
+        }
+        for repetition in 1..=self.repetitions {
+            if self.order == Order::Interleaved {
+                // Fisher–Yates with the suite's seed, so a plan can be reproduced.
+                for i in (1..n).rev() {
+                    let j = rng.range(0, i as i64) as usize;
+                    order.swap(i, j);
+                }
+            }
+            steps.extend(order.iter().map(|&cell| Step { cell, repetition }));
+        }
+        steps
+    }
+}
+
+/// Every combination of the axes, in declaration order (the last axis varies fastest).
+fn cross(axes: &[(String, Vec<String>)], defaults: &Settings) -> Vec<Cell> {
+    let mut cells = vec![Cell {
+        name: String::new(),
+        axes: Vec::new(),
+        settings: defaults.clone(),
+    }];
+    for (key, values) in axes {
+        let mut next = Vec::with_capacity(cells.len() * values.len());
+        for c in &cells {
+            for v in values {
+                let mut cell = c.clone();
+                cell.axes.push((key.clone(), v.clone()));
+                cell.settings.insert(key.clone(), v.clone());
+                next.push(cell);
+            }
+        }
+        cells = next;
+    }
+    for c in &mut cells {
+        c.name = if c.axes.is_empty() {
+            "all".to_string()
+        } else {
+            c.axes
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+    }
+    cells
+}
+
+/// The cell a baseline names: its full name, or `axis=value` pairs it contains.
+fn find_cell(cells: &[Cell], wanted: &str) -> Option<usize> {
+    if let Some(i) = cells.iter().position(|c| c.name == wanted) {
+        return Some(i);
+    }
+    let parts: Vec<(&str, &str)> = wanted
+        .split_whitespace()
+        .filter_map(|p| p.split_once('='))
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    cells.iter().position(|c| {
+        parts
+            .iter()
+            .all(|(k, v)| c.axes.iter().any(|(ck, cv)| ck == k && cv == v))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRANSPORT: &str = r#"
+name = "transport"
+question = "Is a Unix socket faster than TCP?"
+kind = "load"
+duration = "10s"
+warmup = "2s"
+repetitions = 3
+baseline = "target=tcp"
+
+[defaults]
+clients = 5
+workload = "tpcb-like"
+
+[axes]
+target = ["unix", "tcp"]
+connection = ["persistent", "per-transaction"]
+"#;
+
+    #[test]
+    fn axes_cross_into_named_cells() {
+        let s = Suite::parse(TRANSPORT, "transport.toml").unwrap();
+        let names: Vec<&str> = s.cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "target=unix connection=persistent",
+                "target=unix connection=per-transaction",
+                "target=tcp connection=persistent",
+                "target=tcp connection=per-transaction",
+            ]
+        );
+        assert_eq!(s.baseline, 2, "the first cell with target=tcp");
+        assert_eq!(s.cells[1].settings["clients"], "5");
+        assert_eq!(s.cells[1].settings["connection"], "per-transaction");
+        assert_eq!(s.duration, Some(Duration::from_secs(10)));
+        assert!(s.prewarm, "pre-warm is on unless turned off");
+    }
+
+    #[test]
+    fn interleaved_plans_visit_every_cell_each_round_in_shuffled_order() {
+        let s = Suite::parse(TRANSPORT, "t").unwrap();
+        let plan = s.plan();
+        assert_eq!(plan.len(), 4 * 4, "a pre-warm pass and 3 rounds of 4 cells");
+        assert!(plan[..4].iter().all(|st| st.is_prewarm()));
+        let mut orders = Vec::new();
+        for round in 1..=3 {
+            let mut cells: Vec<usize> = plan
+                .iter()
+                .filter(|st| st.repetition == round)
+                .map(|st| st.cell)
+                .collect();
+            orders.push(cells.clone());
+            cells.sort();
+            assert_eq!(cells, [0, 1, 2, 3], "round {round} visits every cell once");
+        }
+        assert!(
+            orders.windows(2).any(|w| w[0] != w[1]),
+            "orders change between rounds: {orders:?}"
+        );
+        assert_eq!(plan, s.plan(), "the same seed gives the same plan");
+        let seq = Suite::parse(
+            &TRANSPORT.replace("baseline", "order = \"sequential\"\nbaseline"),
+            "t",
+        )
+        .unwrap();
+        assert!(seq
+            .plan()
+            .iter()
+            .filter(|st| st.repetition == 2)
+            .map(|st| st.cell)
+            .eq(0..4));
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = |text: &str| format!("{:#}", Suite::parse(text, "bad.toml").unwrap_err());
+        assert!(e(&TRANSPORT.replace("clients = 5", "clients = 5\ncolour = 1"))
+            .contains("unknown setting \"colour\" in [defaults]"));
+        assert!(e(&TRANSPORT.replace("target = [", "flavour = ["))
+            .contains("unknown setting \"flavour\" in [axes]"));
+        assert!(e(&TRANSPORT.replace("target=tcp", "target=tls"))
+            .contains("baseline \"target=tls\" matches no cell"));
+        assert!(e(&TRANSPORT.replace("repetitions = 3", "repetitions = 0")).contains("give at least 1"));
+        assert!(e(&TRANSPORT.replace("\"10s\"", "\"10 parsecs\"")).contains("duration"));
+        assert!(e(&TRANSPORT.replace("duration = \"10s\"\n", "")).contains("a load suite needs duration"));
+        assert!(e(&TRANSPORT.replace("kind = \"load\"", "kind = \"dance\""))
+            .contains("cannot read suite bad.toml"));
+        assert!(e(&format!("{TRANSPORT}\nsurprise = true\n")).contains("surprise"));
+    }
+}
