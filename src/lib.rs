@@ -21,6 +21,7 @@ pub mod timer;
 pub mod engine;
 pub mod record;
 pub mod stats;
+pub mod store;
 pub mod report;
 
 use std::io::{IsTerminal, Write};

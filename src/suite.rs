@@ -114,7 +114,7 @@ pub type Settings = BTreeMap<String, String>;
 pub struct Cell {
     /// `axis=value` pairs in axis order, e.g. `target=unix clients=8`.
     pub name: String,
-    /// The axis values of this cell.
+    /// The axis values of this cell (a target's password redacted).
     pub axes: Vec<(String, String)>,
     /// Defaults overlaid with the axis values.
     pub settings: Settings,
@@ -277,7 +277,14 @@ fn cross(axes: &[(String, Vec<String>)], defaults: &Settings) -> Vec<Cell> {
         for c in &cells {
             for v in values {
                 let mut cell = c.clone();
-                cell.axes.push((key.clone(), v.clone()));
+                // Names and axis values are for display: a target's password stays in
+                // the settings only, which are redacted wherever they are shown or stored.
+                let shown = if key == "target" {
+                    crate::target::redact(v)
+                } else {
+                    v.clone()
+                };
+                cell.axes.push((key.clone(), shown));
                 cell.settings.insert(key.clone(), v.clone());
                 next.push(cell);
             }
