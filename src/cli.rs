@@ -52,9 +52,86 @@ pub enum Command {
     /// a per-interval series.
     #[command(after_help = LOAD_EXAMPLES)]
     Load(LoadArgs),
+    /// Run an experiment suite: a matrix of cells, repeated and interleaved, with
+    /// confidence intervals and verdicts, saved to the results store as it goes.
+    ///
+    /// SUITE is a built-in suite (see `connbench suites`) or a TOML file. Cells whose
+    /// targets are sandbox names run on a throwaway sandbox, unless --target maps the name
+    /// to your own database.
+    Run(RunArgs),
+    /// List the built-in suites and the questions they answer.
+    Suites,
+    /// List or show stored runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// The main job: start a sandbox, run every built-in suite, answer each question.
+    ///
+    /// --quick fits in about 3 minutes on 2 cores (short runs, few repetitions: the
+    /// answers carry wide intervals); --full runs each suite's own lengths.
+    Lab(LabArgs),
     /// Start, inspect or stop a throwaway PostgreSQL + PgBouncer to measure against.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The results store (SQLite). Default: $XDG_DATA_HOME/connbench/results.sqlite or
+    /// ~/.local/share/connbench/results.sqlite.
+    #[arg(long, value_name = "FILE")]
+    pub store: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A built-in suite name or a suite file.
+    pub suite: String,
+    /// Use your own database for a target name the suite uses: NAME=CONNINFO (repeat
+    /// for several). A bare CONNINFO replaces every target.
+    #[arg(long = "target", value_name = "NAME=CONNINFO")]
+    pub targets: Vec<String>,
+    /// The suite's quick profile: short runs, few repetitions.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the cells and the order of the steps, and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The schema of connbench's tables (load suites).
+    #[arg(long, default_value = "connbench")]
+    pub schema: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Every stored run, newest first.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// One run's cells, figures and verdicts, from the store.
+    Show {
+        /// The run's id (see `connbench runs list`).
+        run: i64,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// Short runs, few repetitions: about 3 minutes on 2 cores.
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+    /// Each suite's own lengths (tens of minutes).
+    #[arg(long)]
+    pub full: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 const LOAD_EXAMPLES: &str = "\

@@ -20,6 +20,7 @@ pub mod connect;
 pub mod timer;
 pub mod engine;
 pub mod record;
+pub mod runner;
 pub mod stats;
 pub mod store;
 pub mod report;
@@ -30,7 +31,10 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
-use cli::{Cli, Command, ConnectArgs, ConnectionArg, InitArgs, LoadArgs, SandboxCommand};
+use cli::{
+    Cli, Command, ConnectArgs, ConnectionArg, InitArgs, LabArgs, LoadArgs, RunArgs, RunsCommand,
+    SandboxCommand,
+};
 use connect::{ConnectSettings, Subject};
 use proto::postgres::Endpoint;
 use sandbox::{Sandbox, SandboxOptions};
@@ -59,6 +63,10 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Connect(args) => run_connect(args).await,
             Command::Init(args) => run_init(args).await,
             Command::Load(args) => run_load(args).await,
+            Command::Run(args) => run_suite_command(args).await,
+            Command::Suites => list_suites(),
+            Command::Runs(cmd) => run_runs(cmd),
+            Command::Lab(args) => run_lab(args).await,
             Command::Sandbox(cmd) => run_sandbox(cmd).await,
         }
     })
@@ -521,6 +529,285 @@ fn emit(text: &str) {
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
+        }
+    }
+}
+
+fn open_store(args: &cli::StoreArgs) -> Result<store::Store> {
+    let path = match &args.store {
+        Some(p) => p.clone(),
+        None => store::default_path()?,
+    };
+    store::Store::open(&path)
+}
+
+fn list_suites() -> Result<Exit> {
+    let mut out = String::new();
+    for (name, text) in suite::BUILTIN {
+        let s = suite::Suite::parse(text, name)?;
+        out.push_str(&format!(
+            "{name:<10} {} ({} cells, {:?})\n",
+            s.question,
+            s.cells.len(),
+            s.kind
+        ));
+    }
+    out.push_str(
+        "\nrun one with `connbench run NAME` (add --quick for short runs), or all with `connbench lab`\n",
+    );
+    emit(&out);
+    Ok(Exit::Success)
+}
+
+/// The sandbox (started only when some cell needs one of its targets) and the names
+/// the suites may use.
+async fn suite_context(
+    suites: &[suite::Suite],
+    overrides: &[String],
+    schema: &str,
+    store: store::Store,
+) -> Result<(Option<Sandbox>, runner::Context)> {
+    init::check_schema(schema)?;
+    let mut targets = std::collections::BTreeMap::new();
+    let mut replace_all = None;
+    for o in overrides {
+        let (name, conninfo) = match o.split_once('=') {
+            Some((n, c)) if sandbox::TARGET_NAMES.contains(&n) => (Some(n), c),
+            _ => (None, o.as_str()),
+        };
+        Target::parse(conninfo).with_context(|| format!("--target {:?}", target::redact(o)))?;
+        match name {
+            Some(n) => {
+                targets.insert(n.to_string(), conninfo.to_string());
+            }
+            None => replace_all = Some(conninfo.to_string()),
+        }
+    }
+    let used: std::collections::BTreeSet<String> = suites
+        .iter()
+        .flat_map(|s| s.cells.iter().filter_map(|c| c.settings.get("target").cloned()))
+        .collect();
+    if let Some(all) = &replace_all {
+        for name in &used {
+            targets.entry(name.clone()).or_insert_with(|| all.clone());
+        }
+    }
+    let needs_sandbox = used
+        .iter()
+        .any(|t| sandbox::TARGET_NAMES.contains(&t.as_str()) && !targets.contains_key(t));
+    let mut sb = None;
+    let mut pgbouncer_version = None;
+    if needs_sandbox {
+        let started = Sandbox::start(&SandboxOptions::default()).await?;
+        eprintln!("sandbox: started in {}", started.info.dir.display());
+        let needs_tables = suites.iter().any(|s| {
+            s.kind == suite::Kind::Load
+                && s.cells.iter().any(|c| {
+                    !matches!(
+                        c.settings.get("workload").map(String::as_str),
+                        Some("connect-only")
+                    )
+                })
+        });
+        if needs_tables {
+            init_sandbox_tables(&started, schema, 1).await?;
+        }
+        for t in &started.info.targets {
+            targets
+                .entry(t.name.clone())
+                .or_insert_with(|| t.conninfo.clone());
+        }
+        pgbouncer_version = Some(started.info.pgbouncer_version.clone());
+        sb = Some(started);
+    }
+    let ctx = runner::Context {
+        targets,
+        schema: schema.to_string(),
+        store,
+        pgbouncer_version,
+        stop: stop_on_signals(),
+    };
+    Ok((sb, ctx))
+}
+
+/// Progress on stderr when it is a terminal: steps done, the cell, and an estimate of
+/// the time left.
+fn suite_progress(name: String) -> impl FnMut(usize, usize, &str) {
+    let show = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    move |done, total, cell| {
+        if !show {
+            return;
+        }
+        let eta = if done > 0 {
+            let per = started.elapsed().as_secs_f64() / done as f64;
+            format!(", about {:.0} s left", per * (total - done) as f64)
+        } else {
+            String::new()
+        };
+        eprint!("\r\x1b[K{name}: step {}/{total}, {cell}{eta}", done + 1);
+        if done + 1 == total {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+async fn run_suite_command(args: RunArgs) -> Result<Exit> {
+    let profile = if args.quick {
+        suite::Profile::Quick
+    } else {
+        suite::Profile::Full
+    };
+    let (origin, text) = suite::load_text(&args.suite)?;
+    let s = suite::Suite::parse_profile(&text, &origin, profile)?;
+    if args.dry_run {
+        let mut out = format!("{}: {}\n{} cells:\n", s.name, s.question, s.cells.len());
+        for (i, c) in s.cells.iter().enumerate() {
+            let base = if i == s.baseline { "  (baseline)" } else { "" };
+            out.push_str(&format!("  {i:>3}  {}{base}\n", c.name));
+        }
+        out.push_str("steps in order (cell:repetition, 0 = pre-warm, discarded):\n ");
+        for st in s.plan() {
+            out.push_str(&format!(" {}:{}", st.cell, st.repetition));
+        }
+        out.push('\n');
+        emit(&out);
+        return Ok(Exit::Success);
+    }
+    let store = open_store(&args.store)?;
+    let store_path = store.path().display().to_string();
+    let (sb, ctx) = suite_context(std::slice::from_ref(&s), &args.targets, &args.schema, store).await?;
+    let result = runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
+    drop(sb);
+    let result = result?;
+    emit(&if args.json {
+        report::suite::json(&result)
+    } else {
+        report::suite::text(&result, &store_path)
+    });
+    Ok(if result.interrupted {
+        Exit::Interrupted
+    } else {
+        Exit::Success
+    })
+}
+
+async fn run_lab(args: LabArgs) -> Result<Exit> {
+    let profile = if args.full {
+        suite::Profile::Full
+    } else {
+        suite::Profile::Quick
+    };
+    let suites: Vec<suite::Suite> = suite::BUILTIN
+        .iter()
+        .map(|(name, text)| suite::Suite::parse_profile(text, name, profile))
+        .collect::<Result<_>>()?;
+    let store = open_store(&args.store)?;
+    let store_path = store.path().display().to_string();
+    let started = Instant::now();
+    let (sb, ctx) = suite_context(&suites, &[], "connbench", store).await?;
+    let mut answers = Vec::new();
+    let mut interrupted = false;
+    for s in &suites {
+        let result = runner::run(s, &ctx, suite_progress(s.name.clone())).await?;
+        emit(&(report::suite::text(&result, &store_path) + "\n"));
+        answers.push((s.name.clone(), result.run_id, report::suite::answer(&result)));
+        if result.interrupted {
+            interrupted = true;
+            break;
+        }
+    }
+    drop(sb);
+    let mut out = format!(
+        "lab ({} profile) answered {} question{} in {:.0} s; runs are in {store_path}\n",
+        if args.full { "full" } else { "quick" },
+        answers.len(),
+        if answers.len() == 1 { "" } else { "s" },
+        started.elapsed().as_secs_f64()
+    );
+    for (name, run, lines) in &answers {
+        for l in lines {
+            out.push_str(&format!("  {name} (run {run}): {l}\n"));
+        }
+    }
+    emit(&out);
+    Ok(if interrupted {
+        Exit::Interrupted
+    } else {
+        Exit::Success
+    })
+}
+
+fn run_runs(cmd: RunsCommand) -> Result<Exit> {
+    match cmd {
+        RunsCommand::List { store } => {
+            let store = open_store(&store)?;
+            let runs = store.list_runs()?;
+            if runs.is_empty() {
+                emit(&format!(
+                    "no runs in {} yet; try `connbench lab --quick`\n",
+                    store.path().display()
+                ));
+                return Ok(Exit::Success);
+            }
+            let mut out = format!(
+                "{:>5}  {:<20}  {:<11}  {:<12}  {:>4}  question\n",
+                "run", "started", "suite", "status", "reps"
+            );
+            for r in runs {
+                out.push_str(&format!(
+                    "{:>5}  {:<20}  {:<11}  {:<12}  {:>4}  {}\n",
+                    r.id, r.started_at, r.suite, r.status, r.repetitions_saved, r.question
+                ));
+            }
+            emit(&out);
+            Ok(Exit::Success)
+        }
+        RunsCommand::Show { run, store } => {
+            let store = open_store(&store)?;
+            let Some(stored) = store.load_run(run)? else {
+                bail!(
+                    "no run {run} in {}; see `connbench runs list`",
+                    store.path().display()
+                );
+            };
+            let suite: suite::Suite = serde_json::from_value(stored.suite.clone())
+                .with_context(|| format!("run {run}: cannot read its suite"))?;
+            let mut values = vec![std::collections::BTreeMap::new(); suite.cells.len()];
+            let mut errors = vec![Vec::new(); suite.cells.len()];
+            for rep in stored.repetitions.iter().filter(|r| !r.prewarm) {
+                let Some(cell_values) = values.get_mut(rep.cell) else {
+                    continue;
+                };
+                match &rep.error {
+                    Some(e) => errors[rep.cell].push(e.clone()),
+                    None => {
+                        if let Some(obj) = rep.summary.as_object() {
+                            for (k, v) in obj {
+                                if let Some(x) = v.as_f64() {
+                                    cell_values.entry(k.clone()).or_insert_with(Vec::new).push(x);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            let env = serde_json::from_value(stored.environment.clone()).unwrap_or_default();
+            let result = runner::summarize(
+                &suite,
+                run,
+                values,
+                errors,
+                stored.run.status == "interrupted",
+                env,
+            );
+            emit(&format!(
+                "started {} · status {}\n{}",
+                stored.run.started_at,
+                stored.run.status,
+                report::suite::text(&result, &store.path().display().to_string())
+            ));
+            Ok(Exit::Success)
         }
     }
 }

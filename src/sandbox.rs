@@ -41,6 +41,20 @@ pub const DATABASE: &str = "connbench";
 /// PgBouncer's alias for [`DATABASE`] in transaction pooling mode.
 pub const DATABASE_TX: &str = "connbench_tx";
 
+/// The sandbox's target names, in the order `sandbox start` prints them.
+pub const TARGET_NAMES: [&str; 10] = [
+    "unix",
+    "tcp",
+    "tls",
+    "pgbouncer_unix",
+    "pgbouncer_tcp",
+    "pgbouncer_tx_unix",
+    "pgbouncer_tx_tcp",
+    "unix_trust",
+    "tcp_trust",
+    "pgbouncer_unix_trust",
+];
+
 /// One way into the sandbox, with a stable name.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct SandboxTarget {

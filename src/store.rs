@@ -54,7 +54,7 @@ CREATE TABLE repetitions (
 ";
 
 /// Where a run was measured.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Environment {
     pub connbench_version: String,
     pub server_version: Option<String>,
@@ -140,6 +140,9 @@ pub struct RunRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRun {
     pub run: RunRow,
+    /// The suite as it ran (targets redacted).
+    pub suite: serde_json::Value,
+    pub environment: serde_json::Value,
     pub cells: Vec<StoredCell>,
     pub repetitions: Vec<Repetition>,
 }
@@ -379,8 +382,15 @@ impl Store {
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
+        let (suite, environment): (String, String) = self.conn.query_row(
+            "SELECT suite_json, environment_json FROM runs WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         Ok(Some(StoredRun {
             run: row,
+            suite: serde_json::from_str(&suite).unwrap_or_default(),
+            environment: serde_json::from_str(&environment).unwrap_or_default(),
             cells,
             repetitions: reps,
         }))
@@ -487,6 +497,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
             run: row,
             cells,
             repetitions: reps,
+            ..
         } = reader.load_run(run).unwrap().unwrap();
         assert_eq!(row.status, "done");
         assert!(row.finished_at.is_some());

@@ -93,9 +93,64 @@ struct SuiteFile {
     #[serde(default)]
     seed: Option<u64>,
     #[serde(default)]
+    figure: Option<String>,
+    #[serde(default)]
     defaults: toml::Table,
     #[serde(default)]
     axes: toml::Table,
+    /// Explicit cells (each a table of settings with a `name`), for variants a cross
+    /// product cannot express; crossed with `axes` when both are given.
+    #[serde(default)]
+    cells: Vec<toml::Table>,
+    /// Overrides for the quick profile (`duration`, `warmup`, `repetitions`, and
+    /// `defaults` settings).
+    #[serde(default)]
+    quick: Option<QuickFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuickFile {
+    duration: Option<String>,
+    warmup: Option<String>,
+    repetitions: Option<u32>,
+    #[serde(default)]
+    defaults: toml::Table,
+    /// Replaces `[axes]` entirely when given.
+    axes: Option<toml::Table>,
+}
+
+/// The built-in suites: one per experiment our users run by hand.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("connect", include_str!("../suites/connect.toml")),
+    ("transport", include_str!("../suites/transport.toml")),
+    ("scaling", include_str!("../suites/scaling.toml")),
+    ("pooling", include_str!("../suites/pooling.toml")),
+    ("thinktime", include_str!("../suites/thinktime.toml")),
+];
+
+/// A built-in suite's text by name, or a suite file's text by path.
+pub fn load_text(name_or_path: &str) -> Result<(String, String)> {
+    if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+        return Ok((name.to_string(), text.to_string()));
+    }
+    match std::fs::read_to_string(name_or_path) {
+        Ok(text) => Ok((name_or_path.to_string(), text)),
+        Err(e) => bail!(
+            "no built-in suite named {name_or_path:?} and no readable file there ({e}); built-in suites: {}",
+            BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// Which set of lengths a suite runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// The suite's own lengths.
+    #[default]
+    Full,
+    /// The `[quick]` overrides: short enough for `connbench lab --quick`.
+    Quick,
 }
 
 fn default_true() -> bool {
@@ -110,7 +165,7 @@ fn default_repetitions() -> u32 {
 pub type Settings = BTreeMap<String, String>;
 
 /// One combination of axis values.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 pub struct Cell {
     /// `axis=value` pairs in axis order, e.g. `target=unix clients=8`.
     pub name: String,
@@ -121,23 +176,42 @@ pub struct Cell {
 }
 
 /// A validated suite.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 pub struct Suite {
     pub name: String,
     pub question: String,
     pub kind: Kind,
-    #[serde(serialize_with = "crate::report::ser_opt_duration_s")]
+    #[serde(
+        serialize_with = "crate::report::ser_opt_duration_s",
+        deserialize_with = "crate::report::de_opt_duration_s"
+    )]
     pub duration: Option<Duration>,
-    #[serde(serialize_with = "crate::report::ser_opt_duration_s")]
+    #[serde(
+        serialize_with = "crate::report::ser_opt_duration_s",
+        deserialize_with = "crate::report::de_opt_duration_s"
+    )]
     pub warmup: Option<Duration>,
     pub prewarm: bool,
     pub repetitions: u32,
     pub order: Order,
     pub seed: u64,
+    /// The figure compared between cells, and which way is better.
+    pub figure: String,
+    pub better: crate::stats::compare::Better,
     pub cells: Vec<Cell>,
     /// Index of the baseline cell.
     pub baseline: usize,
 }
+
+/// The figures a repetition reports, by kind, and which way is better.
+pub const LOAD_FIGURES: &[&str] = &[
+    "tps",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "latency_p99_ms",
+];
+pub const CONNECT_FIGURES: &[&str] = &["total_mean_us", "total_p50_us", "total_p99_us"];
 
 /// One step of the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -179,7 +253,26 @@ fn check_setting(key: &str, suite: &str, section: &str) -> Result<()> {
 impl Suite {
     /// Parses and validates a suite file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Suite> {
-        let file: SuiteFile = toml::from_str(text).with_context(|| format!("cannot read suite {origin}"))?;
+        Suite::parse_profile(text, origin, Profile::Full)
+    }
+
+    /// Parses a suite with the given profile's lengths.
+    pub fn parse_profile(text: &str, origin: &str, profile: Profile) -> Result<Suite> {
+        let mut file: SuiteFile =
+            toml::from_str(text).with_context(|| format!("cannot read suite {origin}"))?;
+        if profile == Profile::Quick {
+            if let Some(q) = file.quick.take() {
+                file.duration = q.duration.or(file.duration);
+                file.warmup = q.warmup.or(file.warmup);
+                file.repetitions = q.repetitions.unwrap_or(file.repetitions);
+                for (k, v) in q.defaults {
+                    file.defaults.insert(k, v);
+                }
+                if let Some(axes) = q.axes {
+                    file.axes = axes;
+                }
+            }
+        }
         let name = &file.name;
         if file.repetitions == 0 {
             bail!("suite {name}: repetitions = 0; give at least 1 (5 or more to see a confidence interval narrow)");
@@ -216,7 +309,56 @@ impl Suite {
             }
             axes.push((k.clone(), values));
         }
-        let cells = cross(&axes, &defaults);
+        let mut bases = Vec::new();
+        for (i, t) in file.cells.iter().enumerate() {
+            let mut settings = defaults.clone();
+            let mut label = None;
+            for (k, v) in t {
+                if k == "name" {
+                    label = Some(toml_value_text(k, v, name)?);
+                    continue;
+                }
+                check_setting(k, name, "cells")?;
+                settings.insert(k.clone(), toml_value_text(k, v, name)?);
+            }
+            let label = label
+                .ok_or_else(|| anyhow::anyhow!("suite {name}: [[cells]] entry {} has no name", i + 1))?;
+            bases.push((label, settings));
+        }
+        if bases.is_empty() {
+            bases.push((String::new(), defaults.clone()));
+        }
+        let mut cells = Vec::new();
+        for (label, settings) in &bases {
+            for mut c in cross(&axes, settings) {
+                if !label.is_empty() {
+                    c.name = if c.axes.is_empty() {
+                        label.clone()
+                    } else {
+                        format!("{label} {}", c.name)
+                    };
+                    c.axes.insert(0, ("cell".to_string(), label.clone()));
+                }
+                cells.push(c);
+            }
+        }
+        let figures = match file.kind {
+            Kind::Load => LOAD_FIGURES,
+            Kind::Connect => CONNECT_FIGURES,
+        };
+        let figure = file.figure.clone().unwrap_or_else(|| figures[0].to_string());
+        if !figures.contains(&figure.as_str()) {
+            bail!(
+                "suite {name}: figure {figure:?} is not one a {:?} run reports; use one of {}",
+                file.kind,
+                figures.join(", ")
+            );
+        }
+        let better = if figure == "tps" {
+            crate::stats::compare::Better::Higher
+        } else {
+            crate::stats::compare::Better::Lower
+        };
         let baseline = match &file.baseline {
             None => 0,
             Some(b) => find_cell(&cells, b).ok_or_else(|| {
@@ -237,6 +379,8 @@ impl Suite {
             repetitions: file.repetitions,
             order: file.order,
             seed: file.seed.unwrap_or(0x636f_6e6e_6265_6e63),
+            figure,
+            better,
             cells,
             baseline,
         })
@@ -399,6 +543,63 @@ connection = ["persistent", "per-transaction"]
             .filter(|st| st.repetition == 2)
             .map(|st| st.cell)
             .eq(0..4));
+    }
+
+    #[test]
+    fn explicit_cells_for_variants() {
+        let text = r#"
+name = "thinktime"
+question = "What does a pool's lifetime cost?"
+kind = "load"
+duration = "5s"
+figure = "latency_mean_ms"
+baseline = "no pool"
+[defaults]
+clients = 1
+think = "100ms"
+[[cells]]
+name = "no pool"
+connection = "per-transaction"
+[[cells]]
+name = "pool 5s"
+connection = "pool"
+pool_max_lifetime = "5s"
+"#;
+        let s = Suite::parse(text, "t").unwrap();
+        let names: Vec<&str> = s.cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["no pool", "pool 5s"]);
+        assert_eq!(s.cells[1].settings["pool_max_lifetime"], "5s");
+        assert_eq!(s.cells[1].settings["think"], "100ms");
+        assert_eq!(s.figure, "latency_mean_ms");
+        assert_eq!(s.better, crate::stats::compare::Better::Lower);
+        assert_eq!(s.baseline, 0);
+        let bad = text.replace("latency_mean_ms", "happiness");
+        assert!(format!("{:#}", Suite::parse(&bad, "t").unwrap_err()).contains("figure \"happiness\""));
+    }
+
+    #[test]
+    fn builtin_suites_parse_in_both_profiles() {
+        for (name, text) in BUILTIN {
+            for profile in [Profile::Full, Profile::Quick] {
+                let s = Suite::parse_profile(text, name, profile).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+                assert!(!s.cells.is_empty(), "{name}");
+                assert!(
+                    s.cells.iter().all(|c| c.settings.contains_key("target")),
+                    "{name}: every cell has a target"
+                );
+            }
+        }
+        let full = Suite::parse_profile(BUILTIN[2].1, "scaling", Profile::Full).unwrap();
+        let quick = Suite::parse_profile(BUILTIN[2].1, "scaling", Profile::Quick).unwrap();
+        assert_eq!(
+            (full.cells.len(), quick.cells.len()),
+            (24, 8),
+            "the quick profile narrows the axes"
+        );
+        assert!(load_text("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("built-in suites: connect, transport"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod json;
 pub mod load;
+pub mod suite;
 pub mod text;
 
 use std::time::Duration;
@@ -53,6 +54,14 @@ pub fn ser_opt_duration_s<S: serde::Serializer>(d: &Option<Duration>, s: S) -> R
         Some(d) => s.serialize_f64(d.as_secs_f64()),
         None => s.serialize_none(),
     }
+}
+
+/// Reads an optional duration written by [`ser_opt_duration_s`].
+pub fn de_opt_duration_s<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let secs: Option<f64> = serde::Deserialize::deserialize(d)?;
+    Ok(secs
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64))
 }
 
 /// Serialises a duration as milliseconds (for `*_ms` keys).

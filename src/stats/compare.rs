@@ -156,7 +156,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
 }
 
 /// Which way is better for a figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Better {
     Higher,

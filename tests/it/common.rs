@@ -116,3 +116,24 @@ pub fn check_schema(name: &str, v: &serde_json::Value) {
         panic!("JSON does not match {path}: {e:#}\n{v:#}");
     }
 }
+
+/// The shared sandbox with connbench's tables at scale 1, usable by every role.
+pub fn dataset() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let ep = connbench::proto::postgres::Endpoint::new(
+            connbench::target::Target::parse(&conninfo("unix")).unwrap(),
+        )
+        .unwrap();
+        std::thread::spawn(move || {
+            runtime().block_on(async {
+                connbench::init::init(&ep, "connbench", 1).await.unwrap();
+                connbench::init::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
+                    .await
+                    .unwrap();
+            })
+        })
+        .join()
+        .unwrap();
+    });
+}

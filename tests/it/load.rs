@@ -3,7 +3,6 @@
 //! that matches its schema.
 
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use connbench::proto::postgres::{self, Endpoint};
@@ -12,23 +11,7 @@ use connbench::target::Target;
 
 use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
 
-/// The shared sandbox with connbench's tables at scale 1, usable by every role.
-fn dataset() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let ep = Endpoint::new(Target::parse(&conninfo("unix")).unwrap()).unwrap();
-        std::thread::spawn(move || {
-            runtime().block_on(async {
-                connbench::init::init(&ep, "connbench", 1).await.unwrap();
-                connbench::init::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
-                    .await
-                    .unwrap();
-            })
-        })
-        .join()
-        .unwrap();
-    });
-}
+use crate::common::dataset;
 
 /// Runs SQL as the sandbox superuser; returns the first column of each row.
 fn sql(q: &str) -> Vec<String> {

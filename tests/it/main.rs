@@ -6,3 +6,4 @@ mod cli;
 mod common;
 mod connect;
 mod load;
+mod suites;

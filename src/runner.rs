@@ -1,0 +1,426 @@
+//! Running a suite: every step of the plan against its target, each repetition saved to
+//! the store the moment it ends, then the statistics across repetitions.
+//!
+//! A cell's settings (text, from the suite file) are turned into the same plans `connect`
+//! and `load` run, so a suite measures exactly what those commands measure. A repetition
+//! that fails is saved with its error and left out of the statistics. The pre-warm pass
+//! is saved (marked) and never counted.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use tokio::sync::watch;
+
+use crate::connect::{self, ConnectSettings, Subject};
+use crate::engine::{self, End, LoadPlan, Policy};
+use crate::proto::postgres::Endpoint;
+use crate::stats::compare::{self, Comparison, Described, Rule};
+use crate::store::{self, Environment, Repetition, Status, Store};
+use crate::suite::{Kind, Settings, Step, Suite};
+use crate::target::Target;
+use crate::workload::{Builtin, QueryMode, Script};
+
+/// What a suite runs against and where results go.
+pub struct Context {
+    /// Names a suite may use for targets (sandbox targets, `--target NAME=conninfo`).
+    pub targets: BTreeMap<String, String>,
+    pub schema: String,
+    pub store: Store,
+    pub pgbouncer_version: Option<String>,
+    pub stop: watch::Receiver<bool>,
+}
+
+/// One cell's outcome across repetitions.
+#[derive(Debug, Clone)]
+pub struct CellResult {
+    pub name: String,
+    pub baseline: bool,
+    /// Per figure, the value of each successful counted repetition.
+    pub figures: BTreeMap<String, Vec<f64>>,
+    pub described: BTreeMap<String, Described>,
+    /// Against the baseline, on the suite's figure.
+    pub comparison: Option<Comparison>,
+    pub errors: Vec<String>,
+}
+
+/// A suite's outcome.
+#[derive(Debug, Clone)]
+pub struct SuiteResult {
+    pub run_id: i64,
+    pub suite: Suite,
+    pub cells: Vec<CellResult>,
+    pub interrupted: bool,
+    pub environment: Environment,
+}
+
+/// The comparison rule every suite uses: 95% intervals, α = 0.05, a 2% noise threshold.
+pub fn rule(suite: &Suite) -> Rule {
+    Rule {
+        better: suite.better,
+        confidence: 0.95,
+        alpha: 0.05,
+        threshold: 0.02,
+    }
+}
+
+fn setting<'a>(s: &'a Settings, key: &str) -> Option<&'a str> {
+    s.get(key).map(String::as_str)
+}
+
+fn number<T: std::str::FromStr>(s: &Settings, key: &str, default: T) -> Result<T> {
+    match setting(s, key) {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| anyhow!("setting {key} = {v:?} is not a valid number")),
+    }
+}
+
+fn duration(s: &Settings, key: &str) -> Result<Option<Duration>> {
+    setting(s, key)
+        .map(|v| crate::cli::parse_duration(v).map_err(|e| anyhow!("setting {key}: {e}")))
+        .transpose()
+}
+
+impl Context {
+    /// The endpoint a cell's `target` names: a known name, else a conninfo string.
+    pub fn endpoint(&self, settings: &Settings) -> Result<Endpoint> {
+        let name = setting(settings, "target").ok_or_else(|| anyhow!("the cell has no target setting"))?;
+        let mut t = match self.targets.get(name) {
+            Some(conninfo) => {
+                let mut t = Target::parse(conninfo)?;
+                t.label = Some(name.to_string());
+                t
+            }
+            None => Target::parse(name).with_context(|| {
+                format!(
+                    "target {:?} is neither a known name ({}) nor a valid conninfo",
+                    crate::target::redact(name),
+                    self.targets.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?,
+        };
+        if let Some(mode) = setting(settings, "sslmode") {
+            t = Target::parse(&format!("{} sslmode={mode}", t.conninfo()))
+                .map(|mut n| {
+                    n.label = t.label.clone();
+                    n
+                })
+                .unwrap_or(t);
+        }
+        Ok(Endpoint::new(t)?)
+    }
+}
+
+/// Runs the suite, saving after every repetition; `progress(done, total, cell)` is called
+/// before each step.
+pub async fn run(
+    suite: &Suite,
+    ctx: &Context,
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Result<SuiteResult> {
+    // Every cell must resolve before anything runs: a typo fails in a second, not after
+    // an hour of measurements.
+    let endpoints: Vec<Endpoint> = suite
+        .cells
+        .iter()
+        .map(|c| {
+            ctx.endpoint(&c.settings)
+                .with_context(|| format!("suite {}, cell {}", suite.name, c.name))
+        })
+        .collect::<Result<_>>()?;
+    let probe = connect::connect_once(&endpoints[suite.baseline], None).await;
+    let (server_version, tls) = match &probe {
+        Ok((tl, v)) => (
+            v.clone(),
+            tl.tls.as_ref().map(|t| format!("{} {}", t.version, t.cipher)),
+        ),
+        Err(e) => bail!(
+            "suite {}: cannot connect to the baseline's target {}: {e}",
+            suite.name,
+            endpoints[suite.baseline].target.name()
+        ),
+    };
+    let environment = Environment::here(server_version, ctx.pgbouncer_version.clone(), tls);
+    let run_id = ctx.store.begin_run(suite, &environment)?;
+    let plan = suite.plan();
+    let mut values: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); suite.cells.len()];
+    let mut errors: Vec<Vec<String>> = vec![Vec::new(); suite.cells.len()];
+    let mut interrupted = false;
+    for (i, step) in plan.iter().enumerate() {
+        if *ctx.stop.borrow() {
+            interrupted = true;
+            break;
+        }
+        let cell = &suite.cells[step.cell];
+        progress(i, plan.len(), &cell.name);
+        let started_at = store::now_utc();
+        let t0 = Instant::now();
+        let outcome = match suite.kind {
+            Kind::Load => run_load(suite, &cell.settings, &endpoints[step.cell], ctx).await,
+            Kind::Connect => run_connect(&cell.settings, &endpoints[step.cell], ctx).await,
+        };
+        // Ctrl-C during a step: the step was cut short, so it is not saved as a result.
+        if *ctx.stop.borrow() {
+            interrupted = true;
+            break;
+        }
+        let (figures, histogram, error) = match outcome {
+            Ok((f, h)) => (f, h, None),
+            Err(e) => (BTreeMap::new(), None, Some(format!("{e:#}"))),
+        };
+        ctx.store.save_repetition(
+            run_id,
+            &Repetition {
+                cell: step.cell,
+                repetition: step.repetition,
+                prewarm: step.is_prewarm(),
+                started_at,
+                elapsed_s: t0.elapsed().as_secs_f64(),
+                error: error.clone(),
+                summary: serde_json::to_value(&figures)?,
+                latency_histogram: histogram.as_ref().map(store::serialize_histogram).transpose()?,
+            },
+        )?;
+        count(
+            step,
+            figures,
+            error,
+            &mut values[step.cell],
+            &mut errors[step.cell],
+        );
+    }
+    ctx.store.finish_run(
+        run_id,
+        if interrupted {
+            Status::Interrupted
+        } else {
+            Status::Done
+        },
+    )?;
+    Ok(summarize(suite, run_id, values, errors, interrupted, environment))
+}
+
+fn count(
+    step: &Step,
+    figures: BTreeMap<String, f64>,
+    error: Option<String>,
+    values: &mut BTreeMap<String, Vec<f64>>,
+    errors: &mut Vec<String>,
+) {
+    if step.is_prewarm() {
+        return;
+    }
+    match error {
+        Some(e) => errors.push(e),
+        None => {
+            for (k, v) in figures {
+                values.entry(k).or_default().push(v);
+            }
+        }
+    }
+}
+
+/// The statistics of a (possibly partial) run: per cell and figure, and each cell
+/// against the baseline on the suite's figure.
+pub fn summarize(
+    suite: &Suite,
+    run_id: i64,
+    values: Vec<BTreeMap<String, Vec<f64>>>,
+    errors: Vec<Vec<String>>,
+    interrupted: bool,
+    environment: Environment,
+) -> SuiteResult {
+    let r = rule(suite);
+    let base_name = &suite.cells[suite.baseline].name;
+    let base_values = values[suite.baseline]
+        .get(&suite.figure)
+        .cloned()
+        .unwrap_or_default();
+    let cells = suite
+        .cells
+        .iter()
+        .zip(values)
+        .zip(errors)
+        .enumerate()
+        .map(|(i, ((cell, figures), errors))| {
+            let described = figures
+                .iter()
+                .filter_map(|(k, v)| compare::describe(v, r.confidence).map(|d| (k.clone(), d)))
+                .collect();
+            let comparison = if i == suite.baseline {
+                None
+            } else {
+                let mine = figures.get(&suite.figure).cloned().unwrap_or_default();
+                compare::compare(&mine, &base_values, r, &cell.name, base_name)
+            };
+            CellResult {
+                name: cell.name.clone(),
+                baseline: i == suite.baseline,
+                figures,
+                described,
+                comparison,
+                errors,
+            }
+        })
+        .collect();
+    SuiteResult {
+        run_id,
+        suite: suite.clone(),
+        cells,
+        interrupted,
+        environment,
+    }
+}
+
+type Figures = BTreeMap<String, f64>;
+
+async fn run_load(
+    suite: &Suite,
+    s: &Settings,
+    endpoint: &Endpoint,
+    ctx: &Context,
+) -> Result<(Figures, Option<hdrhistogram::Histogram<u64>>)> {
+    let clients: usize = number(s, "clients", 1)?;
+    let threads: usize = number(s, "threads", 1usize)?.clamp(1, clients.max(1));
+    if clients == 0 {
+        bail!("setting clients = 0: give at least 1");
+    }
+    let mode = match setting(s, "mode").unwrap_or("simple") {
+        "simple" => QueryMode::Simple,
+        "extended" => QueryMode::Extended,
+        "prepared" => QueryMode::Prepared,
+        other => bail!("setting mode = {other:?}: use simple, extended or prepared"),
+    };
+    let workload = setting(s, "workload").unwrap_or("tpcb-like");
+    let builtin = match workload {
+        "tpcb-like" => Some(Builtin::TpcbLike),
+        "simple-update" => Some(Builtin::SimpleUpdate),
+        "select-only" => Some(Builtin::SelectOnly),
+        "connect-only" => Some(Builtin::ConnectOnly),
+        _ => None,
+    };
+    let text = match builtin {
+        Some(b) => b.script(&ctx.schema),
+        None => std::fs::read_to_string(workload).with_context(|| {
+            format!("setting workload = {workload:?} is neither a built-in workload nor a readable file")
+        })?,
+    };
+    let script = Script::parse(workload, &text)?;
+    let scale = match builtin {
+        Some(b) if b.needs_tables() => crate::init::scale_of(endpoint, &ctx.schema).await? as i64,
+        _ => 1,
+    };
+    let policy = match setting(s, "connection").unwrap_or(if builtin == Some(Builtin::ConnectOnly) {
+        "per-transaction"
+    } else {
+        "persistent"
+    }) {
+        "persistent" => Policy::Persistent,
+        "per-transaction" => Policy::PerTransaction,
+        "pool" => Policy::Pool {
+            size_per_thread: number::<usize>(s, "pool_size", 1)?.max(1).div_ceil(threads),
+            max_lifetime: duration(s, "pool_max_lifetime")?,
+            idle_timeout: duration(s, "pool_idle_timeout")?,
+        },
+        other => bail!("setting connection = {other:?}: use persistent, per-transaction or pool"),
+    };
+    let rate = match setting(s, "rate") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<f64>()
+                .map_err(|_| anyhow!("setting rate = {v:?} is not a number"))?,
+        ),
+    };
+    let plan = LoadPlan {
+        endpoint: endpoint.clone(),
+        script: std::sync::Arc::new(script),
+        mode,
+        clients,
+        threads,
+        end: End::Duration(suite.duration.unwrap_or(Duration::from_secs(10))),
+        warmup: suite.warmup.unwrap_or(Duration::ZERO),
+        rate,
+        think: duration(s, "think")?.unwrap_or(Duration::ZERO),
+        policy,
+        interval: Duration::from_secs(1),
+        progress: None,
+        scale,
+    };
+    let run = engine::run(plan, ctx.stop.clone(), |_| {}).await?;
+    let summary = crate::stats::load::summarize_load(&run, clients, 1.0);
+    let Some(lat) = summary.latency else {
+        bail!(
+            "no transaction completed; the first error: {}",
+            run.first_error.as_deref().unwrap_or("none recorded")
+        );
+    };
+    let ms = |ns: f64| ns / 1e6;
+    let mut f = Figures::new();
+    f.insert("tps".into(), summary.tps);
+    f.insert("latency_mean_ms".into(), ms(lat.mean_ns));
+    f.insert("latency_p50_ms".into(), ms(lat.p50_ns as f64));
+    f.insert("latency_p95_ms".into(), ms(lat.p95_ns as f64));
+    f.insert("latency_p99_ms".into(), ms(lat.p99_ns as f64));
+    f.insert("transactions".into(), summary.transactions as f64);
+    f.insert("failed_transactions".into(), summary.failed_transactions as f64);
+    f.insert("connects".into(), summary.connects as f64);
+    f.insert(
+        "cpu_per_transaction_us".into(),
+        summary.cpu_per_transaction_us.unwrap_or(0.0),
+    );
+    Ok((f, Some(run.recorder.latency)))
+}
+
+async fn run_connect(
+    s: &Settings,
+    endpoint: &Endpoint,
+    ctx: &Context,
+) -> Result<(Figures, Option<hdrhistogram::Histogram<u64>>)> {
+    let settings = ConnectSettings {
+        samples: number(s, "samples", 100)?,
+        warmup: 1,
+        query: setting(s, "query").map(str::to_string),
+        interval: Duration::ZERO,
+    };
+    let subject = Subject {
+        endpoint: endpoint.clone(),
+        description: None,
+    };
+    let run = connect::measure(
+        std::slice::from_ref(&subject),
+        &settings,
+        ctx.stop.clone(),
+        |_, _| {},
+    )
+    .await;
+    let summary = crate::stats::summarize_connect(&run);
+    let t = &summary[0];
+    let Some(total) = &t.total else {
+        bail!(
+            "no connection succeeded: {}",
+            t.failures_by_kind
+                .first()
+                .map(|(_, f)| f.example.as_str())
+                .unwrap_or("no attempt")
+        );
+    };
+    let us = |ns: f64| ns / 1e3;
+    let mut f = Figures::new();
+    f.insert("total_mean_us".into(), us(total.time.mean_ns));
+    f.insert("total_p50_us".into(), us(total.time.p50_ns as f64));
+    f.insert("total_p99_us".into(), us(total.time.p99_ns as f64));
+    f.insert("round_trips".into(), total.round_trips as f64);
+    for p in &t.phases {
+        f.insert(format!("{}_mean_us", p.phase), us(p.time.mean_ns));
+    }
+    if let Some(cold) = t.warmup.first() {
+        f.insert("first_connection_us".into(), us(cold.total_ns as f64));
+    }
+    let mut h = crate::record::latency_histogram();
+    for tl in &run.targets[0].samples {
+        h.saturating_record(tl.total_ns.max(1));
+    }
+    Ok((f, Some(h)))
+}

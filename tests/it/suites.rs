@@ -1,0 +1,247 @@
+//! `connbench run`, `runs list` and `runs show` against the real sandbox: suites answer
+//! with verdicts, every repetition reaches the store, Ctrl-C keeps what was finished.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{connbench, conninfo, dataset, stderr, stdout};
+
+/// A scratch directory for one test's suite file and store.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cb-suite-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `--target NAME=conninfo` for each name, pointing at the shared test sandbox.
+fn map(names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .flat_map(|n| ["--target".to_string(), format!("{n}={}", conninfo(n))])
+        .collect()
+}
+
+fn run(args: &[String]) -> std::process::Output {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    connbench(&refs)
+}
+
+#[test]
+fn a_connect_suite_answers_and_every_repetition_is_stored() {
+    let dir = scratch("connect");
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "pooled-connect"
+question = "Is a pooled connect faster?"
+kind = "connect"
+repetitions = 3
+baseline = "target=unix_trust"
+[defaults]
+samples = 20
+[axes]
+target = ["unix_trust", "pgbouncer_unix_trust"]
+"#,
+    )
+    .unwrap();
+    let store = dir.join("r.sqlite");
+    let mut args = vec![
+        "run".to_string(),
+        file.display().to_string(),
+        "--json".into(),
+        "--store".into(),
+        store.display().to_string(),
+    ];
+    args.extend(map(&["unix_trust", "pgbouncer_unix_trust"]));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("sandbox: started"),
+        "mapped targets need no sandbox of its own"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    assert_eq!(cells[0]["baseline"], true);
+    assert_eq!(
+        cells[0]["values"]["total_mean_us"].as_array().unwrap().len(),
+        3,
+        "3 counted repetitions"
+    );
+    let cmp = &cells[1]["comparison"];
+    assert_eq!(cmp["verdict"], "faster", "{cmp}");
+    assert!(
+        cmp["ratio"]["point"].as_f64().unwrap() < 1.0,
+        "a lower connect time"
+    );
+    let answer = v["answer"][0].as_str().unwrap();
+    assert!(answer.starts_with("target=pgbouncer_unix_trust is "), "{answer}");
+    assert!(
+        answer.contains("times faster than target=unix_trust (p"),
+        "{answer}"
+    );
+
+    let s = store.display().to_string();
+    let o = connbench(&["runs", "list", "--store", &s]);
+    let list = stdout(&o);
+    assert!(list.contains("pooled-connect") && list.contains("done"), "{list}");
+    assert!(
+        list.lines().nth(1).unwrap().contains("  6  "),
+        "6 counted repetitions stored: {list}"
+    );
+    let o = connbench(&["runs", "show", "1", "--store", &s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(answer),
+        "runs show gives the same answer from the store"
+    );
+    let o = connbench(&["runs", "show", "7", "--store", &s]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no run 7"), "{}", stderr(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_load_suite_with_explicit_cells_stores_histograms() {
+    dataset();
+    let dir = scratch("load");
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "policies"
+question = "Persistent or per-transaction?"
+kind = "load"
+duration = "500ms"
+repetitions = 2
+prewarm = false
+baseline = "per-transaction"
+[defaults]
+workload = "select-only"
+target = "unix"
+clients = 2
+[[cells]]
+name = "per-transaction"
+connection = "per-transaction"
+[[cells]]
+name = "persistent"
+connection = "persistent"
+"#,
+    )
+    .unwrap();
+    let store = dir.join("r.sqlite");
+    let mut args = vec![
+        "run".to_string(),
+        file.display().to_string(),
+        "--store".into(),
+        store.display().to_string(),
+    ];
+    args.extend(map(&["unix"]));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("answer: persistent is "), "{text}");
+    assert!(
+        text.contains("per-transaction  ") && text.contains("baseline"),
+        "{text}"
+    );
+    let st = connbench::store::Store::open(&store).unwrap();
+    let run = st.load_run(1).unwrap().unwrap();
+    assert_eq!(run.repetitions.len(), 4, "no pre-warm: 2 cells x 2 repetitions");
+    for rep in &run.repetitions {
+        let h = connbench::store::deserialize_histogram(rep.latency_histogram.as_ref().unwrap()).unwrap();
+        assert!(
+            !h.is_empty(),
+            "the latency histogram of every repetition is stored"
+        );
+        assert!(rep.summary["tps"].as_f64().unwrap() > 0.0);
+    }
+    assert!(!std::fs::read(&store)
+        .unwrap()
+        .windows(9)
+        .any(|w| w == b"password="));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_during_a_run_keeps_the_finished_repetitions() {
+    dataset();
+    let dir = scratch("ctrlc");
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "long"
+question = "Does Ctrl-C lose results?"
+kind = "load"
+duration = "400ms"
+repetitions = 50
+prewarm = false
+[defaults]
+workload = "select-only"
+[axes]
+target = ["unix"]
+"#,
+    )
+    .unwrap();
+    let store = dir.join("r.sqlite");
+    let mut args = vec![
+        "run".to_string(),
+        file.display().to_string(),
+        "--store".into(),
+        store.display().to_string(),
+    ];
+    args.extend(map(&["unix"]));
+    let child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("interrupted: the figures cover"));
+    let st = connbench::store::Store::open(&store).unwrap();
+    let runs = st.list_runs().unwrap();
+    assert_eq!(runs[0].status, "interrupted");
+    assert!(
+        (2..50).contains(&runs[0].repetitions_saved),
+        "finished repetitions are kept: {}",
+        runs[0].repetitions_saved
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn dry_run_and_bad_suites() {
+    let o = connbench(&["run", "transport", "--quick", "--dry-run"]);
+    assert!(o.status.success());
+    let plan = stdout(&o);
+    assert!(
+        plan.contains("0  target=unix") && plan.contains("1  target=tcp  (baseline)"),
+        "{plan}"
+    );
+    assert!(plan.contains("0:0 1:0"), "a pre-warm pass first: {plan}");
+    let o = connbench(&["suites"]);
+    for name in ["connect", "transport", "scaling", "pooling", "thinktime"] {
+        assert!(stdout(&o).contains(name), "{}", stdout(&o));
+    }
+    let o = connbench(&["run", "no-such-suite"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("built-in suites: connect, transport"),
+        "{}",
+        stderr(&o)
+    );
+}
