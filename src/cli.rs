@@ -64,6 +64,19 @@ pub enum Command {
     /// List or show stored runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Compare two stored runs cell by cell: is A different from B (the baseline)?
+    ///
+    /// Cells are matched by name; each gets the ratio of the suite's figure with its
+    /// confidence interval, Welch's p-value and a verdict, e.g. to see whether a change
+    /// of server settings between two runs of the same suite made a difference.
+    Compare {
+        /// The run to judge.
+        run_a: i64,
+        /// The run it is compared with.
+        run_b: i64,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// The main job: start a sandbox, run every built-in suite, answer each question.
     ///
     /// --quick fits in about 3 minutes on 2 cores (short runs, few repetitions: the

@@ -66,6 +66,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Run(args) => run_suite_command(args).await,
             Command::Suites => list_suites(),
             Command::Runs(cmd) => run_runs(cmd),
+            Command::Compare { run_a, run_b, store } => compare_runs(run_a, run_b, &store),
             Command::Lab(args) => run_lab(args).await,
             Command::Sandbox(cmd) => run_sandbox(cmd).await,
         }
@@ -738,6 +739,104 @@ async fn run_lab(args: LabArgs) -> Result<Exit> {
     })
 }
 
+/// Per cell of a stored run: the values of each figure over its counted repetitions,
+/// and the errors of failed ones.
+type CellValues = Vec<std::collections::BTreeMap<String, Vec<f64>>>;
+
+fn stored_values(
+    store: &store::Store,
+    run: i64,
+) -> Result<(store::StoredRun, suite::Suite, CellValues, Vec<Vec<String>>)> {
+    let Some(stored) = store.load_run(run)? else {
+        bail!(
+            "no run {run} in {}; see `connbench runs list`",
+            store.path().display()
+        );
+    };
+    let suite: suite::Suite = serde_json::from_value(stored.suite.clone())
+        .with_context(|| format!("run {run}: cannot read its suite"))?;
+    let mut values: CellValues = vec![std::collections::BTreeMap::new(); suite.cells.len()];
+    let mut errors = vec![Vec::new(); suite.cells.len()];
+    for rep in stored.repetitions.iter().filter(|r| !r.prewarm) {
+        let Some(cell_values) = values.get_mut(rep.cell) else {
+            continue;
+        };
+        match &rep.error {
+            Some(e) => errors[rep.cell].push(e.clone()),
+            None => {
+                for (k, v) in rep.summary.as_object().into_iter().flatten() {
+                    if let Some(x) = v.as_f64() {
+                        cell_values.entry(k.clone()).or_default().push(x);
+                    }
+                }
+            }
+        }
+    }
+    Ok((stored, suite, values, errors))
+}
+
+fn compare_runs(a: i64, b: i64, store: &cli::StoreArgs) -> Result<Exit> {
+    let store = open_store(store)?;
+    let (_, suite_a, values_a, _) = stored_values(&store, a)?;
+    let (_, suite_b, values_b, _) = stored_values(&store, b)?;
+    if suite_a.figure != suite_b.figure {
+        bail!(
+            "run {a} measures {} and run {b} measures {}: compare runs of the same suite",
+            suite_a.figure,
+            suite_b.figure
+        );
+    }
+    let fig = &suite_a.figure;
+    let rule = runner::rule(&suite_a);
+    let mut out = format!(
+        "run {a} ({}) vs run {b} ({}), on {fig}, cells matched by name\n",
+        suite_a.name, suite_b.name
+    );
+    let width = suite_a
+        .cells
+        .iter()
+        .map(|c| c.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out.push_str(&format!(
+        "  {:<width$}  {:>14}  {:>14}  verdict\n",
+        "cell",
+        format!("run {a}"),
+        format!("run {b}")
+    ));
+    let mut matched = 0;
+    for (i, cell) in suite_a.cells.iter().enumerate() {
+        let Some(j) = suite_b.cells.iter().position(|c| c.name == cell.name) else {
+            continue;
+        };
+        matched += 1;
+        let va = values_a[i].get(fig).cloned().unwrap_or_default();
+        let vb = values_b[j].get(fig).cloned().unwrap_or_default();
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.3}", v.iter().sum::<f64>() / v.len() as f64)
+            }
+        };
+        let verdict = stats::compare::compare(&va, &vb, rule, &format!("run {a}"), &format!("run {b}"))
+            .map(|c| c.sentence)
+            .unwrap_or_else(|| "no results to compare".to_string());
+        out.push_str(&format!(
+            "  {:<width$}  {:>14}  {:>14}  {verdict}\n",
+            cell.name,
+            mean(&va),
+            mean(&vb)
+        ));
+    }
+    if matched == 0 {
+        bail!("runs {a} and {b} have no cell in common; compare runs of the same suite");
+    }
+    emit(&out);
+    Ok(Exit::Success)
+}
+
 fn run_runs(cmd: RunsCommand) -> Result<Exit> {
     match cmd {
         RunsCommand::List { store } => {
@@ -765,33 +864,7 @@ fn run_runs(cmd: RunsCommand) -> Result<Exit> {
         }
         RunsCommand::Show { run, store } => {
             let store = open_store(&store)?;
-            let Some(stored) = store.load_run(run)? else {
-                bail!(
-                    "no run {run} in {}; see `connbench runs list`",
-                    store.path().display()
-                );
-            };
-            let suite: suite::Suite = serde_json::from_value(stored.suite.clone())
-                .with_context(|| format!("run {run}: cannot read its suite"))?;
-            let mut values = vec![std::collections::BTreeMap::new(); suite.cells.len()];
-            let mut errors = vec![Vec::new(); suite.cells.len()];
-            for rep in stored.repetitions.iter().filter(|r| !r.prewarm) {
-                let Some(cell_values) = values.get_mut(rep.cell) else {
-                    continue;
-                };
-                match &rep.error {
-                    Some(e) => errors[rep.cell].push(e.clone()),
-                    None => {
-                        if let Some(obj) = rep.summary.as_object() {
-                            for (k, v) in obj {
-                                if let Some(x) = v.as_f64() {
-                                    cell_values.entry(k.clone()).or_insert_with(Vec::new).push(x);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            let (stored, suite, values, errors) = stored_values(&store, run)?;
             let env = serde_json::from_value(stored.environment.clone()).unwrap_or_default();
             let result = runner::summarize(
                 &suite,

@@ -101,6 +101,22 @@ target = ["unix_trust", "pgbouncer_unix_trust"]
     let o = connbench(&["runs", "show", "7", "--store", &s]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no run 7"), "{}", stderr(&o));
+
+    // The same suite again, compared with the first run cell by cell.
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = connbench(&["compare", "2", "1", "--store", &s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cmp = stdout(&o);
+    assert!(
+        cmp.starts_with("run 2 (pooled-connect) vs run 1 (pooled-connect), on total_mean_us"),
+        "{cmp}"
+    );
+    assert_eq!(
+        cmp.matches("run 2 vs run 1").count(),
+        2,
+        "a verdict per cell: {cmp}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
