@@ -439,7 +439,7 @@ mod tests {
     use crate::suite::Suite;
 
     fn temp_store(name: &str) -> (PathBuf, Store) {
-        let dir = std::env::temp_dir().join(format!("cb-store-{name}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("cbt-store-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("nested").join("results.sqlite");
         let store = Store::open(&path).unwrap();

@@ -9,7 +9,7 @@ use crate::common::{connbench, conninfo, dataset, stderr, stdout};
 
 /// A scratch directory for one test's suite file and store.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cb-suite-{name}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("cbt-suite-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
