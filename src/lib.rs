@@ -788,52 +788,36 @@ fn compare_runs(a: i64, b: i64, store: &cli::StoreArgs) -> Result<Exit> {
     }
     let fig = &suite_a.figure;
     let rule = runner::rule(&suite_a);
-    let mut out = format!(
-        "run {a} ({}) vs run {b} ({}), on {fig}, cells matched by name\n",
-        suite_a.name, suite_b.name
-    );
-    let width = suite_a
-        .cells
-        .iter()
-        .map(|c| c.name.chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    out.push_str(&format!(
-        "  {:<width$}  {:>14}  {:>14}  verdict\n",
-        "cell",
-        format!("run {a}"),
-        format!("run {b}")
-    ));
-    let mut matched = 0;
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let mut rows = Vec::new();
     for (i, cell) in suite_a.cells.iter().enumerate() {
         let Some(j) = suite_b.cells.iter().position(|c| c.name == cell.name) else {
             continue;
         };
-        matched += 1;
         let va = values_a[i].get(fig).cloned().unwrap_or_default();
         let vb = values_b[j].get(fig).cloned().unwrap_or_default();
-        let mean = |v: &[f64]| {
-            if v.is_empty() {
-                "-".to_string()
-            } else {
-                format!("{:.3}", v.iter().sum::<f64>() / v.len() as f64)
-            }
-        };
         let verdict = stats::compare::compare(&va, &vb, rule, &format!("run {a}"), &format!("run {b}"))
             .map(|c| c.sentence)
             .unwrap_or_else(|| "no results to compare".to_string());
-        out.push_str(&format!(
-            "  {:<width$}  {:>14}  {:>14}  {verdict}\n",
-            cell.name,
-            mean(&va),
-            mean(&vb)
-        ));
+        rows.push(report::suite::CompareRow {
+            cell: cell.name.clone(),
+            mean_a: mean(&va),
+            mean_b: mean(&vb),
+            verdict,
+        });
     }
+    let matched = rows.len();
     if matched == 0 {
         bail!("runs {a} and {b} have no cell in common; compare runs of the same suite");
     }
-    emit(&out);
+    emit(&report::suite::compare_text(
+        a,
+        b,
+        &suite_a.name,
+        &suite_b.name,
+        fig,
+        &rows,
+    ));
     Ok(Exit::Success)
 }
 

@@ -70,13 +70,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         let _ = writeln!(o, "  answer: {line}");
     }
     let fig = &s.figure;
-    let width = r
-        .cells
-        .iter()
-        .map(|c| c.name.chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    let width = name_width(r.cells.iter().map(|c| c.name.as_str()));
     let head = format!(
         "{fig} (mean ± 95% CI{})",
         match unit(fig) {
@@ -114,11 +108,10 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
                         Verdict::NoSignificantDifference => "no significant difference",
                         Verdict::Inconclusive => "inconclusive",
                     };
-                    let p = match cmp.welch {
-                        Some(w) if w.p_value < 0.001 => ", p < 0.001".to_string(),
-                        Some(w) => format!(", p = {:.3}", w.p_value),
-                        None => String::new(),
-                    };
+                    let p = cmp
+                        .welch
+                        .map(|w| format!(", {}", crate::stats::compare::format_p(Some(w))))
+                        .unwrap_or_default();
                     format!("{:.2}x {word}{p}", cmp.ratio.point)
                 }
                 None => "-".to_string(),
@@ -155,6 +148,51 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         let _ = writeln!(o, "  warning: {w}");
     }
     o
+}
+
+/// The width of the cell-name column: the longest name, at least 4.
+fn name_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(|n| n.chars().count()).max().unwrap_or(4).max(4)
+}
+
+/// One row of `connbench compare`: a cell, its mean in each run, the verdict.
+pub struct CompareRow {
+    pub cell: String,
+    pub mean_a: Option<f64>,
+    pub mean_b: Option<f64>,
+    pub verdict: String,
+}
+
+/// `connbench compare RUN_A RUN_B` as text.
+pub fn compare_text(
+    a: i64,
+    b: i64,
+    suite_a: &str,
+    suite_b: &str,
+    figure: &str,
+    rows: &[CompareRow],
+) -> String {
+    let mut out = format!("run {a} ({suite_a}) vs run {b} ({suite_b}), on {figure}, cells matched by name\n");
+    let width = name_width(rows.iter().map(|r| r.cell.as_str()));
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>14}  {:>14}  verdict",
+        "cell",
+        format!("run {a}"),
+        format!("run {b}")
+    );
+    let mean = |v: Option<f64>| v.map(|x| fmt_value(figure, x)).unwrap_or_else(|| "-".to_string());
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>14}  {:>14}  {}",
+            r.cell,
+            mean(r.mean_a),
+            mean(r.mean_b),
+            r.verdict
+        );
+    }
+    out
 }
 
 /// The suite report as JSON.

@@ -185,6 +185,15 @@ pub struct Comparison {
     pub sentence: String,
 }
 
+/// A p-value as reports print it: `p < 0.001`, `p = 0.034`, or why there is none.
+pub fn format_p(w: Option<Welch>) -> String {
+    match w {
+        Some(w) if w.p_value < 0.001 => "p < 0.001".to_string(),
+        Some(w) => format!("p = {:.3}", w.p_value),
+        None => "too few repetitions for a test".to_string(),
+    }
+}
+
 /// How a comparison decides.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Rule {
@@ -266,11 +275,7 @@ pub fn compare(a: &[f64], b: &[f64], rule: Rule, a_name: &str, b_name: &str) -> 
     } else {
         Verdict::NoSignificantDifference
     };
-    let p = match w {
-        Some(w) if w.p_value < 0.001 => "p < 0.001".to_string(),
-        Some(w) => format!("p = {:.3}", w.p_value),
-        None => "too few repetitions for a test".to_string(),
-    };
+    let p = format_p(w);
     let sentence = match verdict {
         Verdict::Faster => format!("{a_name} is {times:.2} ± {times_half:.2} times faster than {b_name} ({p})"),
         Verdict::Slower => format!(

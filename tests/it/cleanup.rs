@@ -131,21 +131,8 @@ fn detached_sandbox_start_status_stop() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        [
-            "unix",
-            "tcp",
-            "tls",
-            "pgbouncer_unix",
-            "pgbouncer_tcp",
-            "pgbouncer_tx_unix",
-            "pgbouncer_tx_tcp",
-            "unix_trust",
-            "tcp_trust",
-            "pgbouncer_unix_trust"
-        ]
-    );
+    assert_eq!(names, connbench::sandbox::TARGET_NAMES);
+
     assert!(!String::from_utf8_lossy(&o.stdout).contains("password"));
     let pids = sandbox_pids(
         info["postgres_pid"].as_u64().unwrap() as u32,
