@@ -64,6 +64,11 @@ pub enum Command {
     /// List or show stored runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Write stored runs as Markdown (for posts), CSV (for spreadsheets) or JSON.
+    ///
+    /// With no output option, prints Markdown. Give several runs (e.g. a lab's five) for
+    /// one document.
+    Report(ReportArgs),
     /// Compare two stored runs cell by cell: is A different from B (the baseline)?
     ///
     /// Cells are matched by name; each gets the ratio of the suite's figure with its
@@ -117,6 +122,24 @@ pub struct RunArgs {
     /// The schema of connbench's tables (load suites).
     #[arg(long, default_value = "connbench")]
     pub schema: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The runs to report (see `connbench runs list`).
+    #[arg(required = true)]
+    pub runs: Vec<i64>,
+    /// Write Markdown to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<std::path::PathBuf>,
+    /// Write CSV tables into DIR (created if needed): cells.csv.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<std::path::PathBuf>,
+    /// Write JSON to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -67,6 +67,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Suites => list_suites(),
             Command::Runs(cmd) => run_runs(cmd),
             Command::Compare { run_a, run_b, store } => compare_runs(run_a, run_b, &store),
+            Command::Report(args) => report_runs(args),
             Command::Lab(args) => run_lab(args).await,
             Command::Sandbox(cmd) => run_sandbox(cmd).await,
         }
@@ -775,6 +776,60 @@ fn stored_values(
     Ok((stored, suite, values, errors))
 }
 
+/// A stored run's statistics, as a live run would have printed them.
+fn stored_result(store: &store::Store, run: i64) -> Result<runner::SuiteResult> {
+    let (stored, suite, values, errors) = stored_values(store, run)?;
+    let env = serde_json::from_value(stored.environment.clone()).unwrap_or_default();
+    Ok(runner::summarize(
+        &suite,
+        run,
+        values,
+        errors,
+        stored.run.status == "interrupted",
+        env,
+    ))
+}
+
+/// Writes `text` to `path`, or to standard output for `-`.
+fn write_output(path: &std::path::Path, text: &str) -> Result<()> {
+    if path.as_os_str() == "-" {
+        emit(text);
+        return Ok(());
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("report: wrote {}", path.display());
+    Ok(())
+}
+
+fn report_runs(args: cli::ReportArgs) -> Result<Exit> {
+    let store = open_store(&args.store)?;
+    let results: Vec<runner::SuiteResult> = args
+        .runs
+        .iter()
+        .map(|&r| stored_result(&store, r))
+        .collect::<Result<_>>()?;
+    let any = args.markdown.is_some() || args.csv.is_some() || args.json.is_some();
+    if let Some(path) = &args.markdown {
+        write_output(path, &report::markdown::markdown(&results))?;
+    }
+    if let Some(dir) = &args.csv {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_output(&dir.join("cells.csv"), &report::csv::cells(&results))?;
+    }
+    if let Some(path) = &args.json {
+        let v = serde_json::json!({
+            "connbench_version": env!("CARGO_PKG_VERSION"),
+            "command": "report",
+            "runs": results.iter().map(report::suite::json_value).collect::<Vec<_>>(),
+        });
+        write_output(path, &(serde_json::to_string_pretty(&v)? + "\n"))?;
+    }
+    if !any {
+        emit(&report::markdown::markdown(&results));
+    }
+    Ok(Exit::Success)
+}
+
 fn compare_runs(a: i64, b: i64, store: &cli::StoreArgs) -> Result<Exit> {
     let store = open_store(store)?;
     let (_, suite_a, values_a, _) = stored_values(&store, a)?;
@@ -848,16 +903,8 @@ fn run_runs(cmd: RunsCommand) -> Result<Exit> {
         }
         RunsCommand::Show { run, store } => {
             let store = open_store(&store)?;
-            let (stored, suite, values, errors) = stored_values(&store, run)?;
-            let env = serde_json::from_value(stored.environment.clone()).unwrap_or_default();
-            let result = runner::summarize(
-                &suite,
-                run,
-                values,
-                errors,
-                stored.run.status == "interrupted",
-                env,
-            );
+            let (stored, ..) = stored_values(&store, run)?;
+            let result = stored_result(&store, run)?;
             emit(&format!(
                 "started {} · status {}\n{}",
                 stored.run.started_at,

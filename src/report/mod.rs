@@ -3,7 +3,9 @@
 //! compute nothing of their own beyond unit conversion and ratios for display.
 
 pub mod json;
+pub mod csv;
 pub mod load;
+pub mod markdown;
 pub mod suite;
 pub mod text;
 

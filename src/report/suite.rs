@@ -197,6 +197,11 @@ pub fn compare_text(
 
 /// The suite report as JSON.
 pub fn json(r: &SuiteResult) -> String {
+    serde_json::to_string_pretty(&json_value(r)).expect("serialisable") + "\n"
+}
+
+/// The suite report as a JSON value.
+pub fn json_value(r: &SuiteResult) -> serde_json::Value {
     let cells: Vec<serde_json::Value> = r
         .cells
         .iter()
@@ -211,7 +216,7 @@ pub fn json(r: &SuiteResult) -> String {
             })
         })
         .collect();
-    let v = serde_json::json!({
+    serde_json::json!({
         "connbench_version": env!("CARGO_PKG_VERSION"),
         "command": "run",
         "run_id": r.run_id,
@@ -220,6 +225,5 @@ pub fn json(r: &SuiteResult) -> String {
         "interrupted": r.interrupted,
         "answer": answer(r),
         "cells": cells,
-    });
-    serde_json::to_string_pretty(&v).expect("serialisable") + "\n"
+    })
 }

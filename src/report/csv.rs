@@ -1,0 +1,79 @@
+//! Suite results as CSV, one table per file, for spreadsheets: every figure of every
+//! cell with its statistics, and the comparison with the baseline on the suite's figure.
+
+use std::fmt::Write;
+
+use crate::runner::SuiteResult;
+
+/// Quotes a CSV field when it needs it (RFC 4180).
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.filter(|x| x.is_finite())
+        .map(|x| x.to_string())
+        .unwrap_or_default()
+}
+
+pub const CELLS_HEADER: &str =
+    "run,suite,cell,baseline,figure,n,mean,ci_low,ci_high,stddev,median,min,max,cv,outliers,\
+ratio,ratio_ci_low,ratio_ci_high,p_value,verdict";
+
+/// The `cells` table: one row per cell and figure.
+pub fn cells(results: &[SuiteResult]) -> String {
+    let mut o = String::from(CELLS_HEADER);
+    o.push('\n');
+    for r in results {
+        for c in &r.cells {
+            for (figure, d) in &c.described {
+                let cmp = c.comparison.as_ref().filter(|_| *figure == r.suite.figure);
+                let verdict = cmp
+                    .and_then(|c| serde_json::to_value(c.verdict).ok())
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    o,
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                    r.run_id,
+                    field(&r.suite.name),
+                    field(&c.name),
+                    c.baseline,
+                    field(figure),
+                    d.mean.n,
+                    d.mean.point,
+                    opt(Some(d.mean.ci_low)),
+                    opt(Some(d.mean.ci_high)),
+                    d.stddev,
+                    d.median,
+                    d.min,
+                    d.max,
+                    d.cv,
+                    d.outliers.len(),
+                    opt(cmp.map(|c| c.ratio.point)),
+                    opt(cmp.map(|c| c.ratio.ci_low)),
+                    opt(cmp.map(|c| c.ratio.ci_high)),
+                    opt(cmp.and_then(|c| c.welch.map(|w| w.p_value))),
+                    verdict,
+                );
+            }
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_when_needed() {
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(field("pool, 5 s lifetime"), "\"pool, 5 s lifetime\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+}

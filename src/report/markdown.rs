@@ -1,0 +1,215 @@
+//! Suite results as Markdown, ready to paste into a post: per suite, the question, the
+//! answer, a table of configurations with confidence intervals and verdicts, and a line
+//! saying how it was measured.
+
+use std::fmt::Write;
+
+use crate::runner::SuiteResult;
+use crate::stats::compare::{format_p, Verdict};
+
+/// A second column beside the suite's figure: a tail latency.
+fn secondary(figure: &str, kind: crate::suite::Kind) -> &'static str {
+    match kind {
+        crate::suite::Kind::Connect => "total_p99_us",
+        crate::suite::Kind::Load if figure == "latency_p95_ms" => "latency_p99_ms",
+        crate::suite::Kind::Load => "latency_p95_ms",
+    }
+}
+
+/// Human label of a figure key.
+pub fn label(figure: &str) -> String {
+    let (name, unit) = match figure.rsplit_once('_') {
+        Some((n, u)) if u == "ms" || u == "us" => (n, if u == "us" { "µs" } else { "ms" }),
+        _ => (figure, ""),
+    };
+    let name = name
+        .replace("latency_", "latency ")
+        .replace("total_", "connect ")
+        .replace('_', " ");
+    if unit.is_empty() {
+        name
+    } else {
+        format!("{name}, {unit}")
+    }
+}
+
+/// Decimals for a value of this size: 1 from 100 up, else 3.
+fn decimals(v: f64) -> usize {
+    if v.abs() >= 100.0 {
+        1
+    } else {
+        3
+    }
+}
+
+fn num(v: f64) -> String {
+    format!("{v:.*}", decimals(v))
+}
+
+/// A mean and its interval's half-width, at the mean's precision.
+fn pm(point: f64, half: f64) -> String {
+    let d = decimals(point);
+    format!("{point:.d$} ± {half:.d$}")
+}
+
+/// Markdown for one or more suite results.
+pub fn markdown(results: &[SuiteResult]) -> String {
+    let mut o = String::from("# connbench results\n");
+    for r in results {
+        let s = &r.suite;
+        let fig = s.figure.as_str();
+        let second = secondary(fig, s.kind);
+        let _ = writeln!(o, "\n## {}: {}\n", s.name, s.question);
+        let answers = super::suite::answer(r);
+        if answers.len() == 1 {
+            let _ = writeln!(o, "**Answer.** {}\n", answers[0]);
+        } else {
+            let _ = writeln!(o, "**Answers.**\n");
+            for a in &answers {
+                let _ = writeln!(o, "- {a}");
+            }
+            o.push('\n');
+        }
+        let _ = writeln!(
+            o,
+            "| configuration | {} (mean ± 95% CI) | {} (mean) | vs baseline |",
+            label(fig),
+            label(second)
+        );
+        let _ = writeln!(o, "|---|---:|---:|---|");
+        for c in &r.cells {
+            let main = match c.described.get(fig) {
+                Some(d) if (d.mean.ci_high - d.mean.point).is_finite() => {
+                    pm(d.mean.point, d.mean.ci_high - d.mean.point)
+                }
+                Some(d) => num(d.mean.point),
+                None => "no results".to_string(),
+            };
+            let tail = c
+                .described
+                .get(second)
+                .map(|d| num(d.mean.point))
+                .unwrap_or_else(|| "-".into());
+            let vs = match (&c.comparison, c.baseline) {
+                (_, true) => "baseline".to_string(),
+                (Some(cmp), _) => {
+                    let word = match cmp.verdict {
+                        Verdict::Faster => "faster",
+                        Verdict::Slower => "slower",
+                        Verdict::NoSignificantDifference => "no significant difference",
+                        Verdict::Inconclusive => "inconclusive",
+                    };
+                    let half = cmp.ratio.ci_high - cmp.ratio.point;
+                    format!(
+                        "{:.2} ± {:.2} ({word}, {})",
+                        cmp.ratio.point,
+                        half,
+                        format_p(cmp.welch)
+                    )
+                }
+                (None, _) => "-".to_string(),
+            };
+            let name = c.name.replace('|', "\\|");
+            let _ = writeln!(o, "| {name} | {main} | {tail} | {vs} |");
+        }
+        let e = &r.environment;
+        let _ = writeln!(
+            o,
+            "\n_Run {} · {} repetitions per cell, {}{} · ratios are mean / baseline mean · connbench {} · PostgreSQL {} · {} CPUs · {}_",
+            r.run_id,
+            s.repetitions,
+            match s.order {
+                crate::suite::Order::Interleaved => "interleaved",
+                crate::suite::Order::Sequential => "sequential",
+            },
+            if s.prewarm { ", pre-warm discarded" } else { "" },
+            e.connbench_version,
+            e.server_version.as_deref().unwrap_or("unknown"),
+            e.cpus,
+            e.kernel
+        );
+        if r.interrupted {
+            let _ = writeln!(
+                o,
+                "\n> Interrupted: the figures cover the repetitions finished before Ctrl-C."
+            );
+        }
+        for c in r.cells.iter().filter(|c| !c.errors.is_empty()) {
+            let _ = writeln!(
+                o,
+                "\n> {}: {} repetition(s) failed: {}",
+                c.name,
+                c.errors.len(),
+                c.errors[0]
+            );
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A suite result from fixed values: what a run would have measured.
+    pub(crate) fn fixture() -> SuiteResult {
+        let text = r#"
+name = "transport"
+question = "Is a Unix socket faster than TCP?"
+kind = "load"
+duration = "10s"
+repetitions = 5
+baseline = "target=tcp"
+[axes]
+target = ["unix", "tcp", "pool, |odd| \"name\""]
+"#;
+        let suite = crate::suite::Suite::parse(text, "fixture").unwrap();
+        let series = |tps: [f64; 5], p95: [f64; 5]| {
+            let mut m = BTreeMap::new();
+            m.insert("tps".to_string(), tps.to_vec());
+            m.insert("latency_p95_ms".to_string(), p95.to_vec());
+            m
+        };
+        let values = vec![
+            series(
+                [2650.0, 2641.5, 2670.2, 2655.9, 2660.3],
+                [6.1, 6.2, 6.0, 6.3, 6.1],
+            ),
+            series(
+                [2510.4, 2498.8, 2521.6, 2505.0, 2515.1],
+                [6.6, 6.5, 6.7, 6.6, 6.8],
+            ),
+            BTreeMap::new(),
+        ];
+        let errors = vec![
+            vec![],
+            vec![],
+            vec!["load: no transaction completed".to_string(); 5],
+        ];
+        let env = crate::store::Environment {
+            connbench_version: "0.1.0".into(),
+            server_version: Some("15.18".into()),
+            pgbouncer_version: Some("PgBouncer 1.18.0".into()),
+            cpus: 2,
+            kernel: "Linux 6.1 x86_64".into(),
+            tls: None,
+        };
+        crate::runner::summarize(&suite, 7, values, errors, false, env)
+    }
+
+    #[test]
+    fn markdown_snapshot() {
+        insta::assert_snapshot!(markdown(&[fixture()]));
+    }
+
+    #[test]
+    fn csv_snapshot() {
+        insta::assert_snapshot!(crate::report::csv::cells(&[fixture()]));
+    }
+
+    #[test]
+    fn terminal_summary_snapshot() {
+        insta::assert_snapshot!(crate::report::suite::text(&fixture(), "/data/results.sqlite"));
+    }
+}
