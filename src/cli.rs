@@ -16,9 +16,13 @@ Exit codes:
 /// What does it cost your application to reach its database, and which path is fastest?
 ///
 /// connbench measures connection set-up phase by phase (socket, TLS, backend start,
-/// authentication, backend initialisation, first query) against your own PostgreSQL or a
-/// throwaway sandbox it starts itself (PostgreSQL and PgBouncer over Unix socket, TCP and
-/// TLS).
+/// authentication, backend initialisation, first query), runs pgbench-class load with
+/// measured latency percentiles under connection policies (persistent, per-transaction,
+/// a pool with a lifetime), and answers experiment suites with confidence intervals and
+/// verdicts, stored in SQLite. It works against your own PostgreSQL or a throwaway
+/// sandbox it starts itself (PostgreSQL and PgBouncer over Unix socket, TCP and TLS).
+///
+/// Start with `connbench lab --quick`.
 #[derive(Debug, Parser)]
 #[command(name = "connbench", version, after_help = EXIT_CODES, max_term_width = 100)]
 pub struct Cli {
