@@ -352,14 +352,10 @@ fn worker(
     *shared.times.borrow_mut() = Some(t);
     local.block_on(&rt, async move {
         // CPU is read on this thread at the start and end of the measurement.
-        let cpu_start = {
-            let shared = shared.clone();
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep_until(t.measure_start.into()).await;
-                let _ = &shared;
-                thread_cpu()
-            })
-        };
+        let cpu_start = tokio::task::spawn_local(async move {
+            tokio::time::sleep_until(t.measure_start.into()).await;
+            thread_cpu()
+        });
         let ticker = plan.progress.map(|period| {
             let shared = shared.clone();
             let tx = tx.clone();
@@ -462,7 +458,7 @@ async fn open_setup(shared: &WorkerShared) -> Option<Session> {
             Some(s)
         }
         Err(e) => {
-            note_first_error(shared, &e.to_string());
+            note_first_error(shared, || e.to_string());
             None
         }
     }
@@ -486,10 +482,11 @@ async fn open(shared: &WorkerShared) -> Result<(Session, Timeline), ConnectError
     Ok((session, timeline))
 }
 
-fn note_first_error(shared: &WorkerShared, message: &str) {
+/// Keeps the run's first error; later ones are only counted, never formatted.
+fn note_first_error(shared: &WorkerShared, message: impl FnOnce() -> String) {
     let mut first = shared.first_error.borrow_mut();
     if first.is_none() {
-        *first = Some(message.to_string());
+        *first = Some(message());
     }
 }
 
@@ -597,7 +594,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             }
             Err(TxError { error, connecting }) => {
                 let message = || error.to_string();
-                note_first_error(&shared, &error.to_string());
+                note_first_error(&shared, message);
                 if measured {
                     shared
                         .recorder

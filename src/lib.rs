@@ -628,6 +628,7 @@ async fn suite_context(
         store,
         pgbouncer_version,
         stop: stop_on_signals(),
+        scales: Default::default(),
     };
     Ok((sb, ctx))
 }

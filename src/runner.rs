@@ -29,6 +29,9 @@ pub struct Context {
     pub store: Store,
     pub pgbouncer_version: Option<String>,
     pub stop: watch::Receiver<bool>,
+    /// The dataset's scale per target conninfo, looked up once per run, not before every
+    /// repetition.
+    pub scales: std::cell::RefCell<BTreeMap<String, i64>>,
 }
 
 /// One cell's outcome across repetitions.
@@ -309,7 +312,18 @@ async fn run_load(
     };
     let script = Script::parse(workload, &text)?;
     let scale = match builtin {
-        Some(b) if b.needs_tables() => crate::init::scale_of(endpoint, &ctx.schema).await? as i64,
+        Some(b) if b.needs_tables() => {
+            let key = endpoint.target.conninfo();
+            let known = ctx.scales.borrow().get(&key).copied();
+            match known {
+                Some(scale) => scale,
+                None => {
+                    let scale = crate::init::scale_of(endpoint, &ctx.schema).await? as i64;
+                    ctx.scales.borrow_mut().insert(key, scale);
+                    scale
+                }
+            }
+        }
         _ => 1,
     };
     let policy = match setting(s, "connection").unwrap_or(if builtin == Some(Builtin::ConnectOnly) {

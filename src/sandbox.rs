@@ -168,8 +168,8 @@ impl Sandbox {
         }
         sandbox.init_cluster(&bins, &run_as)?;
         sandbox.start_postgres(&bins, &run_as).await?;
-        sandbox.prepare_roles().await?;
-        sandbox.start_pgbouncer(&bins, &run_as).await?;
+        let secret = sandbox.prepare_roles().await?;
+        sandbox.start_pgbouncer(&bins, &run_as, &secret).await?;
         sandbox.info.targets = targets(&sandbox.info);
         if opts.detached {
             let state = serde_json::to_string_pretty(&sandbox.info)?;
@@ -177,29 +177,6 @@ impl Sandbox {
             fs::write(state_pointer(), dir.display().to_string())?;
         }
         Ok(sandbox)
-    }
-
-    async fn scram_secret(&self) -> Result<String> {
-        let t = self.superuser_target(&format!(
-            "host={} port={}",
-            self.info.dir.display(),
-            self.info.postgres_port
-        ))?;
-        let ep = postgres::Endpoint::new(t)?;
-        let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await?;
-        let out = s
-            .simple_query(&format!(
-                "SELECT rolpassword FROM pg_authid WHERE rolname = '{SUPERUSER}'"
-            ))
-            .await
-            .context("cannot start sandbox: cannot read the SCRAM secret for PgBouncer")?;
-        s.close().await;
-        match out.first_value {
-            Some(v) if v.starts_with("SCRAM-SHA-256$") => Ok(v),
-            _ => {
-                bail!("cannot start sandbox: the server did not store a SCRAM-SHA-256 secret for {SUPERUSER}")
-            }
-        }
     }
 
     /// `initdb`, the certificates, pg_hba.conf and the passfile.
@@ -302,8 +279,9 @@ impl Sandbox {
         ))?)
     }
 
-    /// The trust role and the database the targets use.
-    async fn prepare_roles(&mut self) -> Result<()> {
+    /// The trust role and the database the targets use; returns the superuser's SCRAM
+    /// secret for PgBouncer's userlist (read in the same session).
+    async fn prepare_roles(&mut self) -> Result<String> {
         let t = self.superuser_target(&format!(
             "host={} port={}",
             self.info.dir.display(),
@@ -320,17 +298,27 @@ impl Sandbox {
                 .await
                 .with_context(|| format!("cannot start sandbox: {sql}"))?;
         }
+        let out = s
+            .simple_query(&format!(
+                "SELECT rolpassword FROM pg_authid WHERE rolname = '{SUPERUSER}'"
+            ))
+            .await
+            .context("cannot start sandbox: cannot read the SCRAM secret for PgBouncer")?;
         s.close().await;
-        Ok(())
+        match out.first_value {
+            Some(v) if v.starts_with("SCRAM-SHA-256$") => Ok(v),
+            _ => {
+                bail!("cannot start sandbox: the server did not store a SCRAM-SHA-256 secret for {SUPERUSER}")
+            }
+        }
     }
 
-    async fn start_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+    async fn start_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs, secret: &str) -> Result<()> {
         let dir = self.info.dir.clone();
         let log = dir.join("pgbouncer.log");
         // The server's SCRAM secret, not the plaintext password, as production set-ups
         // keep it: PgBouncer then verifies clients without redoing PBKDF2 on each login,
         // and passes the client's proof through to the server (SCRAM pass-through).
-        let secret = self.scram_secret().await?;
         write_owned(
             &dir.join("userlist.txt"),
             &format!("\"{SUPERUSER}\" \"{secret}\"\n\"{TRUST_ROLE}\" \"\"\n"),

@@ -23,6 +23,19 @@ fn map(names: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Writes `suite` into `dir` and returns the store path and the arguments of
+/// `connbench run` for it, with `names` mapped onto the shared test sandbox.
+fn suite_args(dir: &std::path::Path, suite: &str, names: &[&str], extra: &[&str]) -> (PathBuf, Vec<String>) {
+    let file = dir.join("s.toml");
+    std::fs::write(&file, suite).unwrap();
+    let store = dir.join("r.sqlite");
+    let mut args = vec!["run".to_string(), file.display().to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args.extend(["--store".to_string(), store.display().to_string()]);
+    args.extend(map(names));
+    (store, args)
+}
+
 fn run(args: &[String]) -> std::process::Output {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     connbench(&refs)
@@ -31,10 +44,7 @@ fn run(args: &[String]) -> std::process::Output {
 #[test]
 fn a_connect_suite_answers_and_every_repetition_is_stored() {
     let dir = scratch("connect");
-    let file = dir.join("s.toml");
-    std::fs::write(
-        &file,
-        r#"
+    let suite = r#"
 name = "pooled-connect"
 question = "Is a pooled connect faster?"
 kind = "connect"
@@ -44,18 +54,8 @@ baseline = "target=unix_trust"
 samples = 20
 [axes]
 target = ["unix_trust", "pgbouncer_unix_trust"]
-"#,
-    )
-    .unwrap();
-    let store = dir.join("r.sqlite");
-    let mut args = vec![
-        "run".to_string(),
-        file.display().to_string(),
-        "--json".into(),
-        "--store".into(),
-        store.display().to_string(),
-    ];
-    args.extend(map(&["unix_trust", "pgbouncer_unix_trust"]));
+"#;
+    let (store, args) = suite_args(&dir, suite, &["unix_trust", "pgbouncer_unix_trust"], &["--json"]);
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -163,10 +163,7 @@ target = ["unix_trust", "pgbouncer_unix_trust"]
 fn a_load_suite_with_explicit_cells_stores_histograms() {
     dataset();
     let dir = scratch("load");
-    let file = dir.join("s.toml");
-    std::fs::write(
-        &file,
-        r#"
+    let suite = r#"
 name = "policies"
 question = "Persistent or per-transaction?"
 kind = "load"
@@ -184,17 +181,8 @@ connection = "per-transaction"
 [[cells]]
 name = "persistent"
 connection = "persistent"
-"#,
-    )
-    .unwrap();
-    let store = dir.join("r.sqlite");
-    let mut args = vec![
-        "run".to_string(),
-        file.display().to_string(),
-        "--store".into(),
-        store.display().to_string(),
-    ];
-    args.extend(map(&["unix"]));
+"#;
+    let (store, args) = suite_args(&dir, suite, &["unix"], &[]);
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
@@ -227,10 +215,7 @@ connection = "persistent"
 fn ctrl_c_during_a_run_keeps_the_finished_repetitions() {
     dataset();
     let dir = scratch("ctrlc");
-    let file = dir.join("s.toml");
-    std::fs::write(
-        &file,
-        r#"
+    let suite = r#"
 name = "long"
 question = "Does Ctrl-C lose results?"
 kind = "load"
@@ -241,17 +226,8 @@ prewarm = false
 workload = "select-only"
 [axes]
 target = ["unix"]
-"#,
-    )
-    .unwrap();
-    let store = dir.join("r.sqlite");
-    let mut args = vec![
-        "run".to_string(),
-        file.display().to_string(),
-        "--store".into(),
-        store.display().to_string(),
-    ];
-    args.extend(map(&["unix"]));
+"#;
+    let (store, args) = suite_args(&dir, suite, &["unix"], &[]);
     let child = Command::new(env!("CARGO_BIN_EXE_connbench"))
         .args(&args)
         .stdout(Stdio::piped())
