@@ -6,7 +6,7 @@
 # `connbench lab` (e.g. --full, --store FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+CONNBENCH_SETUP_CHROMIUM=0 scripts/setup.sh
 cargo build --release --quiet
 if [ $# -eq 0 ]; then set -- --quick; fi
 exec target/release/connbench lab "$@"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what connbench needs and is missing: PostgreSQL (server, client, pgbench) and
-# PgBouncer from Debian's packages. Idempotent: does nothing when all is there.
+# PgBouncer from Debian's packages, and Chromium, which the tests use to open the HTML
+# report headless. Idempotent: does nothing when all is there.
 # Sourced by scripts/lab.sh and scripts/test.sh.
 set -euo pipefail
 
@@ -8,6 +9,9 @@ need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v pgbench >/dev/null 2>&1 || need+=(postgresql-client)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
+if [ "${CONNBENCH_SETUP_CHROMIUM:-1}" = 1 ]; then
+    command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]} (Debian packages)" >&2

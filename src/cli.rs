@@ -133,6 +133,9 @@ pub struct ReportArgs {
     /// The runs to report (see `connbench runs list`).
     #[arg(required = true)]
     pub runs: Vec<i64>,
+    /// Write a self-contained HTML page with charts to FILE (no network needed to view it).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
     /// Write Markdown to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<std::path::PathBuf>,
@@ -170,6 +173,13 @@ pub struct LabArgs {
     /// Each suite's own lengths (tens of minutes).
     #[arg(long)]
     pub full: bool,
+    /// Where to write the HTML report of the lab's runs [default: lab-<date>.html in a
+    /// `reports` directory beside the store]
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<std::path::PathBuf>,
+    /// Write no HTML report.
+    #[arg(long, conflicts_with = "html")]
+    pub no_html: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }

@@ -721,6 +721,33 @@ async fn run_lab(args: LabArgs) -> Result<Exit> {
         }
     }
     drop(sb);
+    let html = if args.no_html || answers.is_empty() {
+        None
+    } else {
+        let path = match &args.html {
+            Some(p) => p.clone(),
+            None => std::path::Path::new(&store_path)
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("reports")
+                .join(format!(
+                    "lab-{}-runs-{}-{}.html",
+                    store::now_utc().replace(':', ""),
+                    answers[0].1,
+                    answers[answers.len() - 1].1
+                )),
+        };
+        let reports: Vec<report::data::RunReport> = answers
+            .iter()
+            .map(|(_, run, _)| report::data::RunReport::load(&ctx.store, *run))
+            .collect::<Result<_>>()?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&path, report::html::html(&reports))
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        Some(path)
+    };
     let mut out = format!(
         "lab ({} profile) answered {} question{} in {:.0} s; runs are in {store_path}\n",
         if args.full { "full" } else { "quick" },
@@ -733,62 +760,18 @@ async fn run_lab(args: LabArgs) -> Result<Exit> {
             out.push_str(&format!("  {name} (run {run}): {l}\n"));
         }
     }
+    if let Some(path) = html {
+        out.push_str(&format!(
+            "HTML report (charts, tables, environment): {}\n",
+            path.display()
+        ));
+    }
     emit(&out);
     Ok(if interrupted {
         Exit::Interrupted
     } else {
         Exit::Success
     })
-}
-
-/// Per cell of a stored run: the values of each figure over its counted repetitions,
-/// and the errors of failed ones.
-type CellValues = Vec<std::collections::BTreeMap<String, Vec<f64>>>;
-
-fn stored_values(
-    store: &store::Store,
-    run: i64,
-) -> Result<(store::StoredRun, suite::Suite, CellValues, Vec<Vec<String>>)> {
-    let Some(stored) = store.load_run(run)? else {
-        bail!(
-            "no run {run} in {}; see `connbench runs list`",
-            store.path().display()
-        );
-    };
-    let suite: suite::Suite = serde_json::from_value(stored.suite.clone())
-        .with_context(|| format!("run {run}: cannot read its suite"))?;
-    let mut values: CellValues = vec![std::collections::BTreeMap::new(); suite.cells.len()];
-    let mut errors = vec![Vec::new(); suite.cells.len()];
-    for rep in stored.repetitions.iter().filter(|r| !r.prewarm) {
-        let Some(cell_values) = values.get_mut(rep.cell) else {
-            continue;
-        };
-        match &rep.error {
-            Some(e) => errors[rep.cell].push(e.clone()),
-            None => {
-                for (k, v) in rep.summary.as_object().into_iter().flatten() {
-                    if let Some(x) = v.as_f64() {
-                        cell_values.entry(k.clone()).or_default().push(x);
-                    }
-                }
-            }
-        }
-    }
-    Ok((stored, suite, values, errors))
-}
-
-/// A stored run's statistics, as a live run would have printed them.
-fn stored_result(store: &store::Store, run: i64) -> Result<runner::SuiteResult> {
-    let (stored, suite, values, errors) = stored_values(store, run)?;
-    let env = serde_json::from_value(stored.environment.clone()).unwrap_or_default();
-    Ok(runner::summarize(
-        &suite,
-        run,
-        values,
-        errors,
-        stored.run.status == "interrupted",
-        env,
-    ))
 }
 
 /// Writes `text` to `path`, or to standard output for `-`.
@@ -804,12 +787,16 @@ fn write_output(path: &std::path::Path, text: &str) -> Result<()> {
 
 fn report_runs(args: cli::ReportArgs) -> Result<Exit> {
     let store = open_store(&args.store)?;
-    let results: Vec<runner::SuiteResult> = args
+    let reports: Vec<report::data::RunReport> = args
         .runs
         .iter()
-        .map(|&r| stored_result(&store, r))
+        .map(|&r| report::data::RunReport::load(&store, r))
         .collect::<Result<_>>()?;
-    let any = args.markdown.is_some() || args.csv.is_some() || args.json.is_some();
+    let results: Vec<runner::SuiteResult> = reports.iter().map(|r| r.result.clone()).collect();
+    let any = args.html.is_some() || args.markdown.is_some() || args.csv.is_some() || args.json.is_some();
+    if let Some(path) = &args.html {
+        write_output(path, &report::html::html(&reports))?;
+    }
     if let Some(path) = &args.markdown {
         write_output(path, &report::markdown::markdown(&results))?;
     }
@@ -821,7 +808,7 @@ fn report_runs(args: cli::ReportArgs) -> Result<Exit> {
         let v = serde_json::json!({
             "connbench_version": env!("CARGO_PKG_VERSION"),
             "command": "report",
-            "runs": results.iter().map(report::suite::json_value).collect::<Vec<_>>(),
+            "runs": reports.iter().map(report::data::RunReport::json_value).collect::<Vec<_>>(),
         });
         write_output(path, &(serde_json::to_string_pretty(&v)? + "\n"))?;
     }
@@ -833,8 +820,16 @@ fn report_runs(args: cli::ReportArgs) -> Result<Exit> {
 
 fn compare_runs(a: i64, b: i64, store: &cli::StoreArgs) -> Result<Exit> {
     let store = open_store(store)?;
-    let (_, suite_a, values_a, _) = stored_values(&store, a)?;
-    let (_, suite_b, values_b, _) = stored_values(&store, b)?;
+    let report::data::Loaded {
+        suite: suite_a,
+        values: values_a,
+        ..
+    } = report::data::load(&store, a)?;
+    let report::data::Loaded {
+        suite: suite_b,
+        values: values_b,
+        ..
+    } = report::data::load(&store, b)?;
     if suite_a.figure != suite_b.figure {
         bail!(
             "run {a} measures {} and run {b} measures {}: compare runs of the same suite",
@@ -904,8 +899,8 @@ fn run_runs(cmd: RunsCommand) -> Result<Exit> {
         }
         RunsCommand::Show { run, store } => {
             let store = open_store(&store)?;
-            let (stored, ..) = stored_values(&store, run)?;
-            let result = stored_result(&store, run)?;
+            let loaded = report::data::load(&store, run)?;
+            let (stored, result) = (&loaded.stored, loaded.result());
             emit(&format!(
                 "started {} · status {}\n{}",
                 stored.run.started_at,

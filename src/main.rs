@@ -4,6 +4,7 @@ use clap::Parser;
 
 fn main() {
     let cli = connbench::cli::Cli::parse();
+    connbench::report::style::init_from_env();
     let code = match connbench::run(cli) {
         Ok(exit) => exit as i32,
         Err(e) => {

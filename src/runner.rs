@@ -169,9 +169,23 @@ pub async fn run(
             interrupted = true;
             break;
         }
-        let (figures, histogram, error) = match outcome {
-            Ok((f, h)) => (f, h, None),
-            Err(e) => (BTreeMap::new(), None, Some(format!("{e:#}"))),
+        let (
+            Measured {
+                figures,
+                histogram,
+                detail,
+            },
+            error,
+        ) = match outcome {
+            Ok(m) => (m, None),
+            Err(e) => (
+                Measured {
+                    figures: BTreeMap::new(),
+                    histogram: None,
+                    detail: None,
+                },
+                Some(format!("{e:#}")),
+            ),
         };
         ctx.store.save_repetition(
             run_id,
@@ -184,6 +198,7 @@ pub async fn run(
                 error: error.clone(),
                 summary: serde_json::to_value(&figures)?,
                 latency_histogram: histogram.as_ref().map(store::serialize_histogram).transpose()?,
+                detail,
             },
         )?;
         count(
@@ -279,12 +294,15 @@ pub fn summarize(
 
 type Figures = BTreeMap<String, f64>;
 
-async fn run_load(
-    suite: &Suite,
-    s: &Settings,
-    endpoint: &Endpoint,
-    ctx: &Context,
-) -> Result<(Figures, Option<hdrhistogram::Histogram<u64>>)> {
+/// What one repetition measured: its figures, its latency histogram (ns), and detail for
+/// charts (a load run's per-interval series).
+struct Measured {
+    figures: Figures,
+    histogram: Option<hdrhistogram::Histogram<u64>>,
+    detail: Option<serde_json::Value>,
+}
+
+async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
     let clients: usize = number(s, "clients", 1)?;
     let threads: usize = number(s, "threads", 1usize)?.clamp(1, clients.max(1));
     if clients == 0 {
@@ -384,14 +402,14 @@ async fn run_load(
         "cpu_per_transaction_us".into(),
         summary.cpu_per_transaction_us.unwrap_or(0.0),
     );
-    Ok((f, Some(run.recorder.latency)))
+    Ok(Measured {
+        figures: f,
+        histogram: Some(run.recorder.latency),
+        detail: Some(serde_json::json!({ "series": summary.series })),
+    })
 }
 
-async fn run_connect(
-    s: &Settings,
-    endpoint: &Endpoint,
-    ctx: &Context,
-) -> Result<(Figures, Option<hdrhistogram::Histogram<u64>>)> {
+async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
     let settings = ConnectSettings {
         samples: number(s, "samples", 100)?,
         warmup: 1,
@@ -428,6 +446,8 @@ async fn run_connect(
     f.insert("round_trips".into(), total.round_trips as f64);
     for p in &t.phases {
         f.insert(format!("{}_mean_us", p.phase), us(p.time.mean_ns));
+        f.insert(format!("{}_p50_us", p.phase), us(p.time.p50_ns as f64));
+        f.insert(format!("{}_p99_us", p.phase), us(p.time.p99_ns as f64));
     }
     if let Some(cold) = t.warmup.first() {
         f.insert("first_connection_us".into(), us(cold.total_ns as f64));
@@ -436,5 +456,9 @@ async fn run_connect(
     for tl in &run.targets[0].samples {
         h.saturating_record(tl.total_ns.max(1));
     }
-    Ok((f, Some(h)))
+    Ok(Measured {
+        figures: f,
+        histogram: Some(h),
+        detail: None,
+    })
 }

@@ -14,9 +14,13 @@ use anyhow::{bail, Context, Result};
 use rusqlite::{params, Connection};
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-const SCHEMA_V1: &str = "
+/// Version 2 adds `repetitions.detail_json`: what a repetition measured beyond its
+/// figures (a load run's per-interval series), for charts.
+const MIGRATE_V1_TO_V2: &str = "ALTER TABLE repetitions ADD COLUMN detail_json TEXT;";
+
+const SCHEMA_V2: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
@@ -48,6 +52,7 @@ CREATE TABLE repetitions (
     error TEXT,
     summary_json TEXT NOT NULL,
     latency_histogram BLOB,
+    detail_json TEXT,
     PRIMARY KEY (run_id, cell, repetition),
     FOREIGN KEY (run_id, cell) REFERENCES cells(run_id, cell) ON DELETE CASCADE
 );
@@ -121,6 +126,8 @@ pub struct Repetition {
     pub summary: serde_json::Value,
     /// HdrHistogram V2 (deflate) serialisation of the latency histogram, in ns.
     pub latency_histogram: Option<Vec<u8>>,
+    /// What else the repetition measured, for charts (`{"series": [...]}` for load).
+    pub detail: Option<serde_json::Value>,
 }
 
 /// A run's row.
@@ -227,7 +234,7 @@ impl Store {
             )
             .map(|n| n > 0)?;
         if !has_meta {
-            conn.execute_batch(SCHEMA_V1)?;
+            conn.execute_batch(SCHEMA_V2)?;
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
                 [SCHEMA_VERSION.to_string()],
@@ -239,6 +246,17 @@ impl Store {
             })?
             .parse()
             .context("results store: schema_version is not a number")?;
+        if version == 1 {
+            conn.execute_batch(&format!(
+                "BEGIN; {MIGRATE_V1_TO_V2} UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;"
+            ))
+            .with_context(|| {
+                format!(
+                    "cannot migrate results store {} to schema version 2",
+                    path.display()
+                )
+            })?;
+        }
         if version > SCHEMA_VERSION {
             bail!(
                 "results store {} has schema version {version}, newer than this connbench understands ({SCHEMA_VERSION}); \
@@ -297,8 +315,8 @@ impl Store {
         self.conn
             .execute(
                 "INSERT OR REPLACE INTO repetitions \
-                 (run_id, cell, repetition, prewarm, started_at, elapsed_s, ok, error, summary_json, latency_histogram) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 (run_id, cell, repetition, prewarm, started_at, elapsed_s, ok, error, summary_json, latency_histogram, detail_json) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
                     run,
                     r.cell as i64,
@@ -310,6 +328,7 @@ impl Store {
                     r.error,
                     r.summary.to_string(),
                     r.latency_histogram,
+                    r.detail.as_ref().map(|d| d.to_string()),
                 ],
             )
             .with_context(|| format!("cannot save repetition {} of cell {} to {}", r.repetition, r.cell, self.path.display()))?;
@@ -365,7 +384,7 @@ impl Store {
             })?
             .collect::<Result<Vec<_>, _>>()?;
         let mut q = self.conn.prepare(
-            "SELECT cell, repetition, prewarm, started_at, elapsed_s, error, summary_json, latency_histogram \
+            "SELECT cell, repetition, prewarm, started_at, elapsed_s, error, summary_json, latency_histogram, detail_json \
              FROM repetitions WHERE run_id = ?1 ORDER BY repetition, cell",
         )?;
         let reps = q
@@ -379,6 +398,9 @@ impl Store {
                     error: r.get(5)?,
                     summary: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or_default(),
                     latency_histogram: r.get(7)?,
+                    detail: r
+                        .get::<_, Option<String>>(8)?
+                        .and_then(|d| serde_json::from_str(&d).ok()),
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
@@ -479,6 +501,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
                         error: None,
                         summary: serde_json::json!({"tps": 1000.0 + step.cell as f64}),
                         latency_histogram: Some(serialize_histogram(&h).unwrap()),
+                        detail: Some(serde_json::json!({"series": [{"tps": 10.0}]})),
                     },
                 )
                 .unwrap();
@@ -506,6 +529,10 @@ target = ["unix", "postgres://app:hunter2@db/app"]
         assert_eq!(reps.len(), 6);
         let back = deserialize_histogram(reps[0].latency_histogram.as_ref().unwrap()).unwrap();
         assert_eq!(back, h, "histograms survive the round trip");
+        assert_eq!(
+            reps[0].detail,
+            Some(serde_json::json!({"series": [{"tps": 10.0}]}))
+        );
         assert!(reader.load_run(run + 99).unwrap().is_none());
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -542,6 +569,48 @@ target = ["unix", "postgres://app:hunter2@db/app"]
             e.contains("schema version 99, newer than this connbench understands"),
             "{e}"
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_and_keeps_its_runs() {
+        let (dir, store) = temp_store("v1");
+        let suite = Suite::parse(SUITE, "t").unwrap();
+        let run = store
+            .begin_run(&suite, &Environment::here(None, None, None))
+            .unwrap();
+        // Turn it into what version 1 wrote.
+        store
+            .conn
+            .execute_batch(
+                "ALTER TABLE repetitions DROP COLUMN detail_json; \
+                 UPDATE meta SET value = '1' WHERE key = 'schema_version';",
+            )
+            .unwrap();
+        let path = store.path().to_path_buf();
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        let version: String = store
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, "2");
+        let rep = Repetition {
+            cell: 0,
+            repetition: 1,
+            prewarm: false,
+            started_at: now_utc(),
+            elapsed_s: 1.0,
+            error: None,
+            summary: serde_json::json!({"tps": 5.0}),
+            latency_histogram: None,
+            detail: Some(serde_json::json!({"series": []})),
+        };
+        store.save_repetition(run, &rep).unwrap();
+        let back = store.load_run(run).unwrap().unwrap();
+        assert_eq!(back.repetitions, vec![rep]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -52,32 +52,33 @@ fn pm(point: f64, half: f64) -> String {
     format!("{point:.d$} ± {half:.d$}")
 }
 
-/// Markdown for one or more suite results.
-pub fn markdown(results: &[SuiteResult]) -> String {
-    let mut o = String::from("# connbench results\n");
-    for r in results {
-        let s = &r.suite;
-        let fig = s.figure.as_str();
-        let second = secondary(fig, s.kind);
-        let _ = writeln!(o, "\n## {}: {}\n", s.name, s.question);
-        let answers = super::suite::answer(r);
-        if answers.len() == 1 {
-            let _ = writeln!(o, "**Answer.** {}\n", answers[0]);
-        } else {
-            let _ = writeln!(o, "**Answers.**\n");
-            for a in &answers {
-                let _ = writeln!(o, "- {a}");
-            }
-            o.push('\n');
-        }
-        let _ = writeln!(
-            o,
-            "| configuration | {} (mean ± 95% CI) | {} (mean) | vs baseline |",
-            label(fig),
-            label(second)
-        );
-        let _ = writeln!(o, "|---|---:|---:|---|");
-        for c in &r.cells {
+/// One configuration's row of the results table, as text.
+pub struct Row {
+    pub name: String,
+    /// The suite's figure, mean ± CI half-width, or "no results".
+    pub main: String,
+    /// The tail latency beside it (mean over repetitions), or "-".
+    pub tail: String,
+    /// The ratio to the baseline with its verdict and p-value.
+    pub vs: String,
+    pub verdict: Option<Verdict>,
+}
+
+/// The labels of the table's two value columns: the suite's figure and a tail latency.
+pub fn columns(r: &SuiteResult) -> (String, String) {
+    (
+        label(&r.suite.figure),
+        label(secondary(&r.suite.figure, r.suite.kind)),
+    )
+}
+
+/// The results table's rows, shared by Markdown and HTML.
+pub fn rows(r: &SuiteResult) -> Vec<Row> {
+    let fig = r.suite.figure.as_str();
+    let second = secondary(fig, r.suite.kind);
+    r.cells
+        .iter()
+        .map(|c| {
             let main = match c.described.get(fig) {
                 Some(d) if (d.mean.ci_high - d.mean.point).is_finite() => {
                     pm(d.mean.point, d.mean.ci_high - d.mean.point)
@@ -92,25 +93,56 @@ pub fn markdown(results: &[SuiteResult]) -> String {
                 .unwrap_or_else(|| "-".into());
             let vs = match (&c.comparison, c.baseline) {
                 (_, true) => "baseline".to_string(),
-                (Some(cmp), _) => {
-                    let word = match cmp.verdict {
-                        Verdict::Faster => "faster",
-                        Verdict::Slower => "slower",
-                        Verdict::NoSignificantDifference => "no significant difference",
-                        Verdict::Inconclusive => "inconclusive",
-                    };
-                    let half = cmp.ratio.ci_high - cmp.ratio.point;
-                    format!(
-                        "{:.2} ± {:.2} ({word}, {})",
-                        cmp.ratio.point,
-                        half,
-                        format_p(cmp.welch)
-                    )
-                }
+                (Some(cmp), _) => format!("{} ({})", cmp.phrase, format_p(cmp.welch)),
                 (None, _) => "-".to_string(),
             };
-            let name = c.name.replace('|', "\\|");
-            let _ = writeln!(o, "| {name} | {main} | {tail} | {vs} |");
+            Row {
+                name: c.name.clone(),
+                main,
+                tail,
+                vs,
+                verdict: c.comparison.as_ref().map(|c| c.verdict),
+            }
+        })
+        .collect()
+}
+
+/// A verdict in a word or three.
+pub fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::NoSignificantDifference => "no significant difference",
+        Verdict::Inconclusive => "inconclusive",
+    }
+}
+
+/// Markdown for one or more suite results.
+pub fn markdown(results: &[SuiteResult]) -> String {
+    let mut o = String::from("# connbench results\n");
+    for r in results {
+        let s = &r.suite;
+        let (fig_label, second_label) = columns(r);
+        let _ = writeln!(o, "\n## {}: {}\n", s.name, s.question);
+        let answers = super::suite::answer(r);
+        if answers.len() == 1 {
+            let _ = writeln!(o, "**Answer.** {}\n", answers[0]);
+        } else {
+            let _ = writeln!(o, "**Answers.**\n");
+            for a in &answers {
+                let _ = writeln!(o, "- {a}");
+            }
+            o.push('\n');
+        }
+        let _ = writeln!(
+            o,
+            "| configuration | {} (mean ± 95% CI) | {} (mean) | vs baseline |",
+            fig_label, second_label
+        );
+        let _ = writeln!(o, "|---|---:|---:|---|");
+        for row in rows(r) {
+            let name = row.name.replace('|', "\\|");
+            let _ = writeln!(o, "| {name} | {} | {} | {} |", row.main, row.tail, row.vs);
         }
         let e = &r.environment;
         let _ = writeln!(

@@ -1,13 +1,23 @@
-//! Reports: turn statistics into what people read (a terminal table) and what programs
-//! read (JSON with stable keys). Reports only read `stats` values; they measure and
-//! compute nothing of their own beyond unit conversion and ratios for display.
+//! Reports: turn statistics into what people read (terminal tables, Markdown, an HTML
+//! page with charts) and what programs read (JSON with stable keys, CSV). Reports only
+//! read `stats` values and stored runs; they measure and compute nothing of their own
+//! beyond unit conversion and ratios for display.
+//!
+//! `data` rebuilds a stored run's statistics and chart inputs; `text`, `load` and `suite`
+//! are the terminal and JSON output of live commands; `markdown`, `csv` and `html` (with
+//! `chart`, one file per chart kind) are the published forms; `style` holds colour and
+//! wrapping for the terminal.
 
-pub mod json;
-pub mod csv;
-pub mod load;
-pub mod markdown;
-pub mod suite;
+pub mod data;
+pub mod style;
 pub mod text;
+pub mod json;
+pub mod load;
+pub mod suite;
+pub mod markdown;
+pub mod csv;
+pub mod chart;
+pub mod html;
 
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::style::{paint, visible_len, wrap, Paint};
 use crate::runner::SuiteResult;
 use crate::stats::compare::Verdict;
 
@@ -39,35 +40,71 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
     }
 }
 
-/// The suite report as text (80 columns).
+/// The width the terminal summaries are laid out for.
+const COLUMNS: usize = 80;
+
+/// A comparison for the terminal: the verdict phrase, coloured by verdict, and its p.
+fn vs_text(c: &crate::runner::CellResult) -> String {
+    if c.baseline {
+        return "baseline".to_string();
+    }
+    let Some(cmp) = &c.comparison else {
+        return "-".to_string();
+    };
+    let p = crate::stats::compare::format_p(cmp.welch);
+    let colored = match cmp.verdict {
+        Verdict::Faster => paint(&cmp.phrase, Paint::Good),
+        Verdict::Slower => paint(&cmp.phrase, Paint::Bad),
+        Verdict::Inconclusive => paint(&cmp.phrase, Paint::Warn),
+        Verdict::NoSignificantDifference => cmp.phrase.clone(),
+    };
+    format!("{colored}, {p}")
+}
+
+/// The suite report as text, laid out for 80 columns: a table row per cell, with the
+/// comparison on the row when it fits and on a line of its own under it otherwise.
 pub fn text(r: &SuiteResult, store_path: &str) -> String {
     let s = &r.suite;
     let mut o = String::new();
-    let _ = writeln!(o, "{}: {}", s.name, s.question);
-    let _ = writeln!(
-        o,
-        "  run {} · {} repetition{} per cell, {}{} · stored in {store_path}",
-        r.run_id,
-        s.repetitions,
-        if s.repetitions == 1 { "" } else { "s" },
-        match s.order {
-            crate::suite::Order::Interleaved => "interleaved",
-            crate::suite::Order::Sequential => "sequential",
-        },
-        if s.prewarm {
-            ", pre-warm pass discarded"
-        } else {
-            ""
-        },
-    );
+    o.push_str(&wrap(
+        &format!("{}: {}", paint(&s.name, Paint::Bold), s.question),
+        "",
+        "  ",
+        COLUMNS,
+    ));
+    o.push_str(&wrap(
+        &format!(
+            "run {} · {} repetition{} per cell, {}{} · stored in {store_path}",
+            r.run_id,
+            s.repetitions,
+            if s.repetitions == 1 { "" } else { "s" },
+            match s.order {
+                crate::suite::Order::Interleaved => "interleaved",
+                crate::suite::Order::Sequential => "sequential",
+            },
+            if s.prewarm {
+                ", pre-warm pass discarded"
+            } else {
+                ""
+            },
+        ),
+        "  ",
+        "    ",
+        COLUMNS,
+    ));
     if r.interrupted {
-        let _ = writeln!(
-            o,
-            "  interrupted: the figures cover the repetitions finished before Ctrl-C"
-        );
+        o.push_str(&wrap(
+            &paint(
+                "interrupted: the figures cover the repetitions finished before Ctrl-C",
+                Paint::Warn,
+            ),
+            "  ",
+            "    ",
+            COLUMNS,
+        ));
     }
     for line in answer(r) {
-        let _ = writeln!(o, "  answer: {line}");
+        o.push_str(&wrap(&line, "  answer: ", "          ", COLUMNS));
     }
     let fig = &s.figure;
     let width = name_width(r.cells.iter().map(|c| c.name.as_str()));
@@ -78,14 +115,10 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             u => format!(", {u}"),
         }
     );
-    let vwidth = 30.max(head.chars().count());
-    let _ = writeln!(
-        o,
-        "\n  {:<width$}  {:<vwidth$} {:>6}  {:>3}  vs baseline",
-        "cell", head, "CV", "n"
-    );
-    for c in &r.cells {
-        let (value, cv, n) = match c.described.get(fig) {
+    let rows: Vec<(String, String, String, String)> = r
+        .cells
+        .iter()
+        .map(|c| match c.described.get(fig) {
             Some(d) => {
                 let half = d.mean.ci_high - d.mean.point;
                 let v = if half.is_finite() {
@@ -93,35 +126,63 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
                 } else {
                     format!("{} (one value)", fmt_value(fig, d.mean.point))
                 };
-                (v, format!("{:.1}%", d.cv * 100.0), d.mean.n.to_string())
+                (
+                    v,
+                    format!("{:.1}%", d.cv * 100.0),
+                    d.mean.n.to_string(),
+                    vs_text(c),
+                )
             }
-            None => ("no results".to_string(), "-".to_string(), "0".to_string()),
-        };
-        let vs = if c.baseline {
-            "baseline".to_string()
+            None => (
+                "no results".to_string(),
+                "-".to_string(),
+                "0".to_string(),
+                vs_text(c),
+            ),
+        })
+        .collect();
+    let vwidth = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(head.chars().count().min(24));
+    // Comparisons share the row only if every row then fits; one layout per table.
+    // One layout per table, the first that fits 80 columns: everything on the row; the
+    // comparison under the row; or, for long cell names, the name on a line of its own.
+    let row_width = 2 + width + 2 + vwidth + 1 + 6 + 2 + 3;
+    let inline = rows.iter().all(|r| row_width + 2 + visible_len(&r.3) <= COLUMNS);
+    let name_apart = row_width > COLUMNS;
+    let name_col = if name_apart { 4 } else { width };
+    let _ = writeln!(
+        o,
+        "\n  {:<name_col$}  {:<vwidth$} {:>6}  {:>3}{}",
+        "cell",
+        head,
+        "CV",
+        "n",
+        if inline { "  vs baseline" } else { "" }
+    );
+    for (c, (value, cv, n, vs)) in r.cells.iter().zip(&rows) {
+        if inline {
+            let _ = writeln!(
+                o,
+                "  {:<width$}  {:<vwidth$} {:>6}  {:>3}  {vs}",
+                c.name, value, cv, n
+            );
+            continue;
+        }
+        if name_apart {
+            let _ = writeln!(o, "  {}", c.name);
+            let _ = writeln!(o, "  {:<name_col$}  {:<vwidth$} {:>6}  {:>3}", "", value, cv, n);
         } else {
-            match &c.comparison {
-                Some(cmp) => {
-                    let word = match cmp.verdict {
-                        Verdict::Faster => "faster",
-                        Verdict::Slower => "slower",
-                        Verdict::NoSignificantDifference => "no significant difference",
-                        Verdict::Inconclusive => "inconclusive",
-                    };
-                    let p = cmp
-                        .welch
-                        .map(|w| format!(", {}", crate::stats::compare::format_p(Some(w))))
-                        .unwrap_or_default();
-                    format!("{:.2}x {word}{p}", cmp.ratio.point)
-                }
-                None => "-".to_string(),
-            }
-        };
-        let _ = writeln!(
-            o,
-            "  {:<width$}  {:<vwidth$} {:>6}  {:>3}  {vs}",
-            c.name, value, cv, n
-        );
+            let _ = writeln!(o, "  {:<width$}  {:<vwidth$} {:>6}  {:>3}", c.name, value, cv, n);
+        }
+        match vs.as_str() {
+            "baseline" => o.push_str("      (the baseline)\n"),
+            "-" => o.push_str("      vs baseline: no comparison without results\n"),
+            _ => o.push_str(&wrap(vs, "      vs baseline: ", "        ", COLUMNS)),
+        }
     }
     let mut warnings = Vec::new();
     for c in &r.cells {
@@ -145,7 +206,12 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         }
     }
     for w in warnings {
-        let _ = writeln!(o, "  warning: {w}");
+        o.push_str(&wrap(
+            &w,
+            &format!("  {} ", paint("warning:", Paint::Warn)),
+            "    ",
+            COLUMNS,
+        ));
     }
     o
 }

@@ -136,8 +136,10 @@ pub struct Welch {
     pub p_value: f64,
 }
 
-/// Welch's t-test; `None` when either sample has fewer than 2 values or both have no
-/// spread.
+/// Welch's t-test; `None` when either sample has fewer than 2 values.
+///
+/// When neither sample has any spread (counts bound by think time repeat exactly), the
+/// difference is certain: p = 0 if the means differ (t infinite), p = 1 if they do not.
 pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     if a.len() < 2 || b.len() < 2 {
         return None;
@@ -146,7 +148,20 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     let (va, vb) = (variance(a, ma) / a.len() as f64, variance(b, mb) / b.len() as f64);
     let se2 = va + vb;
     if se2 <= 0.0 {
-        return None;
+        let df = (a.len() + b.len() - 2) as f64;
+        return Some(if ma == mb {
+            Welch {
+                t: 0.0,
+                df,
+                p_value: 1.0,
+            }
+        } else {
+            Welch {
+                t: f64::INFINITY.copysign(ma - mb),
+                df,
+                p_value: 0.0,
+            }
+        });
     }
     let t = (ma - mb) / se2.sqrt();
     let df = se2.powi(2) / (va.powi(2) / (a.len() - 1) as f64 + vb.powi(2) / (b.len() - 1) as f64);
@@ -183,6 +198,9 @@ pub struct Comparison {
     pub verdict: Verdict,
     /// "1.07 ± 0.02 times faster than B (p = 0.003)", and the like.
     pub sentence: String,
+    /// The verdict without names, for tables: "1.07 ± 0.02 times faster",
+    /// "inconclusive (ratio 0.97 ± 1.09)".
+    pub phrase: String,
 }
 
 /// A p-value as reports print it: `p < 0.001`, `p = 0.034`, or why there is none.
@@ -276,13 +294,20 @@ pub fn compare(a: &[f64], b: &[f64], rule: Rule, a_name: &str, b_name: &str) -> 
         Verdict::NoSignificantDifference
     };
     let p = format_p(w);
-    let sentence = match verdict {
-        Verdict::Faster => format!("{a_name} is {times:.2} ± {times_half:.2} times faster than {b_name} ({p})"),
+    let phrase = match verdict {
+        Verdict::Faster => format!("{times:.2} ± {times_half:.2} times faster"),
         Verdict::Slower => format!(
-            "{a_name} is {:.2} ± {:.2} times slower than {b_name} ({p})",
+            "{:.2} ± {:.2} times slower",
             1.0 / times,
             times_half / times.powi(2)
         ),
+        Verdict::NoSignificantDifference => {
+            format!("no significant difference (ratio {times:.2} ± {times_half:.2})")
+        }
+        Verdict::Inconclusive => format!("inconclusive (ratio {times:.2} ± {times_half:.2})"),
+    };
+    let sentence = match verdict {
+        Verdict::Faster | Verdict::Slower => format!("{a_name} is {phrase} than {b_name} ({p})"),
         Verdict::NoSignificantDifference => format!(
             "no significant difference between {a_name} and {b_name} (ratio {times:.2} ± {times_half:.2}, {p})"
         ),
@@ -304,6 +329,7 @@ pub fn compare(a: &[f64], b: &[f64], rule: Rule, a_name: &str, b_name: &str) -> 
         welch: w,
         verdict,
         sentence,
+        phrase,
     })
 }
 
@@ -311,6 +337,21 @@ pub fn compare(a: &[f64], b: &[f64], rule: Rule, a_name: &str, b_name: &str) -> 
 mod tests {
     use super::*;
     use crate::workload::Rng;
+
+    #[test]
+    fn samples_without_spread_are_decided_by_their_means() {
+        let rule = Rule {
+            better: Better::Higher,
+            confidence: 0.95,
+            alpha: 0.05,
+            threshold: 0.02,
+        };
+        let c = compare(&[93.0, 93.0], &[46.5, 46.5], rule, "two", "one").unwrap();
+        assert_eq!(c.verdict, Verdict::Faster, "{}", c.sentence);
+        assert_eq!(c.welch.unwrap().p_value, 0.0);
+        let same = compare(&[93.0, 93.0], &[93.0, 93.0], rule, "a", "b").unwrap();
+        assert_eq!(same.verdict, Verdict::NoSignificantDifference);
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

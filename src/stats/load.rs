@@ -65,7 +65,7 @@ pub struct FailureSummary {
 }
 
 /// One interval of the series.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IntervalSummary {
     pub start_s: f64,
     pub end_s: f64,

@@ -1,7 +1,7 @@
 //! Shared fixtures: one sandbox for the tests that only read from it, helpers to run the
 //! binary and to look for processes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -136,4 +136,43 @@ pub fn dataset() {
         .join()
         .unwrap();
     });
+}
+
+/// A scratch directory for one test's suite file and store.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cbt-suite-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `--target NAME=conninfo` for each name, pointing at the shared test sandbox.
+pub fn map(names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .flat_map(|n| ["--target".to_string(), format!("{n}={}", conninfo(n))])
+        .collect()
+}
+
+/// Writes `suite` into `dir` and returns the store path and the arguments of
+/// `connbench run` for it, with `names` mapped onto the shared test sandbox.
+pub fn suite_args(
+    dir: &std::path::Path,
+    suite: &str,
+    names: &[&str],
+    extra: &[&str],
+) -> (PathBuf, Vec<String>) {
+    let file = dir.join("s.toml");
+    std::fs::write(&file, suite).unwrap();
+    let store = dir.join("r.sqlite");
+    let mut args = vec!["run".to_string(), file.display().to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args.extend(["--store".to_string(), store.display().to_string()]);
+    args.extend(map(names));
+    (store, args)
+}
+
+pub fn run(args: &[String]) -> std::process::Output {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    connbench(&refs)
 }

@@ -6,4 +6,5 @@ mod cli;
 mod common;
 mod connect;
 mod load;
+mod report;
 mod suites;

@@ -1,0 +1,126 @@
+//! The connection-phase waterfall: per target, the phases of set-up stacked in the order
+//! they happen, once at the median (p50) and once at p99, so where the time goes and how
+//! the tail differs are both visible.
+
+use super::{axes, color, fmt_num, legend, Area, Key, Scale, Svg};
+
+/// One target: `(phase, µs)` in phase order, for p50 and for p99. Empty when the target
+/// has no results.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub name: String,
+    pub p50: Vec<(String, f64)>,
+    pub p99: Vec<(String, f64)>,
+    /// Why there is nothing to draw.
+    pub missing: Option<String>,
+}
+
+const WIDTH: f64 = 760.0;
+const ROW: f64 = 40.0;
+
+/// The chart as an SVG element; `phases` fixes each phase's colour across rows.
+pub fn render(title: &str, phases: &[&str], rows: &[Row]) -> String {
+    let longest = rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(4) as f64;
+    let left = (longest * 6.2 + 44.0).clamp(100.0, 400.0);
+    let area = Area {
+        left,
+        top: 30.0,
+        right: WIDTH - 70.0,
+        bottom: 30.0 + ROW * rows.len().max(1) as f64,
+    };
+    let mut svg = Svg::new(WIDTH, area.bottom + 50.0);
+    svg.text(8.0, 16.0, "start", "title", title);
+    let total = |v: &[(String, f64)]| v.iter().map(|(_, t)| t).sum::<f64>();
+    let x = Scale::linear_from_zero(
+        rows.iter().map(|r| total(&r.p99).max(total(&r.p50))),
+        area.left,
+        area.right,
+    );
+    let y = Scale::linear_from_zero(std::iter::once(1.0), area.bottom, area.top).with_ticks(vec![]);
+    axes(
+        &mut svg,
+        area,
+        &x,
+        &y,
+        "time since the first byte, µs (phases stacked)",
+        "",
+    );
+    let phase_color = |p: &str| color(phases.iter().position(|q| *q == p).unwrap_or(phases.len()));
+    for (i, r) in rows.iter().enumerate() {
+        let top = area.top + ROW * i as f64 + 3.0;
+        svg.text(area.left - 34.0, top + 16.0, "end", "key", &r.name);
+        if let Some(why) = &r.missing {
+            svg.text(area.left + 6.0, top + 16.0, "start", "missing", why);
+            continue;
+        }
+        for (j, (label, segs)) in [("p50", &r.p50), ("p99", &r.p99)].into_iter().enumerate() {
+            let y0 = top + j as f64 * 17.0;
+            svg.text(area.left - 6.0, y0 + 11.0, "end", "tick", label);
+            let mut at = 0.0;
+            for (phase, us) in segs.iter() {
+                let tip = format!("{}, {phase} ({label}): {} µs", r.name, fmt_num(*us));
+                svg.rect(
+                    x.map(at),
+                    y0,
+                    x.map(at + us) - x.map(at),
+                    14.0,
+                    &format!(r#"fill="{}""#, phase_color(phase)),
+                    Some(&tip),
+                );
+                at += us;
+            }
+            svg.text(
+                x.map(at) + 5.0,
+                y0 + 11.0,
+                "start",
+                "tick",
+                &format!("{} µs", fmt_num(at)),
+            );
+        }
+    }
+    let keys: Vec<Key> = phases
+        .iter()
+        .map(|p| Key {
+            color: phase_color(p),
+            dash: "",
+            name: p.to_string(),
+        })
+        .collect();
+    legend(
+        &mut svg,
+        area.left,
+        area.bottom + 50.0,
+        area.right - area.left,
+        &keys,
+    );
+    svg.finish(title)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_stack_in_order_for_p50_and_p99() {
+        let seg = |v: [f64; 2]| vec![("socket".to_string(), v[0]), ("auth".to_string(), v[1])];
+        let rows = vec![
+            Row {
+                name: "unix".into(),
+                p50: seg([50.0, 3000.0]),
+                p99: seg([90.0, 4000.0]),
+                missing: None,
+            },
+            Row {
+                name: "tls".into(),
+                p50: vec![],
+                p99: vec![],
+                missing: Some("no results".into()),
+            },
+        ];
+        let svg = render("phases", &["socket", "auth"], &rows);
+        assert_eq!(svg.matches("<rect").count(), 4);
+        assert!(svg.contains("4090 µs"), "{svg}");
+        assert!(svg.contains("unix, auth (p99): 4000 µs"));
+        assert!(svg.contains("no results"));
+    }
+}

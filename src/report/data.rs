@@ -1,0 +1,241 @@
+//! What a report of a stored run draws from: the run's statistics (rebuilt from the store
+//! through the same `runner::summarize` a live run uses) and, per cell, what the charts
+//! need beyond the figures: the latency histogram merged over counted repetitions, one
+//! repetition's interval series, and how many repetitions succeeded, failed or are
+//! missing.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+
+use crate::runner::{self, SuiteResult};
+use crate::stats::load::IntervalSummary;
+use crate::store::{self, Store, StoredRun};
+use crate::suite::Suite;
+
+/// Per cell of a stored run: the values of each figure over its counted repetitions.
+pub type CellValues = Vec<BTreeMap<String, Vec<f64>>>;
+
+/// A stored run read back: its rows, its suite, and per cell the figure values and the
+/// errors of failed repetitions.
+pub struct Loaded {
+    pub stored: StoredRun,
+    pub suite: Suite,
+    pub values: CellValues,
+    pub errors: Vec<Vec<String>>,
+}
+
+/// Reads run `run` from the store.
+pub fn load(store: &Store, run: i64) -> Result<Loaded> {
+    let Some(stored) = store.load_run(run)? else {
+        bail!(
+            "no run {run} in {}; see `connbench runs list`",
+            store.path().display()
+        );
+    };
+    let suite: Suite = serde_json::from_value(stored.suite.clone())
+        .with_context(|| format!("run {run}: cannot read its suite"))?;
+    let mut values: CellValues = vec![BTreeMap::new(); suite.cells.len()];
+    let mut errors = vec![Vec::new(); suite.cells.len()];
+    for rep in stored.repetitions.iter().filter(|r| !r.prewarm) {
+        let Some(cell_values) = values.get_mut(rep.cell) else {
+            continue;
+        };
+        match &rep.error {
+            Some(e) => errors[rep.cell].push(e.clone()),
+            None => {
+                for (k, v) in rep.summary.as_object().into_iter().flatten() {
+                    if let Some(x) = v.as_f64() {
+                        cell_values.entry(k.clone()).or_default().push(x);
+                    }
+                }
+            }
+        }
+    }
+    Ok(Loaded {
+        stored,
+        suite,
+        values,
+        errors,
+    })
+}
+
+impl Loaded {
+    /// The run's statistics, as a live run would have printed them.
+    pub fn result(&self) -> SuiteResult {
+        let env = serde_json::from_value(self.stored.environment.clone()).unwrap_or_default();
+        runner::summarize(
+            &self.suite,
+            self.stored.run.id,
+            self.values.clone(),
+            self.errors.clone(),
+            self.stored.run.status == "interrupted",
+            env,
+        )
+    }
+}
+
+/// One repetition's interval series, for the over-time chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub repetition: u32,
+    pub intervals: Vec<IntervalSummary>,
+    /// Reconnects are worth marking only when they are events, not every transaction.
+    pub mark_connects: bool,
+}
+
+/// What the charts of one cell draw from, beyond its figures.
+#[derive(Debug, Clone)]
+pub struct CellData {
+    /// Latency (load) or connect time (connect) of every counted repetition, ns.
+    pub histogram: Option<Histogram<u64>>,
+    /// The series of the repetition whose figure is nearest the cell's median.
+    pub series: Option<Series>,
+    pub succeeded: usize,
+    pub failed: usize,
+    /// Planned repetitions that never ran (the run was interrupted or is still running).
+    pub missing: usize,
+}
+
+/// A stored run with everything its report shows.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub result: SuiteResult,
+    pub started_at: String,
+    pub status: String,
+    pub cells: Vec<CellData>,
+}
+
+impl RunReport {
+    /// Reads run `run` and prepares its report.
+    pub fn load(store: &Store, run: i64) -> Result<RunReport> {
+        let loaded = load(store, run)?;
+        Ok(RunReport::from_loaded(&loaded))
+    }
+
+    pub fn from_loaded(l: &Loaded) -> RunReport {
+        let result = l.result();
+        let figure = &l.suite.figure;
+        let cells = (0..l.suite.cells.len())
+            .map(|cell| {
+                let reps: Vec<&store::Repetition> = l
+                    .stored
+                    .repetitions
+                    .iter()
+                    .filter(|r| r.cell == cell && !r.prewarm)
+                    .collect();
+                let ok: Vec<&&store::Repetition> = reps.iter().filter(|r| r.error.is_none()).collect();
+                let mut histogram: Option<Histogram<u64>> = None;
+                for r in &ok {
+                    let Some(h) = r
+                        .latency_histogram
+                        .as_deref()
+                        .and_then(|b| store::deserialize_histogram(b).ok())
+                    else {
+                        continue;
+                    };
+                    match &mut histogram {
+                        None => histogram = Some(h),
+                        Some(acc) => {
+                            // Both come from `record::latency_histogram`, so the ranges match.
+                            let _ = acc.add(&h);
+                        }
+                    }
+                }
+                CellData {
+                    histogram,
+                    series: median_series(&ok, figure),
+                    succeeded: ok.len(),
+                    failed: reps.len() - ok.len(),
+                    missing: (l.suite.repetitions as usize).saturating_sub(reps.len()),
+                }
+            })
+            .collect();
+        RunReport {
+            result,
+            started_at: l.stored.run.started_at.clone(),
+            status: l.stored.run.status.clone(),
+            cells,
+        }
+    }
+}
+
+/// The series of the repetition whose `figure` is the median of the cell's repetitions,
+/// so the chart shows a typical run, not the best or the worst.
+fn median_series(ok: &[&&store::Repetition], figure: &str) -> Option<Series> {
+    let mut with: Vec<(f64, u32, Vec<IntervalSummary>)> = ok
+        .iter()
+        .filter_map(|r| {
+            let v = r.summary.get(figure)?.as_f64()?;
+            let series = r.detail.as_ref()?.get("series")?.clone();
+            let intervals: Vec<IntervalSummary> = serde_json::from_value(series).ok()?;
+            Some((v, r.repetition, intervals))
+        })
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    with.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (_, repetition, intervals) = with.swap_remove((with.len() - 1) / 2);
+    let connects: u64 = intervals.iter().map(|i| i.connects).sum();
+    let transactions: u64 = intervals.iter().map(|i| i.transactions).sum();
+    Some(Series {
+        repetition,
+        mark_connects: connects > 0 && connects * 2 <= transactions,
+        intervals,
+    })
+}
+
+impl CellData {
+    /// Points of the percentile curve: `(quantile, ms)` from the minimum up to the
+    /// quantile the sample count supports (1/(1-q) <= n), at most 99.99%, ten per decade.
+    pub fn percentile_points(&self) -> Vec<(f64, f64)> {
+        let Some(h) = self.histogram.as_ref().filter(|h| !h.is_empty()) else {
+            return Vec::new();
+        };
+        let max_nines = (h.len() as f64).log10().floor().clamp(1.0, 4.0);
+        let mut points = vec![(0.0, h.min() as f64 / 1e6)];
+        for k in 1..=(max_nines * 10.0) as i32 {
+            let q = 1.0 - 10f64.powf(-k as f64 / 10.0);
+            points.push((q, h.value_at_quantile(q) as f64 / 1e6));
+        }
+        points
+    }
+}
+
+impl RunReport {
+    /// The run as JSON (docs/schema/run.schema.json): the suite report a live run prints,
+    /// and per cell its repetition counts, interval series and percentile curve.
+    pub fn json_value(&self) -> serde_json::Value {
+        let mut v = super::suite::json_value(&self.result);
+        v["started_at"] = self.started_at.clone().into();
+        v["status"] = self.status.clone().into();
+        if let Some(cells) = v["cells"].as_array_mut() {
+            for (c, d) in cells.iter_mut().zip(&self.cells) {
+                c["repetitions"] = serde_json::json!({
+                    "succeeded": d.succeeded,
+                    "failed": d.failed,
+                    "missing": d.missing,
+                });
+                c["series"] = match &d.series {
+                    Some(s) => serde_json::json!({
+                        "repetition": s.repetition,
+                        "mark_connects": s.mark_connects,
+                        "intervals": s.intervals,
+                    }),
+                    None => serde_json::Value::Null,
+                };
+                c["percentiles_ms"] = self::percentiles_json(&d.percentile_points());
+            }
+        }
+        v
+    }
+}
+
+fn percentiles_json(points: &[(f64, f64)]) -> serde_json::Value {
+    points
+        .iter()
+        .map(|(q, ms)| serde_json::json!({"quantile": q, "value": ms}))
+        .collect()
+}

@@ -1,0 +1,359 @@
+//! Reports of real stored runs: the HTML opens in headless Chromium with no console
+//! errors and no network requests and draws its charts; the JSON matches its schema; a
+//! cell whose repetitions all failed still renders, marked.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{check_schema, connbench, dataset, run, scratch, stderr, suite_args};
+
+const CONNECT_SUITE: &str = r#"
+name = "connect-report"
+question = "Which path connects fastest?"
+kind = "connect"
+repetitions = 2
+baseline = "target=unix_trust"
+[defaults]
+samples = 15
+[axes]
+target = ["unix_trust", "pgbouncer_unix_trust", "broken"]
+"#;
+
+const LOAD_SUITE: &str = r#"
+name = "load-report"
+question = "How does a short pool lifetime compare with a persistent connection?"
+kind = "load"
+duration = "2s"
+repetitions = 2
+prewarm = false
+baseline = "clients=1 connection=persistent"
+[defaults]
+workload = "select-only"
+target = "unix_trust"
+think = "20ms"
+pool_max_lifetime = "300ms"
+[axes]
+clients = [1, 2]
+connection = ["persistent", "pool"]
+"#;
+
+/// Runs `suite` into `store` and returns its run id.
+fn stored_run(dir: &Path, suite: &str, extra_targets: &[&str]) -> i64 {
+    let (store, mut args) = suite_args(dir, suite, &["unix_trust", "pgbouncer_unix_trust"], &["--json"]);
+    for t in extra_targets {
+        args.extend(["--target".to_string(), t.to_string()]);
+    }
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(store.file_name().unwrap(), "r.sqlite");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    check_schema("run", &v);
+    v["run_id"].as_i64().unwrap()
+}
+
+#[test]
+fn html_json_markdown_and_csv_of_real_runs() {
+    dataset();
+    let dir = scratch("report");
+    let connect_dir = dir.join("c");
+    let load_dir = dir.join("l");
+    std::fs::create_dir_all(&connect_dir).unwrap();
+    std::fs::create_dir_all(&load_dir).unwrap();
+    let broken = format!(
+        "broken=host={} port=1 dbname=connbench user=connbench_trust connect_timeout=2",
+        dir.join("nowhere").display()
+    );
+    let c = stored_run(&connect_dir, CONNECT_SUITE, &[&broken]);
+    let l = stored_run(&load_dir, LOAD_SUITE, &[]);
+    let stores = [connect_dir.join("r.sqlite"), load_dir.join("r.sqlite")];
+
+    // Each suite has a store of its own, so both runs may have the same id.
+    for (is_connect, (store, run)) in [true, false].into_iter().zip(stores.iter().zip([c, l])) {
+        let tag = if is_connect { "connect" } else { "load" };
+        let html = dir.join(format!("{tag}.html"));
+        let json = dir.join(format!("{tag}.json"));
+        let md = dir.join(format!("{tag}.md"));
+        let csv = dir.join(format!("csv-{tag}"));
+        let o = connbench(&[
+            "report",
+            &run.to_string(),
+            "--store",
+            store.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--markdown",
+            md.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        check_schema("run", &v);
+        assert!(
+            std::fs::read_to_string(csv.join("cells.csv"))
+                .unwrap()
+                .lines()
+                .count()
+                > 2
+        );
+        assert!(std::fs::read_to_string(&md)
+            .unwrap()
+            .contains("| configuration |"));
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "the page references the network"
+        );
+        assert!(!page.contains("<script"), "the page needs no script");
+        let cells = &v["runs"][0]["cells"];
+        if is_connect {
+            // The broken target: every repetition failed, and the page says so.
+            let broken = &cells[2];
+            assert_eq!(broken["repetitions"]["failed"], 2, "{broken}");
+            assert!(broken["described"].as_object().unwrap().is_empty());
+            assert!(page.contains("target=broken</b>: 2 repetitions failed"), "{page}");
+            assert!(page.contains("no results"), "the missing bar is marked");
+            // Bars, the phase waterfall and the percentile curves.
+            assert_eq!(page.matches("<svg").count(), 3, "{page}");
+            assert!(page.contains("Connection set-up phases"));
+            let phases = cells[0]["values"].as_object().unwrap();
+            assert!(phases.contains_key("auth_p50_us") && phases.contains_key("auth_p99_us"));
+        } else {
+            // Bars, tps and three latency percentiles against clients, percentile
+            // curves, and one series per cell.
+            assert_eq!(page.matches("<svg").count(), 1 + 4 + 1 + 4, "{page}");
+            assert!(page.contains("Throughput against clients"));
+            let named = |n: &str| {
+                cells
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["name"] == n)
+                    .unwrap_or_else(|| panic!("no cell {n}: {cells}"))
+            };
+            let pool = named("clients=1 connection=pool");
+            let series = &pool["series"];
+            assert_eq!(series["mark_connects"], true, "{series}");
+            let reconnects: u64 = series["intervals"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["connects"].as_u64().unwrap())
+                .sum();
+            assert!(reconnects >= 3, "a 300 ms lifetime over 2 s reconnects: {series}");
+            assert!(page.contains(r#"class="reconnect""#), "reconnects are marked");
+            assert_eq!(
+                named("clients=1 connection=persistent")["series"]["mark_connects"],
+                false,
+                "a persistent connection"
+            );
+        }
+        // The terminal summary of the same run reads at 80 columns, with the verdict
+        // phrasing the answers use.
+        let o = connbench(&[
+            "runs",
+            "show",
+            &run.to_string(),
+            "--store",
+            store.to_str().unwrap(),
+        ]);
+        let text = crate::common::stdout(&o);
+        let wide: Vec<&str> = text.lines().filter(|l| l.chars().count() > 80).collect();
+        assert!(wide.is_empty(), "lines over 80 columns: {wide:#?}");
+        assert!(!text.contains('\x1b'), "no colour into a pipe");
+        assert!(
+            text.contains("times faster") || text.contains("inconclusive (ratio"),
+            "{text}"
+        );
+        chromium_renders(&html, &dir);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Opens the page in headless Chromium: no console message (a blocked fetch or a CSP
+/// violation is one), every SVG in the DOM, and a screenshot with the charts' colours.
+fn chromium_renders(html: &Path, dir: &Path) {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {c}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("chromium is not installed; scripts/setup.sh installs it (apt-get install chromium)");
+    let profile = dir.join("chromium-profile");
+    let url = format!("file://{}", html.display());
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--hide-scrollbars",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let shot = html.with_extension("png");
+    let mut args: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    let (_, log) = run_chromium(
+        chromium,
+        &[
+            args.clone(),
+            vec![
+                format!("--screenshot={}", shot.display()),
+                "--window-size=1280,4000".into(),
+                url.clone(),
+            ],
+        ]
+        .concat(),
+    );
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let (dom, _) = run_chromium(chromium, &[args, vec!["--dump-dom".into(), url]].concat());
+    let file_svgs = std::fs::read_to_string(html).unwrap().matches("<svg").count();
+    assert_eq!(
+        dom.matches("<svg").count(),
+        file_svgs,
+        "every chart is in the rendered DOM"
+    );
+
+    let (w, h, rgba) = decode_png(&std::fs::read(&shot).unwrap());
+    assert_eq!((w, h), (1280, 4000));
+    let count = |rgb: [u8; 3]| rgba.chunks_exact(4).filter(|p| p[..3] == rgb).count();
+    let white = count([255, 255, 255]);
+    assert!(
+        white < rgba.len() / 4 * 97 / 100,
+        "the screenshot is nearly blank: {white} of {} pixels white",
+        rgba.len() / 4
+    );
+    // The baseline's bar is filled with #6b6b6b; a run with charts shows a block of it.
+    assert!(
+        count([0x6b, 0x6b, 0x6b]) > 400,
+        "no baseline bar in the screenshot"
+    );
+}
+
+/// Runs Chromium with a time limit; returns its standard output and error.
+fn run_chromium(bin: &str, args: &[String]) -> (String, String) {
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chromium");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let (o, e) = (reader.join().unwrap(), err_reader.join().unwrap());
+            assert!(status.success(), "chromium failed: {e}");
+            return (o, e);
+        }
+        if t0.elapsed() > Duration::from_secs(90) {
+            let _ = child.kill();
+            panic!("chromium did not finish in 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Decodes an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium writes) to RGBA.
+fn decode_png(bytes: &[u8]) -> (usize, usize, Vec<u8>) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    let mut pos = 8;
+    let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
+    let mut idat = Vec::new();
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        let kind = &bytes[pos + 4..pos + 8];
+        let data = &bytes[pos + 8..pos + 8 + len];
+        match kind {
+            b"IHDR" => {
+                w = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
+                h = u32::from_be_bytes(data[4..8].try_into().unwrap()) as usize;
+                assert_eq!(data[8], 8, "bit depth");
+                channels = match data[9] {
+                    2 => 3,
+                    6 => 4,
+                    t => panic!("PNG colour type {t} not handled"),
+                };
+                assert_eq!(data[12], 0, "interlaced");
+            }
+            b"IDAT" => idat.extend_from_slice(data),
+            _ => {}
+        }
+        pos += 12 + len;
+    }
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(&idat[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    let stride = w * channels;
+    let mut img = vec![0u8; h * stride];
+    for y in 0..h {
+        let filter = raw[y * (stride + 1)];
+        let line = &raw[y * (stride + 1) + 1..(y + 1) * (stride + 1)];
+        for x in 0..stride {
+            let a = if x >= channels {
+                img[y * stride + x - channels] as i32
+            } else {
+                0
+            };
+            let b = if y > 0 {
+                img[(y - 1) * stride + x] as i32
+            } else {
+                0
+            };
+            let c = if y > 0 && x >= channels {
+                img[(y - 1) * stride + x - channels] as i32
+            } else {
+                0
+            };
+            let pred = match filter {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => (a + b) / 2,
+                4 => {
+                    let p = a + b - c;
+                    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                f => panic!("PNG filter {f}"),
+            };
+            img[y * stride + x] = (line[x] as i32 + pred) as u8;
+        }
+    }
+    let rgba = if channels == 4 {
+        img
+    } else {
+        img.chunks_exact(3)
+            .flat_map(|p| [p[0], p[1], p[2], 255])
+            .collect()
+    };
+    (w, h, rgba)
+}
