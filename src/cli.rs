@@ -68,7 +68,8 @@ pub enum Command {
     /// List or show stored runs.
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// Write stored runs as Markdown (for posts), CSV (for spreadsheets) or JSON.
+    /// Write stored runs as HTML with charts, Markdown (for posts), CSV (for
+    /// spreadsheets) or JSON.
     ///
     /// With no output option, prints Markdown. Give several runs (e.g. a lab's five) for
     /// one document.
@@ -94,6 +95,40 @@ pub enum Command {
     /// Start, inspect or stop a throwaway PostgreSQL + PgBouncer to measure against.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Forward connections through a user-space hop that adds network distance.
+    ///
+    /// Listens on ADDR (host:port, or a Unix socket path) and opens a connection to the
+    /// upstream for every client, adding half of --rtt to each direction (so a round trip
+    /// grows by --rtt), optional jitter and a bandwidth cap. With no delay it is a sidecar
+    /// proxy hop. Byte order, half-close and resets are passed through; a refused upstream
+    /// resets the client. Runs until Ctrl-C, then prints what it relayed.
+    #[command(after_help = RELAY_EXAMPLES)]
+    Relay(RelayArgs),
+}
+
+const RELAY_EXAMPLES: &str = "\
+Examples:
+  connbench relay --listen 127.0.0.1:6543 --upstream 127.0.0.1:5432 --rtt 50ms
+  connbench relay --listen /tmp/proxy/.s.PGSQL.5432 --upstream db.internal:5432   # a sidecar
+  connbench relay --listen 127.0.0.1:6543 --upstream /var/run/postgresql/.s.PGSQL.5432 --rtt 2ms --jitter 200us --bandwidth 100Mbit";
+
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    /// Where clients connect: host:port (port 0 picks one) or a Unix socket path.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+    /// Where every connection goes: host:port or a Unix socket path.
+    #[arg(long, value_name = "ADDR")]
+    pub upstream: String,
+    /// Round trip to add: half in each direction (e.g. 50ms, 500us).
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
+    pub rtt: Duration,
+    /// Each chunk's one-way delay varies uniformly within ± this.
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
+    pub jitter: Duration,
+    /// A cap per direction: 100Mbit, 1Gbit (bits per second) or 10MB (bytes per second).
+    #[arg(long, value_name = "RATE", value_parser = crate::relay::parse_bandwidth)]
+    pub bandwidth: Option<f64>,
 }
 
 #[derive(Debug, Args)]

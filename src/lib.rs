@@ -13,6 +13,7 @@ pub mod target;
 pub mod suite;
 pub mod sandbox;
 pub mod transport;
+pub mod relay;
 pub mod proto;
 pub mod init;
 pub mod workload;
@@ -70,6 +71,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Report(args) => report_runs(args),
             Command::Lab(args) => run_lab(args).await,
             Command::Sandbox(cmd) => run_sandbox(cmd).await,
+            Command::Relay(args) => run_relay(args).await,
         }
     })
 }
@@ -481,6 +483,47 @@ async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
     }
 }
 
+async fn run_relay(args: cli::RelayArgs) -> Result<Exit> {
+    let listen: relay::Addr = args.listen.parse().context("--listen")?;
+    let upstream: relay::Addr = args.upstream.parse().context("--upstream")?;
+    let shape = relay::Shape {
+        one_way: args.rtt / 2,
+        jitter: args.jitter,
+        bandwidth: args.bandwidth,
+    };
+    let r = relay::Relay::start(&listen, &upstream, shape)?;
+    eprintln!(
+        "relay: {} -> {}, adding {} each way (round trip +{}){}{}; Ctrl-C stops",
+        r.addr(),
+        upstream,
+        report::format_duration(shape.one_way),
+        report::format_duration(args.rtt),
+        if args.jitter.is_zero() {
+            String::new()
+        } else {
+            format!(", jitter ±{}", report::format_duration(args.jitter))
+        },
+        match args.bandwidth {
+            Some(b) => format!(", capped at {:.1} Mbit/s", b * 8.0 / 1e6),
+            None => String::new(),
+        }
+    );
+    let mut stop = stop_on_signals();
+    let _ = stop.wait_for(|s| *s).await;
+    let st = &r.stats;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    emit(&format!(
+        "relay: {} connection{} ({} refused upstream), {} up, {} down\n",
+        load(&st.connections),
+        if load(&st.connections) == 1 { "" } else { "s" },
+        load(&st.upstream_failures),
+        report::format_bytes(load(&st.bytes_up) as f64),
+        report::format_bytes(load(&st.bytes_down) as f64)
+    ));
+    drop(r);
+    Ok(Exit::Interrupted)
+}
+
 fn describe_sandbox(info: &sandbox::SandboxInfo) -> String {
     let mut s = format!(
         "sandbox in {} (servers run as {})\n  {} on port {}, pid {}\n  {} on port {}, pid {}\n\
@@ -757,7 +800,12 @@ async fn run_lab(args: LabArgs) -> Result<Exit> {
     );
     for (name, run, lines) in &answers {
         for l in lines {
-            out.push_str(&format!("  {name} (run {run}): {l}\n"));
+            out.push_str(&report::style::wrap(
+                &format!("{name} (run {run}): {l}"),
+                "  ",
+                "      ",
+                80,
+            ));
         }
     }
     if let Some(path) = html {

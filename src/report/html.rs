@@ -498,12 +498,18 @@ fn method(o: &mut String, r: &SuiteResult) {
     let fmt_d = |d: Option<std::time::Duration>| d.map(super::format_duration).unwrap_or_else(|| "-".into());
     let what = match s.kind {
         Kind::Load => format!(
-            "Each repetition runs the workload for {} after {} of warm-up that is not counted. \
+            "Each repetition runs the workload for {} {}. \
              Throughput counts the transactions that completed inside the measured window; a \
              transaction's latency runs from its start (its intended start under a rate limit) to its \
              last result, and includes any connect or pool wait it needed.",
             fmt_d(s.duration),
-            fmt_d(s.warmup)
+            match s.warmup.filter(|w| !w.is_zero()) {
+                Some(w) => format!(
+                    "after {} of warm-up that is not counted",
+                    super::format_duration(w)
+                ),
+                None => "with no warm-up (the first transactions, and any first connect, count)".to_string(),
+            }
         ),
         Kind::Connect => "Each repetition opens connections one after another; the first is kept apart \
              (first_connection_us). A connection's time runs from the start of the socket connect to \

@@ -6,5 +6,6 @@ mod cli;
 mod common;
 mod connect;
 mod load;
+mod relay;
 mod report;
 mod suites;

@@ -1,0 +1,499 @@
+//! The relay: a user-space hop between a client and a server that adds network distance.
+//!
+//! It listens on a Unix socket or a TCP address and, for every accepted connection,
+//! opens its own connection to the upstream (TCP or Unix) at that moment, then copies
+//! bytes both ways. Each direction can be given a one-way delay (half the requested round
+//! trip), jitter and a bandwidth cap, so a path through it behaves like a sidecar proxy
+//! (zero delay) or a database some distance away. The kernel here has no netem, so the
+//! emulation is done on the bytes:
+//!
+//! - a reader stamps each chunk with the instant it may leave: arrival + delay ± jitter,
+//!   never before the previous chunk (byte order is kept) and, under a bandwidth cap, not
+//!   before the link has finished sending what came earlier;
+//! - a writer sleeps until that instant on a `timerfd` ([`crate::timer::PreciseTimer`];
+//!   tokio's 1 ms timer wheel would add up to a millisecond to every hop) and writes;
+//! - the bytes in flight per direction are capped (a window of at least 4 MiB or twice
+//!   the bandwidth-delay product), so a fast sender cannot make the relay buffer without
+//!   bound.
+//!
+//! With no delay and no cap, each direction is a plain read/write loop with no queue in
+//! between, which is what a sidecar proxy costs. Half-close is passed on (EOF from one
+//! side shuts down the other side's write half after the delayed bytes have gone), and a
+//! reset on one side resets the other. When the upstream refuses, the client's connection
+//! is reset at once rather than left hanging.
+//!
+//! The relay runs on a thread of its own with a current-thread runtime, so it never
+//! competes with the measuring threads' runtimes for a scheduler slot.
+
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+use crate::timer::PreciseTimer;
+use crate::workload::Rng;
+
+/// Where the relay listens or connects: `host:port` or a Unix socket path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Addr {
+    Tcp(String),
+    Unix(PathBuf),
+}
+
+impl FromStr for Addr {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Addr> {
+        if s.contains('/') {
+            return Ok(Addr::Unix(PathBuf::from(s)));
+        }
+        let (host, port) = s.rsplit_once(':').ok_or_else(|| {
+            anyhow!("address {s:?} is neither host:port nor a socket path (a path contains '/')")
+        })?;
+        if host.is_empty() {
+            bail!("address {s:?} has no host: write 127.0.0.1:{port}");
+        }
+        port.parse::<u16>()
+            .map_err(|_| anyhow!("address {s:?}: port {port:?} is not a number from 0 to 65535"))?;
+        Ok(Addr::Tcp(s.to_string()))
+    }
+}
+
+impl fmt::Display for Addr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Addr::Tcp(a) => f.write_str(a),
+            Addr::Unix(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// What the relay does to each direction of every connection.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// Added to each direction: half the requested round trip.
+    pub one_way: Duration,
+    /// Each chunk's delay varies uniformly within ± this (never below zero).
+    pub jitter: Duration,
+    /// A cap in bytes per second, per direction.
+    pub bandwidth: Option<f64>,
+}
+
+impl Shape {
+    /// A shape adding `rtt` to the round trip.
+    pub fn rtt(rtt: Duration) -> Shape {
+        Shape {
+            one_way: rtt / 2,
+            jitter: Duration::ZERO,
+            bandwidth: None,
+        }
+    }
+
+    fn is_passthrough(&self) -> bool {
+        self.one_way.is_zero() && self.jitter.is_zero() && self.bandwidth.is_none()
+    }
+}
+
+/// Parses a bandwidth: `100Mbit`, `1Gbit`, `500kbit` (bits per second) or `10MB`, `512KB`
+/// (bytes per second, decimal units). Returns bytes per second.
+pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bandwidth {s:?}: expected a number and a unit, e.g. 100Mbit or 10MB"))?;
+    let bytes_per_s = match unit.trim().to_ascii_lowercase().trim_end_matches("/s").trim_end_matches("ps") {
+        "bit" => v / 8.0,
+        "kbit" => v * 1e3 / 8.0,
+        "mbit" => v * 1e6 / 8.0,
+        "gbit" => v * 1e9 / 8.0,
+        "b" => v,
+        "kb" => v * 1e3,
+        "mb" => v * 1e6,
+        "gb" => v * 1e9,
+        _ => {
+            return Err(format!(
+                "bandwidth {s:?}: unknown unit {unit:?}; use bit, kbit, Mbit, Gbit (bits per second) or B, KB, MB, GB (bytes per second)"
+            ))
+        }
+    };
+    if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
+        return Err(format!("bandwidth {s:?} must be more than zero"));
+    }
+    Ok(bytes_per_s)
+}
+
+/// Counters of a running relay.
+#[derive(Debug, Default)]
+pub struct RelayStats {
+    pub connections: AtomicU64,
+    pub upstream_failures: AtomicU64,
+    pub bytes_up: AtomicU64,
+    pub bytes_down: AtomicU64,
+}
+
+/// A relay running on its own thread; dropping it stops it and removes its socket file.
+pub struct Relay {
+    addr: Addr,
+    stop: Option<watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pub stats: Arc<RelayStats>,
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Relay {
+    /// Binds `listen` (port 0 picks a free port) and starts relaying to `upstream`.
+    pub fn start(listen: &Addr, upstream: &Addr, shape: Shape) -> Result<Relay> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("relay: cannot build its runtime")?;
+        let (listener, addr) = runtime.block_on(bind(listen))?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stats = Arc::new(RelayStats::default());
+        let thread_stats = stats.clone();
+        let upstream = upstream.clone();
+        let thread = std::thread::Builder::new()
+            .name("connbench-relay".into())
+            .spawn(move || {
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&runtime, serve(listener, upstream, shape, stop_rx, thread_stats));
+            })
+            .context("relay: cannot start its thread")?;
+        Ok(Relay {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            stats,
+        })
+    }
+
+    /// The address clients connect to (with the port the system chose for port 0).
+    pub fn addr(&self) -> &Addr {
+        &self.addr
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Addr::Unix(p) = &self.addr {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+async fn bind(listen: &Addr) -> Result<(Listener, Addr)> {
+    match listen {
+        Addr::Tcp(a) => {
+            let l = TcpListener::bind(a)
+                .await
+                .with_context(|| format!("relay: cannot listen on {a}"))?;
+            let bound = l.local_addr()?.to_string();
+            Ok((Listener::Tcp(l), Addr::Tcp(bound)))
+        }
+        Addr::Unix(p) => {
+            let l = UnixListener::bind(p).with_context(|| {
+                format!(
+                    "relay: cannot listen on {}{}",
+                    p.display(),
+                    if p.exists() {
+                        " (the file exists: remove it if no relay uses it)"
+                    } else {
+                        ""
+                    }
+                )
+            })?;
+            Ok((Listener::Unix(l), Addr::Unix(p.clone())))
+        }
+    }
+}
+
+/// A relayed socket, TCP or Unix.
+enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+type Halves<'a> = (Box<dyn AsyncRead + Unpin + 'a>, Box<dyn AsyncWrite + Unpin + 'a>);
+
+impl Sock {
+    fn fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        }
+    }
+
+    /// Borrowed halves: unlike owned halves, dropping them does not shut the socket
+    /// down, so a reset can still leave as a reset rather than after a FIN.
+    fn split(&mut self) -> Halves<'_> {
+        match self {
+            Sock::Tcp(s) => {
+                let (r, w) = s.split();
+                (Box::new(r), Box::new(w))
+            }
+            Sock::Unix(s) => {
+                let (r, w) = s.split();
+                (Box::new(r), Box::new(w))
+            }
+        }
+    }
+}
+
+async fn connect(a: &Addr) -> io::Result<Sock> {
+    match a {
+        Addr::Tcp(s) => {
+            let t = TcpStream::connect(s).await?;
+            let _ = t.set_nodelay(true);
+            Ok(Sock::Tcp(t))
+        }
+        Addr::Unix(p) => UnixStream::connect(p).await.map(Sock::Unix),
+    }
+}
+
+/// Makes the socket's close send a reset (SO_LINGER with a zero timeout) instead of a
+/// FIN: how a reset is passed on, and how a refused upstream reaches the client.
+fn reset_on_close(fd: RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a descriptor we hold, with a correctly sized option. On a Unix
+    // socket it is a harmless no-op.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Accepts until `stop`, relaying each connection in a task of its own.
+async fn serve(
+    listener: Listener,
+    upstream: Addr,
+    shape: Shape,
+    mut stop: watch::Receiver<bool>,
+    stats: Arc<RelayStats>,
+) {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.changed() => return,
+            a = async {
+                match &listener {
+                    Listener::Tcp(l) => l.accept().await.map(|(s, _)| {
+                        let _ = s.set_nodelay(true);
+                        Sock::Tcp(s)
+                    }),
+                    Listener::Unix(l) => l.accept().await.map(|(s, _)| Sock::Unix(s)),
+                }
+            } => a,
+        };
+        let Ok(client) = accepted else {
+            // EMFILE and the like: back off briefly rather than spin.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        stats.connections.fetch_add(1, Ordering::Relaxed);
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let (upstream, stats, stop) = (upstream.clone(), stats.clone(), stop.clone());
+        tokio::task::spawn_local(async move {
+            let mut stop = stop;
+            tokio::select! {
+                _ = stop.changed() => {}
+                _ = relay_one(client, &upstream, shape, seed, &stats) => {}
+            }
+        });
+    }
+}
+
+async fn relay_one(mut client: Sock, upstream: &Addr, shape: Shape, seed: u64, stats: &RelayStats) {
+    // The upstream is opened when the client connects, as a proxy does.
+    let mut server = match connect(upstream).await {
+        Ok(s) => s,
+        Err(_) => {
+            stats.upstream_failures.fetch_add(1, Ordering::Relaxed);
+            // Closing with a zero linger sends a reset: the client learns at once.
+            reset_on_close(client.fd());
+            return;
+        }
+    };
+    let (client_fd, server_fd) = (client.fd(), server.fd());
+    let (cr, cw) = client.split();
+    let (sr, sw) = server.split();
+    let up = pipe(cr, sw, shape, seed, &stats.bytes_up);
+    let down = pipe(sr, cw, shape, seed ^ 0x5555, &stats.bytes_down);
+    tokio::pin!(up, down);
+    let (mut up_done, mut down_done) = (false, false);
+    // Each direction ends on its own (half-close); an error in either (a reset, or a
+    // failed write) ends both, and both sockets then close with a reset.
+    let failed = loop {
+        let r = tokio::select! {
+            r = &mut up, if !up_done => { up_done = true; r }
+            r = &mut down, if !down_done => { down_done = true; r }
+        };
+        if r.is_err() {
+            break true;
+        }
+        if up_done && down_done {
+            break false;
+        }
+    };
+    if failed {
+        reset_on_close(client_fd);
+        reset_on_close(server_fd);
+    }
+}
+
+/// What the reader hands the writer.
+enum Item {
+    Data(Instant, Vec<u8>),
+    Eof(Instant),
+}
+
+const CHUNK: usize = 64 * 1024;
+
+/// Copies one direction until EOF (then shuts down the write side: half-close passed on)
+/// or an error.
+async fn pipe(
+    mut r: Box<dyn AsyncRead + Unpin + '_>,
+    mut w: Box<dyn AsyncWrite + Unpin + '_>,
+    shape: Shape,
+    seed: u64,
+    bytes: &AtomicU64,
+) -> io::Result<()> {
+    if shape.is_passthrough() {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = r.read(&mut buf).await?;
+            if n == 0 {
+                let _ = w.shutdown().await;
+                return Ok(());
+            }
+            bytes.fetch_add(n as u64, Ordering::Relaxed);
+            w.write_all(&buf[..n]).await?;
+        }
+    }
+    // The window: at least 4 MiB, or twice the bandwidth-delay product.
+    let bdp = shape
+        .bandwidth
+        .map(|b| b * (shape.one_way + shape.jitter).as_secs_f64() * 2.0)
+        .unwrap_or(0.0);
+    let window = (bdp as usize).max(4 << 20);
+    let credit = Arc::new(Semaphore::new(window));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+    let reader_credit = credit.clone();
+    let reader = async move {
+        let mut rng = Rng::new(seed | 1);
+        let mut last_due = Instant::now();
+        let mut link_free = Instant::now();
+        loop {
+            let permit = reader_credit
+                .clone()
+                .acquire_many_owned(CHUNK as u32)
+                .await
+                .map_err(|_| io::Error::other("relay window closed"))?;
+            let mut buf = vec![0u8; CHUNK];
+            let n = r.read(&mut buf).await?;
+            let arrival = Instant::now();
+            let mut delay = shape.one_way;
+            if !shape.jitter.is_zero() {
+                let j = shape.jitter.as_secs_f64() * (2.0 * rng.unit() - 1.0);
+                delay = Duration::from_secs_f64((delay.as_secs_f64() + j).max(0.0));
+            }
+            if n == 0 {
+                let _ = tx.send(Item::Eof(last_due.max(arrival + delay)));
+                return Ok::<(), io::Error>(());
+            }
+            // Hand back the credit the chunk did not use; the writer returns the rest.
+            drop(permit);
+            reader_credit.forget_permits(n);
+            if let Some(bw) = shape.bandwidth {
+                link_free = link_free.max(arrival) + Duration::from_secs_f64(n as f64 / bw);
+            } else {
+                link_free = arrival;
+            }
+            let due = (link_free + delay).max(last_due);
+            last_due = due;
+            buf.truncate(n);
+            bytes.fetch_add(n as u64, Ordering::Relaxed);
+            if tx.send(Item::Data(due, buf)).is_err() {
+                return Ok(());
+            }
+        }
+    };
+    let writer = async move {
+        let mut timer = PreciseTimer::new()?;
+        while let Some(item) = rx.recv().await {
+            match item {
+                Item::Data(due, buf) => {
+                    timer.sleep_until(due).await?;
+                    w.write_all(&buf).await?;
+                    credit.add_permits(buf.len());
+                }
+                Item::Eof(due) => {
+                    timer.sleep_until(due).await?;
+                    let _ = w.shutdown().await;
+                    return Ok::<(), io::Error>(());
+                }
+            }
+        }
+        Ok(())
+    };
+    // The first error ends both halves (a reader blocked on a silent peer must not keep
+    // a failed direction alive).
+    tokio::try_join!(reader, writer).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_bandwidths_parse_or_say_why_not() {
+        assert_eq!(
+            "127.0.0.1:5432".parse::<Addr>().unwrap(),
+            Addr::Tcp("127.0.0.1:5432".into())
+        );
+        assert_eq!(
+            "/tmp/x/.s.PGSQL.5432".parse::<Addr>().unwrap(),
+            Addr::Unix("/tmp/x/.s.PGSQL.5432".into())
+        );
+        let e = "localhost".parse::<Addr>().unwrap_err().to_string();
+        assert!(e.contains("neither host:port nor a socket path"), "{e}");
+        let e = "db:99999".parse::<Addr>().unwrap_err().to_string();
+        assert!(e.contains("port \"99999\""), "{e}");
+        assert_eq!(parse_bandwidth("100Mbit").unwrap(), 12.5e6);
+        assert_eq!(parse_bandwidth("10MB").unwrap(), 10e6);
+        assert_eq!(parse_bandwidth("1 Gbit/s").unwrap(), 125e6);
+        assert!(parse_bandwidth("100 furlongs")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_bandwidth("0Mbit").unwrap_err().contains("more than zero"));
+    }
+}

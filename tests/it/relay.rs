@@ -1,0 +1,242 @@
+//! The relay with real sockets: byte-exact forwarding of large random payloads in both
+//! directions at once (plain, delayed with jitter, bandwidth-capped; TCP and Unix
+//! listeners), half-close, a refused upstream turned into a prompt client error, and a
+//! PostgreSQL connection through it.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use connbench::relay::{Addr, Relay, Shape};
+
+use crate::common::{connbench, conninfo, sandbox, stderr, stdout};
+
+/// Deterministic pseudo-random bytes (xorshift), different per seed.
+fn payload(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A server that reads everything the client sends until EOF, *then* sends its own
+/// payload and closes: the client's half-close must reach it while the other direction
+/// stays open. Returns the listener's address and a handle yielding what it received.
+fn upload_then_download_server(reply: Vec<u8>) -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        s.write_all(&reply).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        got
+    });
+    (addr, h)
+}
+
+/// Sends `up` through a client stream, half-closes, reads the reply to EOF.
+fn exchange<S: Read + Write>(mut s: S, up: &[u8], half_close: impl FnOnce(&S)) -> Vec<u8> {
+    s.write_all(up).unwrap();
+    half_close(&s);
+    let mut down = Vec::new();
+    s.read_to_end(&mut down).unwrap();
+    down
+}
+
+#[test]
+fn forwards_large_payloads_byte_exact_with_half_close() {
+    let shapes = [
+        ("plain", Shape::rtt(Duration::ZERO)),
+        (
+            "2 ms with jitter",
+            Shape {
+                one_way: Duration::from_millis(1),
+                jitter: Duration::from_micros(500),
+                bandwidth: None,
+            },
+        ),
+        (
+            "800 Mbit/s",
+            Shape {
+                one_way: Duration::from_micros(200),
+                jitter: Duration::ZERO,
+                bandwidth: Some(100e6),
+            },
+        ),
+    ];
+    for (i, (name, shape)) in shapes.into_iter().enumerate() {
+        let up = payload(24 << 20, 11 + i as u64);
+        let down = payload(16 << 20, 99 + i as u64);
+        // A TCP listener...
+        let (server, got) = upload_then_download_server(down.clone());
+        let relay = Relay::start(&"127.0.0.1:0".parse().unwrap(), &server.parse().unwrap(), shape).unwrap();
+        let Addr::Tcp(at) = relay.addr().clone() else {
+            unreachable!()
+        };
+        let received = exchange(TcpStream::connect(&at).unwrap(), &up, |s| {
+            s.shutdown(Shutdown::Write).unwrap()
+        });
+        assert!(received == down, "{name}: the download differs");
+        assert!(got.join().unwrap() == up, "{name}: the upload differs");
+        drop(relay);
+        // ...and a Unix socket listener.
+        let (server, got) = upload_then_download_server(down.clone());
+        let dir = std::env::temp_dir().join(format!("cbt-relay-{}-{i}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("r.sock");
+        let relay = Relay::start(&Addr::Unix(sock.clone()), &server.parse().unwrap(), shape).unwrap();
+        let received = exchange(UnixStream::connect(&sock).unwrap(), &up, |s| {
+            s.shutdown(Shutdown::Write).unwrap()
+        });
+        assert!(received == down, "{name} (unix): the download differs");
+        assert!(got.join().unwrap() == up, "{name} (unix): the upload differs");
+        drop(relay);
+        assert!(!sock.exists(), "the relay removes its socket file");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn delay_is_added_to_each_round_trip_and_never_early() {
+    // An echo server; 30 one-byte pings through a 10 ms relay.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut b = [0u8; 1];
+        while s.read_exact(&mut b).is_ok() {
+            s.write_all(&b).unwrap();
+        }
+    });
+    let rtt = Duration::from_millis(10);
+    let relay = Relay::start(
+        &"127.0.0.1:0".parse().unwrap(),
+        &server.parse().unwrap(),
+        Shape::rtt(rtt),
+    )
+    .unwrap();
+    let Addr::Tcp(at) = relay.addr().clone() else {
+        unreachable!()
+    };
+    let mut s = TcpStream::connect(at).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut rtts = Vec::new();
+    for _ in 0..30 {
+        let t0 = Instant::now();
+        s.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        rtts.push(t0.elapsed());
+    }
+    rtts.sort();
+    assert!(rtts[0] >= rtt, "a round trip came back early: {:?}", rtts[0]);
+    // Accuracy is the bench script's job (bench/relay.sh); this bounds gross errors only.
+    assert!(rtts[15] < rtt + Duration::from_millis(5), "median {:?}", rtts[15]);
+}
+
+#[test]
+fn a_refused_upstream_resets_the_client_promptly() {
+    // A port nothing listens on: bind, note the port, close.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let relay = Relay::start(
+        &"127.0.0.1:0".parse().unwrap(),
+        &format!("127.0.0.1:{port}").parse().unwrap(),
+        Shape::rtt(Duration::ZERO),
+    )
+    .unwrap();
+    let Addr::Tcp(at) = relay.addr().clone() else {
+        unreachable!()
+    };
+    let t0 = Instant::now();
+    let mut s = TcpStream::connect(&at).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+        Ok(n) => panic!("expected a reset, read {n} bytes"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        relay
+            .stats
+            .upstream_failures
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    // What a PostgreSQL client makes of it: a clear error naming the phase, at once.
+    let (host, port) = at.rsplit_once(':').unwrap();
+    let t0 = Instant::now();
+    let o = connbench(&[
+        "connect",
+        &format!("host={host} port={port} user=connbench dbname=connbench sslmode=disable"),
+        "-n",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = stdout(&o) + &stderr(&o);
+    assert!(
+        text.contains("startup: connection reset by the server"),
+        "the error names the phase: {text}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn postgres_through_a_relay_pays_the_added_round_trips() {
+    // The sandbox's TCP target behind a 4 ms relay: a trust connect takes 1 round trip
+    // for TCP (not relayed: the relay accepts locally), then startup and auth (one round
+    // trip each, through the relay).
+    let info = sandbox();
+    let tcp = info.target("tcp_trust").unwrap();
+    let port = tcp
+        .conninfo
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("port="))
+        .unwrap()
+        .to_string();
+    let relay = Relay::start(
+        &"127.0.0.1:0".parse().unwrap(),
+        &format!("127.0.0.1:{port}").parse().unwrap(),
+        Shape::rtt(Duration::from_millis(4)),
+    )
+    .unwrap();
+    let Addr::Tcp(at) = relay.addr().clone() else {
+        unreachable!()
+    };
+    let relay_port = at.rsplit_once(':').unwrap().1;
+    let target = conninfo("tcp_trust").replace(&format!("port={port}"), &format!("port={relay_port}"));
+    let o = connbench(&["connect", &target, "-n", "10", "-q", "select 1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = &v["targets"][0];
+    let phase = |name: &str| {
+        t["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no phase {name}: {t}"))
+            .clone()
+    };
+    let q = phase("query");
+    assert_eq!(q["round_trips"], 1);
+    let q50 = q["p50_us"].as_f64().unwrap() / 1e3;
+    assert!(
+        (4.0..9.0).contains(&q50),
+        "a query through a 4 ms relay: p50 {q50} ms"
+    );
+    assert!(relay.stats.connections.load(std::sync::atomic::Ordering::Relaxed) >= 10);
+}
