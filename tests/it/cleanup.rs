@@ -10,8 +10,18 @@ use crate::common::{alive, assert_gone, children, start_sandbox};
 
 /// Every process of a running sandbox: postmaster, its helpers and backends, PgBouncer.
 fn sandbox_pids(postgres: u32, pgbouncer: u32) -> Vec<u32> {
+    // The postmaster starts some helpers (autovacuum and logical replication launchers)
+    // only after it accepts connections; on a loaded machine that takes a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let mut pids = vec![postgres, pgbouncer];
-    pids.extend(children(postgres));
+    loop {
+        pids.truncate(2);
+        pids.extend(children(postgres));
+        if pids.len() >= 5 || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(pids.len() >= 5, "postmaster helpers found: {pids:?}");
     assert!(pids.iter().all(|&p| alive(p)));
     pids
