@@ -406,6 +406,11 @@ pub struct ConnectArgs {
     /// than back-to-back connects.
     #[arg(long, default_value = "0", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Also predict each target's connect time at this round-trip time (repeatable), from
+    /// the round trips counted and the local time: through connbench's relay, and on a
+    /// network (one more round trip, for TCP's handshake).
+    #[arg(long, value_name = "RTT", value_parser = parse_duration)]
+    pub predict_rtt: Vec<Duration>,
 
     /// Print JSON (stable keys, see docs/json.md) instead of tables.
     #[arg(long)]

@@ -14,6 +14,7 @@ pub mod suite;
 pub mod sandbox;
 pub mod transport;
 pub mod relay;
+pub mod route;
 pub mod proto;
 pub mod init;
 pub mod workload;
@@ -144,7 +145,15 @@ async fn run_connect(args: ConnectArgs) -> Result<Exit> {
     if show_progress {
         eprint!("\r{:30}\r", "");
     }
-    let summaries = stats::summarize_connect(&run);
+    let mut summaries = stats::summarize_connect(&run);
+    for t in &mut summaries {
+        let predictions = args
+            .predict_rtt
+            .iter()
+            .filter_map(|&rtt| stats::model::predict(t, rtt))
+            .collect();
+        t.predictions = predictions;
+    }
     let text = if args.json {
         let report =
             report::json::connect_report(&settings, &summaries, run.interrupted, run.wall.as_secs_f64());
@@ -672,6 +681,7 @@ async fn suite_context(
         pgbouncer_version,
         stop: stop_on_signals(),
         scales: Default::default(),
+        routes: Default::default(),
     };
     Ok((sb, ctx))
 }

@@ -90,6 +90,9 @@ pub struct Recorder {
     pub connect_ns: u64,
     /// Bytes of measured transactions (and the connects they made).
     pub bytes: Counters,
+    /// Round trips of measured transactions (and their connects), counted on the socket;
+    /// apart from `bytes` because a u32 would wrap on a long run.
+    pub round_trips: u64,
     /// Per interval since the measurement started (call [`Recorder::finish`] before
     /// reading the last one).
     pub series: Vec<SeriesEntry>,
@@ -137,6 +140,7 @@ impl Recorder {
             connects: 0,
             connect_ns: 0,
             bytes: Counters::default(),
+            round_trips: 0,
             series: Vec::new(),
             live: interval_histogram(),
             live_index: 0,
@@ -178,6 +182,7 @@ impl Recorder {
         self.latency.saturating_record(latency_ns.max(1));
         self.bytes.bytes_sent += bytes.bytes_sent;
         self.bytes.bytes_received += bytes.bytes_received;
+        self.round_trips += bytes.round_trips as u64;
         let us = (latency_ns / 1_000).max(1);
         self.interval(index).transactions += 1;
         if index > self.live_index {
@@ -257,6 +262,7 @@ impl AddAssign<&Recorder> for Recorder {
         self.connect_ns += o.connect_ns;
         self.bytes.bytes_sent += o.bytes.bytes_sent;
         self.bytes.bytes_received += o.bytes.bytes_received;
+        self.round_trips += o.round_trips;
         if self.series.len() < o.series.len() {
             self.series.resize_with(o.series.len(), SeriesEntry::default);
         }

@@ -158,23 +158,43 @@ enum Listener {
 
 impl Relay {
     /// Binds `listen` (port 0 picks a free port) and starts relaying to `upstream`.
+    /// Callable from inside or outside an async runtime: the socket is bound here with
+    /// std, and handed to the relay's own runtime on its thread.
     pub fn start(listen: &Addr, upstream: &Addr, shape: Shape) -> Result<Relay> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("relay: cannot build its runtime")?;
-        let (listener, addr) = runtime.block_on(bind(listen))?;
+        let (listener, addr) = bind(listen)?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stats = Arc::new(RelayStats::default());
         let thread_stats = stats.clone();
         let upstream = upstream.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
         let thread = std::thread::Builder::new()
             .name("connbench-relay".into())
             .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&runtime, serve(listener, upstream, shape, stop_rx, thread_stats));
+                local.block_on(&runtime, async move {
+                    let listener = match listener.into_tokio() {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = ready_tx.send(Ok(()));
+                    serve(listener, upstream, shape, stop_rx, thread_stats).await
+                });
             })
             .context("relay: cannot start its thread")?;
+        ready_rx
+            .recv()
+            .map_err(|_| anyhow!("relay: its thread ended before it was ready"))?
+            .context("relay: cannot start its runtime")?;
         Ok(Relay {
             addr,
             stop: Some(stop_tx),
@@ -203,17 +223,36 @@ impl Drop for Relay {
     }
 }
 
-async fn bind(listen: &Addr) -> Result<(Listener, Addr)> {
+/// A bound listening socket, before it is handed to the relay's runtime.
+enum StdListener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl StdListener {
+    fn into_tokio(self) -> io::Result<Listener> {
+        match self {
+            StdListener::Tcp(l) => {
+                l.set_nonblocking(true)?;
+                TcpListener::from_std(l).map(Listener::Tcp)
+            }
+            StdListener::Unix(l) => {
+                l.set_nonblocking(true)?;
+                UnixListener::from_std(l).map(Listener::Unix)
+            }
+        }
+    }
+}
+
+fn bind(listen: &Addr) -> Result<(StdListener, Addr)> {
     match listen {
         Addr::Tcp(a) => {
-            let l = TcpListener::bind(a)
-                .await
-                .with_context(|| format!("relay: cannot listen on {a}"))?;
+            let l = std::net::TcpListener::bind(a).with_context(|| format!("relay: cannot listen on {a}"))?;
             let bound = l.local_addr()?.to_string();
-            Ok((Listener::Tcp(l), Addr::Tcp(bound)))
+            Ok((StdListener::Tcp(l), Addr::Tcp(bound)))
         }
         Addr::Unix(p) => {
-            let l = UnixListener::bind(p).with_context(|| {
+            let l = std::os::unix::net::UnixListener::bind(p).with_context(|| {
                 format!(
                     "relay: cannot listen on {}{}",
                     p.display(),
@@ -224,7 +263,7 @@ async fn bind(listen: &Addr) -> Result<(Listener, Addr)> {
                     }
                 )
             })?;
-            Ok((Listener::Unix(l), Addr::Unix(p.clone())))
+            Ok((StdListener::Unix(l), Addr::Unix(p.clone())))
         }
     }
 }

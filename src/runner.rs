@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::connect::{self, ConnectSettings, Subject};
 use crate::engine::{self, End, LoadPlan, Policy};
 use crate::proto::postgres::Endpoint;
+use crate::route::{self, PathKind, Route, RouteSpec, Verified};
 use crate::stats::compare::{self, Comparison, Described, Rule};
 use crate::store::{self, Environment, Repetition, Status, Store};
 use crate::suite::{Kind, Settings, Step, Suite};
@@ -32,6 +33,9 @@ pub struct Context {
     /// The dataset's scale per target conninfo, looked up once per run, not before every
     /// repetition.
     pub scales: std::cell::RefCell<BTreeMap<String, i64>>,
+    /// Relays started for cells with a `path` or `distance`, per target and route; they
+    /// live as long as the context, so every repetition of a cell takes the same route.
+    pub routes: std::cell::RefCell<BTreeMap<(String, RouteSpec), std::rc::Rc<Route>>>,
 }
 
 /// One cell's outcome across repetitions.
@@ -44,6 +48,8 @@ pub struct CellResult {
     pub described: BTreeMap<String, Described>,
     /// Against the baseline, on the suite's figure.
     pub comparison: Option<Comparison>,
+    /// For a load cell with a distance: the round-trip model's figure beside the measured.
+    pub prediction: Option<crate::stats::model::DistancePrediction>,
     pub errors: Vec<String>,
 }
 
@@ -86,9 +92,38 @@ fn duration(s: &Settings, key: &str) -> Result<Option<Duration>> {
         .transpose()
 }
 
+/// A cell's route from its `path` and `distance` settings.
+pub fn route_spec(s: &Settings) -> Result<RouteSpec> {
+    Ok(RouteSpec {
+        path: PathKind::parse(setting(s, "path").unwrap_or("direct"))?,
+        distance: duration(s, "distance")?.unwrap_or(Duration::ZERO),
+    })
+}
+
 impl Context {
-    /// The endpoint a cell's `target` names: a known name, else a conninfo string.
+    /// The endpoint a cell's `target` names (a known name, else a conninfo string),
+    /// through the relays of its route when it has one.
     pub fn endpoint(&self, settings: &Settings) -> Result<Endpoint> {
+        let direct = self.direct_endpoint(settings)?;
+        let spec = route_spec(settings)?;
+        if spec.is_direct() {
+            return Ok(direct);
+        }
+        let key = (direct.target.conninfo(), spec);
+        let existing = self.routes.borrow().get(&key).cloned();
+        let route = match existing {
+            Some(r) => r,
+            None => {
+                let r = std::rc::Rc::new(route::build(&direct.target, spec)?);
+                self.routes.borrow_mut().insert(key, r.clone());
+                r
+            }
+        };
+        Ok(Endpoint::new(route.target.clone())?)
+    }
+
+    /// The endpoint of a cell's target without its route.
+    pub fn direct_endpoint(&self, settings: &Settings) -> Result<Endpoint> {
         let name = setting(settings, "target").ok_or_else(|| anyhow!("the cell has no target setting"))?;
         let mut t = match self.targets.get(name) {
             Some(conninfo) => {
@@ -133,6 +168,38 @@ pub async fn run(
                 .with_context(|| format!("suite {}, cell {}", suite.name, c.name))
         })
         .collect::<Result<_>>()?;
+    // Distances are measured before anything else: the results carry the round trip the
+    // relays achieved beside the one requested.
+    let mut verified: BTreeMap<(String, RouteSpec), Verified> = BTreeMap::new();
+    let mut cell_rtt: Vec<Option<Verified>> = vec![None; suite.cells.len()];
+    for (i, c) in suite.cells.iter().enumerate() {
+        let spec = route_spec(&c.settings)?;
+        if spec.distance.is_zero() {
+            continue;
+        }
+        let direct = ctx.direct_endpoint(&c.settings)?;
+        let key = (direct.target.conninfo(), spec);
+        if !verified.contains_key(&key) {
+            let n = (2000.0f64 / (spec.distance.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
+            let v = route::verify(&direct, &endpoints[i], spec.distance, n)
+                .await
+                .with_context(|| {
+                    format!(
+                        "suite {}, cell {}: checking the emulated distance",
+                        suite.name, c.name
+                    )
+                })?;
+            if !v.within_tolerance() {
+                eprintln!(
+                    "warning: cell {}: requested round trip {:.2} ms, achieved {:.2} ms (tolerance max(0.2 ms, 3%)); \
+                     the machine may be overloaded",
+                    c.name, v.requested_ms, v.achieved_ms
+                );
+            }
+            verified.insert(key.clone(), v);
+        }
+        cell_rtt[i] = verified.get(&key).copied();
+    }
     let probe = connect::connect_once(&endpoints[suite.baseline], None).await;
     let (server_version, tls) = match &probe {
         Ok((tl, v)) => (
@@ -171,7 +238,7 @@ pub async fn run(
         }
         let (
             Measured {
-                figures,
+                mut figures,
                 histogram,
                 detail,
             },
@@ -187,6 +254,10 @@ pub async fn run(
                 Some(format!("{e:#}")),
             ),
         };
+        if let (Some(v), None) = (cell_rtt[step.cell], &error) {
+            figures.insert("rtt_requested_ms".into(), v.requested_ms);
+            figures.insert("rtt_achieved_ms".into(), v.achieved_ms);
+        }
         ctx.store.save_repetition(
             run_id,
             &Repetition {
@@ -279,10 +350,17 @@ pub fn summarize(
                 figures,
                 described,
                 comparison,
+                prediction: None,
                 errors,
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let mut cells = cells;
+    if suite.kind == Kind::Load {
+        for i in 0..cells.len() {
+            cells[i].prediction = predict_from_local(suite, &cells, i);
+        }
+    }
     SuiteResult {
         run_id,
         suite: suite.clone(),
@@ -290,6 +368,43 @@ pub fn summarize(
         interrupted,
         environment,
     }
+}
+
+/// The round-trip model for cell `i` when it has a distance: the same cell without
+/// distance (every other axis equal), its mean latency and round trips per transaction,
+/// plus the distance times those round trips.
+fn predict_from_local(
+    suite: &Suite,
+    cells: &[CellResult],
+    i: usize,
+) -> Option<crate::stats::model::DistancePrediction> {
+    let zero = |v: &str| crate::cli::parse_duration(v).is_ok_and(|d| d.is_zero());
+    let axes = &suite.cells[i].axes;
+    let (_, dist) = axes.iter().find(|(k, _)| k == "distance")?;
+    let rtt = crate::cli::parse_duration(dist).ok().filter(|d| !d.is_zero())?;
+    let j = suite.cells.iter().position(|c| {
+        c.axes.len() == axes.len()
+            && c.axes
+                .iter()
+                .zip(axes)
+                .all(|((k, v), (k2, v2))| k == k2 && if k == "distance" { zero(v) } else { v == v2 })
+    })?;
+    let mean = |c: &CellResult, f: &str| c.described.get(f).map(|d| d.mean.point);
+    let local = mean(&cells[j], "latency_mean_ms")?;
+    let rts = mean(&cells[j], "round_trips_per_transaction")?;
+    let measured = mean(&cells[i], "latency_mean_ms")?;
+    let rtt_ms = rtt.as_secs_f64() * 1e3;
+    let predicted = crate::stats::model::at_distance(local, rtt_ms, rts);
+    Some(crate::stats::model::DistancePrediction {
+        from_cell: cells[j].name.clone(),
+        rtt_requested_ms: rtt_ms,
+        rtt_achieved_ms: mean(&cells[i], "rtt_achieved_ms"),
+        round_trips_per_transaction: rts,
+        local_ms: local,
+        predicted_ms: predicted,
+        measured_ms: measured,
+        ratio: measured / predicted,
+    })
 }
 
 type Figures = BTreeMap<String, f64>;
@@ -402,6 +517,9 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
         "cpu_per_transaction_us".into(),
         summary.cpu_per_transaction_us.unwrap_or(0.0),
     );
+    if let Some(rt) = summary.round_trips_per_transaction {
+        f.insert("round_trips_per_transaction".into(), rt);
+    }
     Ok(Measured {
         figures: f,
         histogram: Some(run.recorder.latency),

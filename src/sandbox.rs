@@ -776,7 +776,7 @@ fn run_as_user() -> Result<RunAs> {
 }
 
 /// A short directory: `/tmp/cb-XXXXXX` keeps socket paths far below the 107-byte cap.
-fn make_temp_dir() -> io::Result<PathBuf> {
+pub(crate) fn make_temp_dir() -> io::Result<PathBuf> {
     // TMPDIR only when it is short and others may enter it: the servers run as another
     // user when connbench runs as root, and a private TMPDIR (mktemp -d makes 0700)
     // would lock them out of their own directory.

@@ -56,6 +56,8 @@ pub enum Order {
 /// The settings a cell can vary, and their names in suite files.
 pub const SETTINGS: &[&str] = &[
     "target",
+    "path",
+    "distance",
     "sslmode",
     "connection",
     "pool_size",
@@ -114,6 +116,7 @@ struct QuickFile {
     duration: Option<String>,
     warmup: Option<String>,
     repetitions: Option<u32>,
+    prewarm: Option<bool>,
     #[serde(default)]
     defaults: toml::Table,
     /// Replaces `[axes]` entirely when given.
@@ -126,7 +129,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("transport", include_str!("../suites/transport.toml")),
     ("scaling", include_str!("../suites/scaling.toml")),
     ("pooling", include_str!("../suites/pooling.toml")),
-    ("thinktime", include_str!("../suites/thinktime.toml")),
+    ("distance", include_str!("../suites/distance.toml")),
 ];
 
 /// A built-in suite's text by name, or a suite file's text by path.
@@ -265,6 +268,7 @@ impl Suite {
                 file.duration = q.duration.or(file.duration);
                 file.warmup = q.warmup.or(file.warmup);
                 file.repetitions = q.repetitions.unwrap_or(file.repetitions);
+                file.prewarm = q.prewarm.unwrap_or(file.prewarm);
                 for (k, v) in q.defaults {
                     file.defaults.insert(k, v);
                 }

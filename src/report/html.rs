@@ -146,6 +146,7 @@ fn section(o: &mut String, r: &RunReport) {
     o.push_str("</div>\n");
     warnings(o, r);
     table(o, res);
+    predictions(o, res);
     charts(o, r);
     method(o, res);
     environment(o, r);
@@ -222,6 +223,38 @@ fn table(o: &mut String, r: &SuiteResult) {
             esc(&row.main),
             esc(&row.tail),
             esc(&row.vs)
+        );
+    }
+    o.push_str("</tbody></table>\n");
+}
+
+/// The round-trip model beside the measurement, for cells with a distance.
+fn predictions(o: &mut String, r: &SuiteResult) {
+    let rows: Vec<_> = r
+        .cells
+        .iter()
+        .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str(
+        "<h3>Round-trip model against the measurement</h3>\n<p class=\"caption\">Predicted: the same configuration measured without distance, plus the requested RTT times the round trips per transaction counted on its socket. Achieved RTT: measured through the relays before the run.</p>\n<table><thead><tr><th>configuration</th><th>RTT requested / achieved, ms</th><th>predicted mean, ms</th><th>measured mean, ms</th><th>measured / predicted</th></tr></thead><tbody>",
+    );
+    for (c, p) in rows {
+        let _ = write!(
+            o,
+            r#"<tr><td>{}</td><td class="num">{} / {}</td><td class="num">{:.2} ({:.2} + {:.1} × RTT)</td><td class="num">{:.2}</td><td class="num">{:.2}</td></tr>"#,
+            esc(&c.name),
+            chart::fmt_num(p.rtt_requested_ms),
+            p.rtt_achieved_ms
+                .map(|a| format!("{a:.2}"))
+                .unwrap_or_else(|| "-".into()),
+            p.predicted_ms,
+            p.local_ms,
+            p.round_trips_per_transaction,
+            p.measured_ms,
+            p.ratio
         );
     }
     o.push_str("</tbody></table>\n");

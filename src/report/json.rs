@@ -43,6 +43,9 @@ pub struct TargetJson<'a> {
     pub warmup: Vec<WarmupJson>,
     pub bytes_sent_per_connect: f64,
     pub bytes_received_per_connect: f64,
+    /// Present only with `--predict-rtt`.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub predictions: &'a [crate::stats::model::Prediction],
 }
 
 #[derive(Serialize)]
@@ -158,6 +161,7 @@ pub fn connect_report<'a>(
                     .collect(),
                 bytes_sent_per_connect: t.bytes_sent_per_connect,
                 bytes_received_per_connect: t.bytes_received_per_connect,
+                predictions: &t.predictions,
             })
             .collect(),
     }

@@ -144,6 +144,33 @@ pub fn markdown(results: &[SuiteResult]) -> String {
             let name = row.name.replace('|', "\\|");
             let _ = writeln!(o, "| {name} | {} | {} | {} |", row.main, row.tail, row.vs);
         }
+        let predicted: Vec<_> = r
+            .cells
+            .iter()
+            .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
+            .collect();
+        if !predicted.is_empty() {
+            let _ = writeln!(
+                o,
+                "\n| configuration | RTT requested / achieved, ms | predicted, ms | measured, ms | measured / predicted |\n|---|---:|---:|---:|---:|"
+            );
+            for (c, p) in predicted {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} / {} | {:.2} ({:.2} + {:.1} × RTT) | {:.2} | {:.2} |",
+                    c.name.replace('|', "\\|"),
+                    super::chart::fmt_num(p.rtt_requested_ms),
+                    p.rtt_achieved_ms
+                        .map(|a| format!("{a:.2}"))
+                        .unwrap_or_else(|| "-".into()),
+                    p.predicted_ms,
+                    p.local_ms,
+                    p.round_trips_per_transaction,
+                    p.measured_ms,
+                    p.ratio
+                );
+            }
+        }
         let e = &r.environment;
         let _ = writeln!(
             o,

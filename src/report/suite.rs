@@ -108,8 +108,9 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
     }
     let fig = &s.figure;
     let width = name_width(r.cells.iter().map(|c| c.name.as_str()));
+    // The figure is named on a line of its own, so the value column stays narrow.
     let head = format!(
-        "{fig} (mean ± 95% CI{})",
+        "mean ± 95% CI{}",
         match unit(fig) {
             "" => String::new(),
             u => format!(", {u}"),
@@ -146,7 +147,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         .map(|r| r.0.chars().count())
         .max()
         .unwrap_or(0)
-        .max(head.chars().count().min(24));
+        .max(head.chars().count());
     // Comparisons share the row only if every row then fits; one layout per table.
     // One layout per table, the first that fits 80 columns: everything on the row; the
     // comparison under the row; or, for long cell names, the name on a line of its own.
@@ -154,9 +155,10 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
     let inline = rows.iter().all(|r| row_width + 2 + visible_len(&r.3) <= COLUMNS);
     let name_apart = row_width > COLUMNS;
     let name_col = if name_apart { 4 } else { width };
+    let _ = writeln!(o, "\n  {fig} per cell, over the counted repetitions:");
     let _ = writeln!(
         o,
-        "\n  {:<name_col$}  {:<vwidth$} {:>6}  {:>3}{}",
+        "  {:<name_col$}  {:<vwidth$} {:>6}  {:>3}{}",
         "cell",
         head,
         "CV",
@@ -182,6 +184,35 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             "baseline" => o.push_str("      (the baseline)\n"),
             "-" => o.push_str("      vs baseline: no comparison without results\n"),
             _ => o.push_str(&wrap(vs, "      vs baseline: ", "        ", COLUMNS)),
+        }
+    }
+    let predicted: Vec<_> = r
+        .cells
+        .iter()
+        .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
+        .collect();
+    if !predicted.is_empty() {
+        o.push_str("\n  round-trip model: local mean + RTT × round trips per transaction\n");
+        for (c, p) in predicted {
+            o.push_str(&wrap(
+                &format!(
+                    "{}: predicted {:.2} ms ({:.2} ms + {:.1} round trips × {} ms), measured {:.2} ms \
+                     ({:.2}× the prediction{})",
+                    c.name,
+                    p.predicted_ms,
+                    p.local_ms,
+                    p.round_trips_per_transaction,
+                    super::chart::fmt_num(p.rtt_requested_ms),
+                    p.measured_ms,
+                    p.ratio,
+                    p.rtt_achieved_ms
+                        .map(|a| format!("; achieved RTT {a:.2} ms"))
+                        .unwrap_or_default()
+                ),
+                "  ",
+                "      ",
+                COLUMNS,
+            ));
         }
     }
     let mut warnings = Vec::new();
@@ -278,6 +309,7 @@ pub fn json_value(r: &SuiteResult) -> serde_json::Value {
                 "values": c.figures,
                 "described": c.described,
                 "comparison": c.comparison,
+                "prediction": c.prediction,
                 "errors": c.errors,
             })
         })

@@ -91,6 +91,18 @@ fn target_block(out: &mut String, t: &TargetSummary) {
     if let Some(why) = &t.gave_up {
         let _ = writeln!(out, "  gave up on this target: {why}");
     }
+    for p in &t.predictions {
+        let _ = writeln!(
+            out,
+            "  predicted at {} RTT (p50): {} through connbench's relay ({} round trips × RTT + {} local), \
+             {} on a network (+1 for TCP's handshake)",
+            format_ns(p.rtt_ms * 1e6),
+            format_ns(p.relay_p50_ms * 1e6),
+            p.round_trips_relayed,
+            format_ns(p.local_p50_ms * 1e6),
+            format_ns(p.network_p50_ms * 1e6),
+        );
+    }
 }
 
 fn row(out: &mut String, name: &str, rt: u32, s: &Summary) {

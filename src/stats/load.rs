@@ -100,6 +100,9 @@ pub struct LoadSummary {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub cpu_per_transaction_us: Option<f64>,
+    /// Network round trips per successful transaction, counted on the socket (its
+    /// statements and any connect it made): what a distance multiplies.
+    pub round_trips_per_transaction: Option<f64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub series: Vec<IntervalSummary>,
@@ -175,6 +178,8 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         cpu_user_s: run.cpu_user.as_secs_f64(),
         cpu_system_s: run.cpu_system.as_secs_f64(),
         cpu_per_transaction_us: (r.transactions > 0).then(|| cpu * 1e6 / r.transactions as f64),
+        round_trips_per_transaction: (r.transactions > 0)
+            .then(|| r.round_trips as f64 / r.transactions as f64),
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
         series: {

@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod load;
+pub mod model;
 
 use crate::connect::{ConnectRun, FailureCount, TargetSamples};
 use crate::proto::{Phase, Timeline};
@@ -89,7 +90,7 @@ pub struct ColdConnect {
 }
 
 /// Everything a report needs about one target.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TargetSummary {
     pub name: String,
     pub conninfo: String,
@@ -108,6 +109,8 @@ pub struct TargetSummary {
     pub bytes_received_per_connect: f64,
     /// Mean total divided by the first target's mean total.
     pub relative_to_first: Option<f64>,
+    /// The connect time at other round-trip times (`connect --predict-rtt`).
+    pub predictions: Vec<model::Prediction>,
 }
 
 /// The total's figures: its distribution and the round trips of all phases together.
@@ -176,6 +179,7 @@ fn summarize_target(t: &TargetSamples) -> TargetSummary {
             .sum::<f64>()
             / n,
         relative_to_first: None,
+        predictions: Vec::new(),
     }
 }
 

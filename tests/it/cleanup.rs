@@ -88,7 +88,16 @@ fn start_long_connect() -> (std::process::Child, PathBuf, Vec<u32>) {
             .parse()
             .unwrap()
     };
-    let pids = sandbox_pids(num("postgres pid "), num("pgbouncer pid "));
+    let (pg, bouncer) = (num("postgres pid "), num("pgbouncer pid "));
+    // A failed check must not leave the long run behind: kill it before failing.
+    let pids = match std::panic::catch_unwind(|| sandbox_pids(pg, bouncer)) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            std::panic::resume_unwind(e);
+        }
+    };
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || for _ in err.lines() {});
     std::thread::sleep(Duration::from_millis(500));

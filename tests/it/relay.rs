@@ -240,3 +240,158 @@ fn postgres_through_a_relay_pays_the_added_round_trips() {
     );
     assert!(relay.stats.connections.load(std::sync::atomic::Ordering::Relaxed) >= 10);
 }
+
+#[test]
+fn connect_predicts_its_time_at_a_distance() {
+    let o = connbench(&[
+        "connect",
+        &conninfo("tcp_trust"),
+        "-n",
+        "20",
+        "--predict-rtt",
+        "4ms",
+        "--predict-rtt",
+        "100ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::common::check_schema("connect", &v);
+    let t = &v["targets"][0];
+    let p = &t["predictions"][1];
+    assert_eq!(p["rtt_ms"], 100.0);
+    // Trust over TCP: connect 1 (the kernel's handshake, not relayed), startup 1.
+    assert_eq!(p["round_trips_relayed"], 1, "{t}");
+    assert_eq!(p["round_trips_network"], 2);
+    let f = |k: &str| p[k].as_f64().unwrap();
+    assert!((f("relay_p50_ms") - f("local_p50_ms") - 100.0).abs() < 1e-6);
+    assert!((f("network_p50_ms") - f("local_p50_ms") - 200.0).abs() < 1e-6);
+    let o = connbench(&[
+        "connect",
+        &conninfo("tcp_trust"),
+        "-n",
+        "5",
+        "--predict-rtt",
+        "50ms",
+    ]);
+    assert!(
+        stdout(&o).contains("predicted at 50.0 ms RTT (p50)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn the_relay_command_forwards_and_reports_on_ctrl_c() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        s.write_all(&b).unwrap();
+    });
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &server,
+            "--rtt",
+            "2ms",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    // "relay: 127.0.0.1:PORT -> UPSTREAM, adding 1.00 ms each way (round trip +2.00 ms); ..."
+    let at = line
+        .strip_prefix("relay: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected: {line}"))
+        .to_string();
+    assert!(line.contains("round trip +2.00 ms"), "{line}");
+    let mut s = TcpStream::connect(&at).unwrap();
+    s.write_all(b"hello").unwrap();
+    let mut b = [0u8; 5];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"hello");
+    drop(s);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("relay: 1 connection (0 refused upstream), 5 B up, 5 B down"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_suite_with_distance_and_a_sidecar_verifies_and_predicts() {
+    crate::common::dataset();
+    let dir = crate::common::scratch("distance");
+    let suite = r#"
+name = "distance-test"
+question = "What does distance cost a connection per transaction?"
+kind = "load"
+duration = "1500ms"
+repetitions = 2
+prewarm = false
+figure = "latency_mean_ms"
+[defaults]
+workload = "select-only"
+target = "tcp"
+connection = "per-transaction"
+clients = 1
+[axes]
+distance = ["0ms", "4ms"]
+path = ["direct", "sidecar-tcp"]
+"#;
+    let (_, args) = crate::common::suite_args(&dir, suite, &["tcp"], &["--json"]);
+    let o = crate::common::run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::common::check_schema("run", &v);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    for c in cells {
+        let name = c["name"].as_str().unwrap();
+        let values = &c["values"];
+        assert_eq!(
+            values["latency_mean_ms"].as_array().unwrap().len(),
+            2,
+            "{name}: {c}"
+        );
+        if name.contains("distance=4ms") {
+            let achieved = values["rtt_achieved_ms"][0].as_f64().unwrap();
+            assert!(
+                (3.5..5.5).contains(&achieved),
+                "{name}: achieved RTT {achieved} ms"
+            );
+            let p = &c["prediction"];
+            assert!(p["from_cell"].as_str().unwrap().contains("distance=0ms"), "{p}");
+            // SCRAM over TCP per transaction: startup 1 + auth 2 + the query 1, plus the
+            // TCP handshake the counter also sees (local through the relay).
+            let rts = p["round_trips_per_transaction"].as_f64().unwrap();
+            assert!(
+                (4.0..=5.0).contains(&rts),
+                "{name}: {rts} round trips per transaction"
+            );
+            let ratio = p["ratio"].as_f64().unwrap();
+            assert!(
+                (0.6..1.6).contains(&ratio),
+                "{name}: measured / predicted = {ratio}"
+            );
+        } else {
+            assert!(c["prediction"].is_null());
+            assert!(values.get("rtt_achieved_ms").is_none());
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -229,12 +229,12 @@ fn dry_run_and_bad_suites() {
     assert!(o.status.success());
     let plan = stdout(&o);
     assert!(
-        plan.contains("0  target=unix") && plan.contains("1  target=tcp  (baseline)"),
+        plan.contains("0  sidecar via unix") && plan.contains("1  sidecar via tcp  (baseline)"),
         "{plan}"
     );
-    assert!(plan.contains("0:0 1:0"), "a pre-warm pass first: {plan}");
+    assert!(plan.contains("0:0 1:0 2:0 3:0"), "a pre-warm pass first: {plan}");
     let o = connbench(&["suites"]);
-    for name in ["connect", "transport", "scaling", "pooling", "thinktime"] {
+    for name in ["connect", "transport", "scaling", "pooling", "distance"] {
         assert!(stdout(&o).contains(name), "{}", stdout(&o));
     }
     let o = connbench(&["run", "no-such-suite"]);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The relay's bars, measured against the sandbox's PostgreSQL over TCP, with connbench and
+# the peer tools (pgbench, psql) side by side and interleaved (direct, relay, direct, ...):
+#
+# 1. Overhead of a relay with no added delay on a query round trip: connbench's query
+#    phase p50 (`connect -q 'select 1'`: one round trip on an open connection) and
+#    pgbench's latency average (-S, one client), direct vs through the relay. Bar: +50 µs.
+# 2. Achieved round trip against the requested one, 1 ms to 200 ms: the same two figures
+#    through a relay with --rtt R, minus the direct figure. Bar: within max(0.2 ms, 3%).
+# 3. Throughput: 100 MB (COPY ... TO STDOUT into psql) direct vs through a relay with no
+#    delay. Bar: the relay path at least half the direct speed.
+#
+# Usage: bench/relay.sh [PAIRS]   (default 3). RTTS="1 2 5 10 50 100 200" (ms) to change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PAIRS=${1:-3}
+RTTS=${RTTS:-"1 2 5 10 50 100 200"}
+
+cargo build --release --quiet
+CB=$PWD/target/release/connbench
+WORK=$(mktemp -d /tmp/cbr.XXXXXX)
+export TMPDIR=$WORK
+RELAY_PID=""
+stop_relay() { [ -z "$RELAY_PID" ] || { kill -INT "$RELAY_PID" 2>/dev/null || true; wait "$RELAY_PID" 2>/dev/null || true; RELAY_PID=""; }; }
+trap 'stop_relay; "$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+"$CB" sandbox start >"$WORK/sandbox.txt"
+CI=$(awk '$1=="tcp_trust" { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt")
+PORT=$(printf '%s\n' "$CI" | tr ' ' '\n' | awk -F= '$1=="port" { print $2 }')
+echo "SELECT 1;" >"$WORK/select1.sql"
+
+# Starts a relay to the server with the given --rtt; sets RCI to the conninfo through it.
+start_relay() {
+    "$CB" relay --listen 127.0.0.1:0 --upstream "127.0.0.1:$PORT" --rtt "$1" 2>"$WORK/relay.err" &
+    RELAY_PID=$!
+    for _ in $(seq 1 100); do
+        grep -q "^relay: 127.0.0.1:" "$WORK/relay.err" && break
+        sleep 0.05
+    done
+    local rport
+    rport=$(awk '/^relay: 127.0.0.1:/ { split($2, a, ":"); print a[2]; exit }' "$WORK/relay.err")
+    [ -n "$rport" ] || { cat "$WORK/relay.err" >&2; exit 1; }
+    RCI=${CI/port=$PORT/port=$rport}
+}
+
+# connbench: the query phase's p50 in ms (one round trip on an open connection).
+cb_query_p50() {
+    "$CB" connect "$1" -n "$2" -q 'select 1' --json >"$WORK/cb.json"
+    awk '/"name": "query"/ { q=1 } q && $1=="\"p50_us\":" { gsub(/,/, "", $2); printf "%.4f\n", $2 / 1000; exit }' "$WORK/cb.json"
+}
+# pgbench: latency average in ms of SELECT 1 from one client.
+pgb_latency() {
+    pgbench -n -c 1 -j 1 -t "$2" -f "$WORK/select1.sql" "$1" >"$WORK/pgb.out" 2>&1
+    awk '/latency average/ { print $4 }' "$WORK/pgb.out"
+}
+
+printf '%s\n' "relay bench: $PAIRS interleaved pairs; $("$CB" --version), $(pgbench --version)"
+
+echo
+echo "1. added latency of a relay with no delay (bar: <= 50 us at p50)"
+start_relay 0ms
+for pair in $(seq 1 "$PAIRS"); do
+    d=$(cb_query_p50 "$CI" 2000); r=$(cb_query_p50 "$RCI" 2000)
+    pd=$(pgb_latency "$CI" 20000); pr=$(pgb_latency "$RCI" 20000)
+    awk -v p="$pair" -v d="$d" -v r="$r" -v pd="$pd" -v pr="$pr" 'BEGIN {
+        printf "  pair %d  connbench p50: direct %.1f us, relay %.1f us, +%.1f us   pgbench avg: direct %.1f us, relay %.1f us, +%.1f us\n",
+            p, d * 1000, r * 1000, (r - d) * 1000, pd * 1000, pr * 1000, (pr - pd) * 1000 }'
+done
+stop_relay
+
+echo
+echo "2. achieved round trip vs requested (bar: within max(0.2 ms, 3%), p50)"
+base=$(cb_query_p50 "$CI" 500)
+pbase=$(pgb_latency "$CI" 2000)
+printf '  %10s %14s %14s %10s   %14s\n' requested "cb achieved" error verdict "pgbench added"
+for rtt in $RTTS; do
+    start_relay "${rtt}ms"
+    n=$(awk -v r="$rtt" 'BEGIN { n = int(4000 / (r + 1)); if (n < 15) n = 15; if (n > 300) n = 300; print n }')
+    r=$(cb_query_p50 "$RCI" "$n")
+    pr=$(pgb_latency "$RCI" "$n")
+    stop_relay
+    awk -v q="$rtt" -v b="$base" -v r="$r" -v pb="$pbase" -v pr="$pr" 'BEGIN {
+        a = r - b; e = a - q; tol = (0.2 > 0.03 * q) ? 0.2 : 0.03 * q;
+        printf "  %7.1f ms %11.3f ms %+11.3f ms %10s   %11.3f ms\n", q, a, e, (e <= tol && e >= -tol) ? "ok" : "MISSED", pr - pb }'
+done
+
+echo
+echo "3. 100 MB through psql (COPY TO STDOUT), direct vs relay with no delay (bar: relay >= 0.5x)"
+start_relay 0ms
+copy() {
+    local TIMEFORMAT='%R'
+    { time psql "$1" -qAt -c "COPY (SELECT repeat('x', 999) FROM generate_series(1, 100000)) TO STDOUT" >/dev/null; } 2>&1
+}
+for pair in $(seq 1 "$PAIRS"); do
+    d=$(copy "$CI"); r=$(copy "$RCI")
+    awk -v p="$pair" -v d="$d" -v r="$r" 'BEGIN {
+        printf "  pair %d  direct %.3f s (%.0f MB/s), relay %.3f s (%.0f MB/s), speed ratio %.2f\n", p, d, 100 / d, r, 100 / r, d / r }'
+done
+stop_relay
