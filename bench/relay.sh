@@ -2,13 +2,18 @@
 # The relay's bars, measured against the sandbox's PostgreSQL over TCP, with connbench and
 # the peer tools (pgbench, psql) side by side and interleaved (direct, relay, direct, ...):
 #
-# 1. Overhead of a relay with no added delay on a query round trip: connbench's query
-#    phase p50 (`connect -q 'select 1'`: one round trip on an open connection) and
-#    pgbench's latency average (-S, one client), direct vs through the relay. Bar: +50 µs.
-# 2. Achieved round trip against the requested one, 1 ms to 200 ms: the same two figures
-#    through a relay with --rtt R, minus the direct figure. Bar: within max(0.2 ms, 3%).
+# 1. Overhead of a relay with no added delay on a query round trip: connbench's latency
+#    p50 and pgbench's latency average of SELECT 1 from one client on one connection,
+#    direct vs through the relay. Bar: +50 µs.
+# 2. Achieved round trip against the requested one, 1 ms to 200 ms: connbench's query
+#    phase p50 (`connect -q 'select 1'`, one round trip on a new connection) and pgbench's
+#    latency average, through a relay with --rtt R minus direct. Bar: within
+#    max(0.2 ms, 3%).
 # 3. Throughput: 100 MB (COPY ... TO STDOUT into psql) direct vs through a relay with no
 #    delay. Bar: the relay path at least half the direct speed.
+# 4. The round-trip model: `connect --predict-rtt` on the direct path against the connect
+#    time measured through a relay at 50 and 100 ms, for a SCRAM and a trust role.
+#    Bar: within 10% (p50).
 #
 # Usage: bench/relay.sh [PAIRS]   (default 3). RTTS="1 2 5 10 50 100 200" (ms) to change.
 set -euo pipefail
@@ -28,7 +33,8 @@ CI=$(awk '$1=="tcp_trust" { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt")
 PORT=$(printf '%s\n' "$CI" | tr ' ' '\n' | awk -F= '$1=="port" { print $2 }')
 echo "SELECT 1;" >"$WORK/select1.sql"
 
-# Starts a relay to the server with the given --rtt; sets RCI to the conninfo through it.
+# Starts a relay to the server with the given --rtt; sets RCI to the conninfo through it
+# (of the trust role, or of conninfo $2 when given).
 start_relay() {
     "$CB" relay --listen 127.0.0.1:0 --upstream "127.0.0.1:$PORT" --rtt "$1" 2>"$WORK/relay.err" &
     RELAY_PID=$!
@@ -39,13 +45,19 @@ start_relay() {
     local rport
     rport=$(awk '/^relay: 127.0.0.1:/ { split($2, a, ":"); print a[2]; exit }' "$WORK/relay.err")
     [ -n "$rport" ] || { cat "$WORK/relay.err" >&2; exit 1; }
-    RCI=${CI/port=$PORT/port=$rport}
+    local base=${2:-$CI}
+    RCI=${base/port=$PORT/port=$rport}
 }
 
-# connbench: the query phase's p50 in ms (one round trip on an open connection).
+# connbench: the query phase's p50 in ms (one round trip on a new connection).
 cb_query_p50() {
     "$CB" connect "$1" -n "$2" -q 'select 1' --json >"$WORK/cb.json"
     awk '/"name": "query"/ { q=1 } q && $1=="\"p50_us\":" { gsub(/,/, "", $2); printf "%.4f\n", $2 / 1000; exit }' "$WORK/cb.json"
+}
+# connbench: latency p50 in ms of SELECT 1 from one client on one persistent connection.
+cb_load_p50() {
+    "$CB" load "$1" -f "$WORK/select1.sql" -c 1 -T "$2" --json >"$WORK/cbl.json"
+    python3 -c "import json; print(json.load(open('$WORK/cbl.json'))['summary']['latency']['p50_ms'])"
 }
 # pgbench: latency average in ms of SELECT 1 from one client.
 pgb_latency() {
@@ -59,10 +71,10 @@ echo
 echo "1. added latency of a relay with no delay (bar: <= 50 us at p50)"
 start_relay 0ms
 for pair in $(seq 1 "$PAIRS"); do
-    d=$(cb_query_p50 "$CI" 2000); r=$(cb_query_p50 "$RCI" 2000)
+    d=$(cb_load_p50 "$CI" 3); r=$(cb_load_p50 "$RCI" 3)
     pd=$(pgb_latency "$CI" 20000); pr=$(pgb_latency "$RCI" 20000)
     awk -v p="$pair" -v d="$d" -v r="$r" -v pd="$pd" -v pr="$pr" 'BEGIN {
-        printf "  pair %d  connbench p50: direct %.1f us, relay %.1f us, +%.1f us   pgbench avg: direct %.1f us, relay %.1f us, +%.1f us\n",
+        printf "  pair %d  connbench load p50: direct %.1f us, relay %.1f us, +%.1f us   pgbench avg: direct %.1f us, relay %.1f us, +%.1f us\n",
             p, d * 1000, r * 1000, (r - d) * 1000, pd * 1000, pr * 1000, (pr - pd) * 1000 }'
 done
 stop_relay
@@ -96,3 +108,21 @@ for pair in $(seq 1 "$PAIRS"); do
         printf "  pair %d  direct %.3f s (%.0f MB/s), relay %.3f s (%.0f MB/s), speed ratio %.2f\n", p, d, 100 / d, r, 100 / r, d / r }'
 done
 stop_relay
+
+echo
+echo "4. predicted vs measured connect time through the relay (bar: within 10%, p50)"
+CI_SCRAM=$(awk '$1=="tcp" { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt")
+printf '  %-10s %6s %14s %14s %8s\n' role rtt predicted measured ratio
+for role in trust scram; do
+    ci=$CI; [ "$role" = scram ] && ci=$CI_SCRAM
+    "$CB" connect "$ci" -n 200 --predict-rtt 50ms --predict-rtt 100ms --json >"$WORK/pred.json"
+    for rtt in 50 100; do
+        pred=$(python3 -c "import json,sys; t=json.load(open('$WORK/pred.json'))['targets'][0]; print([p for p in t['predictions'] if p['rtt_ms']==$rtt][0]['relay_p50_ms'])")
+        start_relay "${rtt}ms" "$ci"
+        "$CB" connect "$RCI" -n 20 --json >"$WORK/meas.json"
+        stop_relay
+        meas=$(python3 -c "import json; print(json.load(open('$WORK/meas.json'))['targets'][0]['total']['p50_us'] / 1000)")
+        awk -v r="$role" -v q="$rtt" -v p="$pred" -v m="$meas" 'BEGIN {
+            printf "  %-10s %3d ms %11.2f ms %11.2f ms %8.3f %s\n", r, q, p, m, m / p, (m / p > 0.9 && m / p < 1.1) ? "ok" : "MISSED" }'
+    done
+done

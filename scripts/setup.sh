@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what connbench needs and is missing: PostgreSQL (server, client, pgbench) and
-# PgBouncer from Debian's packages, and Chromium, which the tests use to open the HTML
-# report headless. Idempotent: does nothing when all is there.
+# Installs what connbench needs and is missing, from Debian's packages: PostgreSQL
+# (server, client, pgbench), PgBouncer, iproute2 and nftables (the bridge net path), and
+# Chromium, which the tests use to open the HTML report headless. Idempotent: does
+# nothing when all is there.
 # Sourced by scripts/lab.sh and scripts/test.sh.
 set -euo pipefail
 
@@ -9,6 +10,9 @@ need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v pgbench >/dev/null 2>&1 || need+=(postgresql-client)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
+# The bridge net path (netpath = "bridge") creates namespaces and NAT rules with these.
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)
 if [ "${CONNBENCH_SETUP_CHROMIUM:-1}" = 1 ]; then
     command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
 fi

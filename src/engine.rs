@@ -85,6 +85,9 @@ pub struct LoadPlan {
     pub interval: Duration,
     pub progress: Option<Duration>,
     pub scale: i64,
+    /// A network namespace the worker threads enter before they open any socket (the
+    /// `bridge` net path); `None` for the host's.
+    pub netns: Option<Arc<std::fs::File>>,
 }
 
 /// A progress report: the transactions that ended in one progress period.
@@ -296,6 +299,9 @@ fn worker(
     stop: watch::Receiver<bool>,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> Result<WorkerResult> {
+    if let Some(ns) = &plan.netns {
+        crate::netns::enter(ns).context("cannot enter the client's network namespace")?;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

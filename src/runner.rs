@@ -36,6 +36,8 @@ pub struct Context {
     /// Relays started for cells with a `path` or `distance`, per target and route; they
     /// live as long as the context, so every repetition of a cell takes the same route.
     pub routes: std::cell::RefCell<BTreeMap<(String, RouteSpec), std::rc::Rc<Route>>>,
+    /// The namespace and bridge of `netpath = "bridge"` cells, created at the first.
+    pub bridge: std::cell::RefCell<Option<crate::netns::Bridge>>,
 }
 
 /// One cell's outcome across repetitions.
@@ -92,6 +94,21 @@ fn duration(s: &Settings, key: &str) -> Result<Option<Duration>> {
         .transpose()
 }
 
+/// Where a cell's client runs: the host's network, or a namespace behind a bridge and NAT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetPath {
+    Host,
+    Bridge,
+}
+
+fn netpath(s: &Settings) -> Result<NetPath> {
+    match setting(s, "netpath").unwrap_or("host") {
+        "host" => Ok(NetPath::Host),
+        "bridge" => Ok(NetPath::Bridge),
+        other => bail!("setting netpath = {other:?}: use host or bridge"),
+    }
+}
+
 /// A cell's route from its `path` and `distance` settings.
 pub fn route_spec(s: &Settings) -> Result<RouteSpec> {
     Ok(RouteSpec {
@@ -104,22 +121,67 @@ impl Context {
     /// The endpoint a cell's `target` names (a known name, else a conninfo string),
     /// through the relays of its route when it has one.
     pub fn endpoint(&self, settings: &Settings) -> Result<Endpoint> {
+        let routed = self.routed_endpoint(settings)?;
+        match netpath(settings)? {
+            NetPath::Host => Ok(routed),
+            NetPath::Bridge => {
+                let mut t = routed.target;
+                match &t.host {
+                    crate::target::Host::Tcp(h) if h == "127.0.0.1" || h == "localhost" => {}
+                    _ => bail!(
+                        "netpath = bridge needs a TCP target on this machine (127.0.0.1 or localhost), not {}; \
+                         the client in its namespace reaches the host through the bridge",
+                        t.name()
+                    ),
+                }
+                let mut slot = self.bridge.borrow_mut();
+                if slot.is_none() {
+                    *slot = Some(crate::netns::Bridge::create()?);
+                }
+                let b = slot.as_mut().unwrap();
+                b.expose(t.port)?;
+                t.host = crate::target::Host::Tcp(b.gateway.to_string());
+                t.hostaddr = None;
+                Ok(Endpoint::new(t)?)
+            }
+        }
+    }
+
+    /// The endpoint through a cell's relays, reached from the host's network.
+    pub fn routed_endpoint(&self, settings: &Settings) -> Result<Endpoint> {
         let direct = self.direct_endpoint(settings)?;
         let spec = route_spec(settings)?;
         if spec.is_direct() {
             return Ok(direct);
         }
-        let key = (direct.target.conninfo(), spec);
-        let existing = self.routes.borrow().get(&key).cloned();
-        let route = match existing {
-            Some(r) => r,
-            None => {
-                let r = std::rc::Rc::new(route::build(&direct.target, spec)?);
-                self.routes.borrow_mut().insert(key, r.clone());
-                r
-            }
+        let routed = {
+            let key = (direct.target.conninfo(), spec);
+            let existing = self.routes.borrow().get(&key).cloned();
+            let route = match existing {
+                Some(r) => r,
+                None => {
+                    let r = std::rc::Rc::new(route::build(&direct.target, spec)?);
+                    self.routes.borrow_mut().insert(key, r.clone());
+                    r
+                }
+            };
+            route.target.clone()
         };
-        Ok(Endpoint::new(route.target.clone())?)
+        Ok(Endpoint::new(routed)?)
+    }
+
+    /// The network namespace a cell's client runs in: `None` for the host's.
+    pub fn client_namespace(&self, settings: &Settings) -> Result<Option<std::sync::Arc<std::fs::File>>> {
+        match netpath(settings)? {
+            NetPath::Host => Ok(None),
+            NetPath::Bridge => {
+                let b = self.bridge.borrow();
+                let b = b
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("netpath bridge: the namespace was not created"))?;
+                Ok(Some(std::sync::Arc::new(b.namespace_file()?)))
+            }
+        }
     }
 
     /// The endpoint of a cell's target without its route.
@@ -181,7 +243,7 @@ pub async fn run(
         let key = (direct.target.conninfo(), spec);
         if !verified.contains_key(&key) {
             let n = (2000.0f64 / (spec.distance.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
-            let v = route::verify(&direct, &endpoints[i], spec.distance, n)
+            let v = route::verify(&direct, &ctx.routed_endpoint(&c.settings)?, spec.distance, n)
                 .await
                 .with_context(|| {
                     format!(
@@ -200,7 +262,10 @@ pub async fn run(
         }
         cell_rtt[i] = verified.get(&key).copied();
     }
-    let probe = connect::connect_once(&endpoints[suite.baseline], None).await;
+    // The environment probe runs from the host, on the baseline's target without its
+    // route or namespace (a bridge address answers only from inside the namespace).
+    let probe_endpoint = ctx.direct_endpoint(&suite.cells[suite.baseline].settings)?;
+    let probe = connect::connect_once(&probe_endpoint, None).await;
     let (server_version, tls) = match &probe {
         Ok((tl, v)) => (
             v.clone(),
@@ -451,7 +516,9 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
             match known {
                 Some(scale) => scale,
                 None => {
-                    let scale = crate::init::scale_of(endpoint, &ctx.schema).await? as i64;
+                    // Looked up from the host, on the target without route or namespace.
+                    let direct = ctx.direct_endpoint(s)?;
+                    let scale = crate::init::scale_of(&direct, &ctx.schema).await? as i64;
                     ctx.scales.borrow_mut().insert(key, scale);
                     scale
                 }
@@ -494,6 +561,7 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
         interval: Duration::from_secs(1),
         progress: None,
         scale,
+        netns: ctx.client_namespace(s)?,
     };
     let run = engine::run(plan, ctx.stop.clone(), |_| {}).await?;
     let summary = crate::stats::load::summarize_load(&run, clients, 1.0);
@@ -538,13 +606,44 @@ async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result
         endpoint: endpoint.clone(),
         description: None,
     };
-    let run = connect::measure(
-        std::slice::from_ref(&subject),
-        &settings,
-        ctx.stop.clone(),
-        |_, _| {},
-    )
-    .await;
+    let run = match ctx.client_namespace(s)? {
+        None => {
+            connect::measure(
+                std::slice::from_ref(&subject),
+                &settings,
+                ctx.stop.clone(),
+                |_, _| {},
+            )
+            .await
+        }
+        // The client in its namespace: a thread of its own enters it and runs the same
+        // measurement on a runtime of its own; this task waits without blocking.
+        Some(ns) => {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let stop = ctx.stop.clone();
+            let cfg = settings.clone();
+            std::thread::Builder::new()
+                .name("connbench-netns".into())
+                .spawn(move || {
+                    let result = (|| -> Result<connect::ConnectRun> {
+                        crate::netns::enter(&ns).context("cannot enter the client's network namespace")?;
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()?;
+                        Ok(rt.block_on(connect::measure(
+                            std::slice::from_ref(&subject),
+                            &cfg,
+                            stop,
+                            |_, _| {},
+                        )))
+                    })();
+                    let _ = tx.send(result);
+                })
+                .context("cannot start the namespace thread")?;
+            rx.await
+                .map_err(|_| anyhow!("the namespace thread ended without a result"))??
+        }
+    };
     let summary = crate::stats::summarize_connect(&run);
     let t = &summary[0];
     let Some(total) = &t.total else {

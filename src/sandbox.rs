@@ -219,9 +219,11 @@ impl Sandbox {
              local all {TRUST_ROLE} trust\n\
              host  all {TRUST_ROLE} 127.0.0.1/32 trust\n\
              host  all {TRUST_ROLE} ::1/128 trust\n\
+             host  all {TRUST_ROLE} {BRIDGE_NET} trust\n\
              local all all scram-sha-256\n\
              host  all all 127.0.0.1/32 scram-sha-256\n\
-             host  all all ::1/128 scram-sha-256\n"
+             host  all all ::1/128 scram-sha-256\n\
+             host  all all {BRIDGE_NET} scram-sha-256\n"
         );
         write_owned(&data.join("pg_hba.conf"), &hba, 0o600, run_as)?;
         Ok(())
@@ -328,8 +330,10 @@ impl Sandbox {
         let hba = format!(
             "local all {TRUST_ROLE} trust\n\
              host  all {TRUST_ROLE} 127.0.0.1/32 trust\n\
+             host  all {TRUST_ROLE} {BRIDGE_NET} trust\n\
              local all all scram-sha-256\n\
-             host  all all 127.0.0.1/32 scram-sha-256\n"
+             host  all all 127.0.0.1/32 scram-sha-256\n\
+             host  all all {BRIDGE_NET} scram-sha-256\n"
         );
         write_owned(&dir.join("pgbouncer_hba.conf"), &hba, 0o600, run_as)?;
         for attempt in 1..=START_ATTEMPTS {
@@ -774,6 +778,10 @@ fn run_as_user() -> Result<RunAs> {
         ids: Some((uid, gid)),
     })
 }
+
+/// Clients in connbench's bridge namespaces (`netpath = "bridge"`) reach the servers from
+/// this subnet, which only connbench's own bridges use (see `netns`).
+const BRIDGE_NET: &str = crate::netns::SUBNET;
 
 /// A short directory: `/tmp/cb-XXXXXX` keeps socket paths far below the 107-byte cap.
 pub(crate) fn make_temp_dir() -> io::Result<PathBuf> {

@@ -58,6 +58,7 @@ pub const SETTINGS: &[&str] = &[
     "target",
     "path",
     "distance",
+    "netpath",
     "sslmode",
     "connection",
     "pool_size",
@@ -130,6 +131,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("scaling", include_str!("../suites/scaling.toml")),
     ("pooling", include_str!("../suites/pooling.toml")),
     ("distance", include_str!("../suites/distance.toml")),
+    ("netpath", include_str!("../suites/netpath.toml")),
 ];
 
 /// A built-in suite's text by name, or a suite file's text by path.

@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod connect;
 mod load;
+mod netpath;
 mod relay;
 mod report;
 mod suites;

@@ -234,7 +234,14 @@ fn dry_run_and_bad_suites() {
     );
     assert!(plan.contains("0:0 1:0 2:0 3:0"), "a pre-warm pass first: {plan}");
     let o = connbench(&["suites"]);
-    for name in ["connect", "transport", "scaling", "pooling", "distance"] {
+    for name in [
+        "connect",
+        "transport",
+        "scaling",
+        "pooling",
+        "distance",
+        "netpath",
+    ] {
         assert!(stdout(&o).contains(name), "{}", stdout(&o));
     }
     let o = connbench(&["run", "no-such-suite"]);
