@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded sandbox: install what is missing, build, start a
 # throwaway PostgreSQL + PgBouncer, run every built-in experiment suite in the quick
-# profile (about 3 minutes on 2 cores), print each question's answer with its confidence
+# profile (about 4 minutes on 2 cores), print each question's answer with its confidence
 # interval and verdict, store the runs, and remove the sandbox. Extra arguments go to
 # `connbench lab` (e.g. --full, --store FILE).
 set -euo pipefail

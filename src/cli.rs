@@ -89,7 +89,7 @@ pub enum Command {
     },
     /// The main job: start a sandbox, run every built-in suite, answer each question.
     ///
-    /// --quick fits in about 3 minutes on 2 cores (short runs, few repetitions: the
+    /// --quick fits in about 4 minutes on 2 cores (short runs, few repetitions: the
     /// answers carry wide intervals); --full runs each suite's own lengths.
     Lab(LabArgs),
     /// Start, inspect or stop a throwaway PostgreSQL + PgBouncer to measure against.
@@ -129,6 +129,11 @@ pub struct RelayArgs {
     /// A cap per direction: 100Mbit, 1Gbit (bits per second) or 10MB (bytes per second).
     #[arg(long, value_name = "RATE", value_parser = crate::relay::parse_bandwidth)]
     pub bandwidth: Option<f64>,
+    /// The upstream is a PostgreSQL server: open TLS to it (SSLRequest, then the
+    /// handshake; the certificate is not verified, as sslmode=require) and carry the
+    /// app's plaintext inside, as a cloud SQL proxy does. Needs a host:port upstream.
+    #[arg(long)]
+    pub upstream_tls: bool,
 }
 
 #[derive(Debug, Args)]
@@ -202,7 +207,7 @@ pub enum RunsCommand {
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// Short runs, few repetitions: about 3 minutes on 2 cores.
+    /// Short runs, few repetitions: about 4 minutes on 2 cores.
     #[arg(long, conflicts_with = "full")]
     pub quick: bool,
     /// Each suite's own lengths (tens of minutes).

@@ -502,7 +502,22 @@ async fn run_relay(args: cli::RelayArgs) -> Result<Exit> {
         jitter: args.jitter,
         bandwidth: args.bandwidth,
     };
-    let r = relay::Relay::start(&listen, &upstream, shape)?;
+    let tls = match (&upstream, args.upstream_tls) {
+        (_, false) => None,
+        (relay::Addr::Tcp(a), true) => {
+            let (host, port) = a.rsplit_once(':').context("--upstream")?;
+            let t = Target::parse(&format!(
+                "host={} port={port} sslmode=require",
+                host.trim_start_matches('[').trim_end_matches(']')
+            ))
+            .context("--upstream-tls")?;
+            transport::TlsSetup::for_target(&t).map_err(|e| anyhow::anyhow!("--upstream-tls: {e}"))?
+        }
+        (relay::Addr::Unix(_), true) => {
+            bail!("--upstream-tls needs a host:port upstream: PostgreSQL has no TLS on a Unix socket")
+        }
+    };
+    let r = relay::Relay::start_with(&listen, &upstream, shape, tls)?;
     eprintln!(
         "relay: {} -> {}, adding {} each way (round trip +{}){}{}; Ctrl-C stops",
         r.addr(),

@@ -22,6 +22,11 @@
 //! reset on one side resets the other. When the upstream refuses, the client's connection
 //! is reset at once rather than left hanging.
 //!
+//! With upstream TLS (PostgreSQL only), the relay is a sidecar like a cloud SQL auth
+//! proxy: the app speaks plaintext to it (an SSLRequest from the app is answered `N`), and
+//! the relay opens TLS to the server itself (SSLRequest, `S`, then the handshake) and
+//! carries the app's bytes inside.
+//!
 //! The relay runs on a thread of its own with a current-thread runtime, so it never
 //! competes with the measuring threads' runtimes for a scheduler slot.
 
@@ -40,6 +45,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::timer::PreciseTimer;
+use crate::transport::TlsSetup;
 use crate::workload::Rng;
 
 /// Where the relay listens or connects: `host:port` or a Unix socket path.
@@ -161,6 +167,18 @@ impl Relay {
     /// Callable from inside or outside an async runtime: the socket is bound here with
     /// std, and handed to the relay's own runtime on its thread.
     pub fn start(listen: &Addr, upstream: &Addr, shape: Shape) -> Result<Relay> {
+        Relay::start_with(listen, upstream, shape, None)
+    }
+
+    /// As [`Relay::start`], opening TLS to a PostgreSQL upstream when `upstream_tls` is
+    /// given (the app side stays plaintext).
+    pub fn start_with(
+        listen: &Addr,
+        upstream: &Addr,
+        shape: Shape,
+        upstream_tls: Option<TlsSetup>,
+    ) -> Result<Relay> {
+        let upstream_tls = upstream_tls.map(Arc::new);
         let (listener, addr) = bind(listen)?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let stats = Arc::new(RelayStats::default());
@@ -187,7 +205,7 @@ impl Relay {
                         }
                     };
                     let _ = ready_tx.send(Ok(()));
-                    serve(listener, upstream, shape, stop_rx, thread_stats).await
+                    serve(listener, upstream, shape, upstream_tls, stop_rx, thread_stats).await
                 });
             })
             .context("relay: cannot start its thread")?;
@@ -336,6 +354,7 @@ async fn serve(
     listener: Listener,
     upstream: Addr,
     shape: Shape,
+    tls: Option<Arc<TlsSetup>>,
     mut stop: watch::Receiver<bool>,
     stats: Arc<RelayStats>,
 ) {
@@ -360,18 +379,37 @@ async fn serve(
         };
         stats.connections.fetch_add(1, Ordering::Relaxed);
         seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let (upstream, stats, stop) = (upstream.clone(), stats.clone(), stop.clone());
+        let (upstream, stats, stop, tls) = (upstream.clone(), stats.clone(), stop.clone(), tls.clone());
         tokio::task::spawn_local(async move {
             let mut stop = stop;
             tokio::select! {
                 _ = stop.changed() => {}
-                _ = relay_one(client, &upstream, shape, seed, &stats) => {}
+                _ = relay_one(client, &upstream, shape, tls.as_deref(), seed, &stats) => {}
             }
         });
     }
 }
 
-async fn relay_one(mut client: Sock, upstream: &Addr, shape: Shape, seed: u64, stats: &RelayStats) {
+/// PostgreSQL's SSLRequest: length 8, code 80877103.
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+
+async fn relay_one(
+    mut client: Sock,
+    upstream: &Addr,
+    shape: Shape,
+    tls: Option<&TlsSetup>,
+    seed: u64,
+    stats: &RelayStats,
+) {
+    if let Some(tls) = tls {
+        if relay_tls(client, upstream, shape, tls, seed, stats)
+            .await
+            .is_err()
+        {
+            stats.upstream_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        return;
+    }
     // The upstream is opened when the client connects, as a proxy does.
     let mut server = match connect(upstream).await {
         Ok(s) => s,
@@ -387,25 +425,32 @@ async fn relay_one(mut client: Sock, upstream: &Addr, shape: Shape, seed: u64, s
     let (sr, sw) = server.split();
     let up = pipe(cr, sw, shape, seed, &stats.bytes_up);
     let down = pipe(sr, cw, shape, seed ^ 0x5555, &stats.bytes_down);
+    if both_ways(up, down).await {
+        reset_on_close(client_fd);
+        reset_on_close(server_fd);
+    }
+}
+
+/// Runs both directions. Each ends on its own (half-close); an error in either (a reset,
+/// or a failed write) ends both. Returns whether one failed: both sockets should then
+/// close with a reset.
+async fn both_ways(
+    up: impl std::future::Future<Output = io::Result<()>>,
+    down: impl std::future::Future<Output = io::Result<()>>,
+) -> bool {
     tokio::pin!(up, down);
     let (mut up_done, mut down_done) = (false, false);
-    // Each direction ends on its own (half-close); an error in either (a reset, or a
-    // failed write) ends both, and both sockets then close with a reset.
-    let failed = loop {
+    loop {
         let r = tokio::select! {
             r = &mut up, if !up_done => { up_done = true; r }
             r = &mut down, if !down_done => { down_done = true; r }
         };
         if r.is_err() {
-            break true;
+            return true;
         }
         if up_done && down_done {
-            break false;
+            return false;
         }
-    };
-    if failed {
-        reset_on_close(client_fd);
-        reset_on_close(server_fd);
     }
 }
 
@@ -451,6 +496,121 @@ impl Departures {
         }
         Ok(())
     }
+}
+
+/// The sidecar with TLS to the server: plaintext from the app, TLS upstream.
+async fn relay_tls(
+    mut client: Sock,
+    upstream: &Addr,
+    shape: Shape,
+    tls: &TlsSetup,
+    seed: u64,
+    stats: &RelayStats,
+) -> io::Result<()> {
+    let client_fd = client.fd();
+    let fail = |e: io::Error| {
+        reset_on_close(client_fd);
+        e
+    };
+    // The app's first message: an SSLRequest (sslmode=prefer) gets `N`, the plaintext
+    // StartupMessage (at least 8 bytes too) is kept for the server.
+    let mut first = [0u8; 8];
+    {
+        let (mut r, mut w) = client.split();
+        r.read_exact(&mut first).await?;
+        if first == SSL_REQUEST {
+            w.write_all(b"N").await?;
+        }
+    }
+    let pending = (first != SSL_REQUEST).then_some(first);
+    let Addr::Tcp(a) = upstream else {
+        return Err(fail(io::Error::other("upstream TLS needs a TCP upstream")));
+    };
+    let mut tcp = TcpStream::connect(a).await.map_err(fail)?;
+    let _ = tcp.set_nodelay(true);
+    let server_fd = tcp.as_raw_fd();
+    tcp.write_all(&SSL_REQUEST).await.map_err(fail)?;
+    let mut answer = [0u8; 1];
+    tcp.read_exact(&mut answer).await.map_err(fail)?;
+    if answer[0] != b'S' {
+        return Err(fail(io::Error::other("the server refused TLS")));
+    }
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    let mut stream = connector
+        .connect(tls.server_name.clone(), tcp)
+        .await
+        .map_err(fail)?;
+    // The startup message (read whole: its first 8 bytes may already be in `pending`).
+    let startup = {
+        let (mut r, _) = client.split();
+        let head = match pending {
+            Some(p) => p,
+            None => {
+                let mut h = [0u8; 8];
+                r.read_exact(&mut h).await?;
+                h
+            }
+        };
+        let len = u32::from_be_bytes(head[..4].try_into().unwrap()) as usize;
+        if !(8..=10_000).contains(&len) {
+            return Err(fail(io::Error::other("not a PostgreSQL startup message")));
+        }
+        let mut msg = head.to_vec();
+        msg.resize(len, 0);
+        r.read_exact(&mut msg[8..]).await?;
+        msg
+    };
+    stream.write_all(&startup).await.map_err(fail)?;
+    stats.bytes_up.fetch_add(startup.len() as u64, Ordering::Relaxed);
+    // The server's first answer. Over TLS it offers SCRAM-SHA-256-PLUS (channel binding
+    // to the TLS session), which a plaintext client must refuse (libpq does: it would be
+    // a downgrade); the binding would be to the sidecar's TLS anyway, not the app's. So
+    // the sidecar withdraws the -PLUS mechanism, as a TLS-terminating proxy must.
+    let mut head = [0u8; 5];
+    stream.read_exact(&mut head).await.map_err(fail)?;
+    let len = u32::from_be_bytes(head[1..5].try_into().unwrap()) as usize;
+    if !(4..=1 << 20).contains(&len) {
+        return Err(fail(io::Error::other("unexpected first message from the server")));
+    }
+    let mut body = vec![0u8; len - 4];
+    stream.read_exact(&mut body).await.map_err(fail)?;
+    let first = strip_channel_binding(head[0], &body).unwrap_or_else(|| [&head[..], &body[..]].concat());
+    {
+        let (_, mut w) = client.split();
+        w.write_all(&first).await?;
+    }
+    stats.bytes_down.fetch_add(first.len() as u64, Ordering::Relaxed);
+    let (cr, cw) = client.split();
+    let (sr, sw) = tokio::io::split(&mut stream);
+    let up = pipe(cr, Box::new(sw), shape, seed, &stats.bytes_up);
+    let down = pipe(Box::new(sr), cw, shape, seed ^ 0x5555, &stats.bytes_down);
+    if both_ways(up, down).await {
+        reset_on_close(client_fd);
+        reset_on_close(server_fd);
+    }
+    Ok(())
+}
+
+/// AuthenticationSASL (`R`, code 10) without SCRAM-SHA-256-PLUS, re-framed; `None` for
+/// any other message (forwarded unchanged).
+fn strip_channel_binding(kind: u8, body: &[u8]) -> Option<Vec<u8>> {
+    if kind != b'R' || body.len() < 4 || body[..4] != 10u32.to_be_bytes() {
+        return None;
+    }
+    let mechanisms: Vec<&[u8]> = body[4..]
+        .split(|&b| b == 0)
+        .filter(|m| !m.is_empty() && *m != b"SCRAM-SHA-256-PLUS")
+        .collect();
+    let mut out_body = 10u32.to_be_bytes().to_vec();
+    for m in mechanisms {
+        out_body.extend_from_slice(m);
+        out_body.push(0);
+    }
+    out_body.push(0);
+    let mut out = vec![b'R'];
+    out.extend_from_slice(&((out_body.len() + 4) as u32).to_be_bytes());
+    out.extend_from_slice(&out_body);
+    Some(out)
 }
 
 /// What the reader hands the writer.
@@ -556,6 +716,23 @@ async fn pipe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sidecar_withdraws_channel_binding_only() {
+        let mut body = 10u32.to_be_bytes().to_vec();
+        body.extend_from_slice(b"SCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0");
+        let out = strip_channel_binding(b'R', &body).unwrap();
+        let mut want = vec![b'R'];
+        want.extend_from_slice(&(4u32 + 4 + 14 + 1).to_be_bytes());
+        want.extend_from_slice(&10u32.to_be_bytes());
+        want.extend_from_slice(b"SCRAM-SHA-256\0\0");
+        assert_eq!(out, want);
+        assert!(
+            strip_channel_binding(b'R', &0u32.to_be_bytes()).is_none(),
+            "AuthenticationOk"
+        );
+        assert!(strip_channel_binding(b'E', b"xyz").is_none());
+    }
 
     #[test]
     fn addresses_and_bandwidths_parse_or_say_why_not() {

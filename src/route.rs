@@ -11,8 +11,9 @@
 //! ```
 //!
 //! A route rewrites the target's host and port to the outermost relay; everything else
-//! (user, database, password, TLS mode) is kept, and TLS, when used, runs end to end
-//! through the relays. Before a distance is measured, [`verify`] measures the round trip
+//! (user, database, password) is kept. With a TLS target, a sidecar opens TLS to the
+//! server itself and the app speaks plaintext to it (the cloud SQL proxy arrangement);
+//! without a sidecar, TLS runs end to end through the distance relay. Before a distance is measured, [`verify`] measures the round trip
 //! the route actually adds (empty queries on one connection through it and one direct,
 //! p50 against p50), so results carry requested and achieved RTT side by side.
 //!
@@ -104,11 +105,18 @@ fn upstream_of(t: &Target) -> Addr {
 
 /// Starts the relays of `spec` in front of `target`.
 pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
-    if spec.path == PathKind::SidecarUnix && crate::proto::postgres::uses_tls(target) {
+    let sidecar = spec.path != PathKind::Direct;
+    // A sidecar in front of a TLS target speaks TLS to the server itself and plaintext to
+    // the app, as a cloud SQL proxy does.
+    let upstream_tls = if sidecar && crate::proto::postgres::uses_tls(target) {
+        crate::transport::TlsSetup::for_target(target)
+            .map_err(|e| anyhow!("route: the sidecar's TLS to the server: {e}"))?
+    } else {
+        None
+    };
+    if upstream_tls.is_some() && matches!(target.host, Host::Unix(_)) {
         bail!(
-            "path = sidecar-unix with target {} (TLS): the app side of the sidecar is a Unix socket, \
-             which carries no TLS, and the relay does not originate TLS to the server yet; \
-             use a plaintext TCP target (tcp, tcp_trust) or path = sidecar-tcp",
+            "route: a sidecar with TLS needs a TCP target, not {}",
             target.name()
         );
     }
@@ -142,13 +150,22 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
             } else {
                 Addr::Tcp("127.0.0.1:0".into())
             };
-            let r = Relay::start(&listen, &upstream, Shape::rtt(Duration::ZERO))
-                .context("route: cannot start the sidecar relay")?;
+            let r = Relay::start_with(
+                &listen,
+                &upstream,
+                Shape::rtt(Duration::ZERO),
+                upstream_tls.clone(),
+            )
+            .context("route: cannot start the sidecar relay")?;
             relays.push(r);
         }
     }
     relays.reverse();
     let mut t = target.clone();
+    if upstream_tls.is_some() {
+        // The app's side of the sidecar is plaintext; TLS runs from the sidecar on.
+        t.sslmode = crate::target::SslMode::Disable;
+    }
     if let Some(outer) = relays.first() {
         match outer.addr() {
             Addr::Unix(p) => {

@@ -395,3 +395,74 @@ path = ["direct", "sidecar-tcp"]
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_sidecar_with_upstream_tls_carries_plaintext_inside_tls() {
+    // The relay as a cloud SQL proxy: psql speaks plaintext to it, the server sees TLS.
+    let tls = sandbox().target("tls").unwrap();
+    let port = tls
+        .conninfo
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("port="))
+        .unwrap()
+        .to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &format!("127.0.0.1:{port}"),
+            "--upstream-tls",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let at = line
+        .strip_prefix("relay: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .to_string();
+    let relay_port = at.rsplit_once(':').unwrap().1;
+    // The same user, database and passfile, through the relay, TLS off on the app side.
+    let base: Vec<String> = tls
+        .conninfo
+        .split_whitespace()
+        .filter(|kv| !kv.starts_with("sslmode=") && !kv.starts_with("sslrootcert="))
+        .map(|kv| kv.replace(&format!("port={port}"), &format!("port={relay_port}")))
+        .collect();
+    let through = format!("{} sslmode=disable", base.join(" "));
+    for sslmode in ["disable", "prefer"] {
+        let ci = through.replace("sslmode=disable", &format!("sslmode={sslmode}"));
+        let o = std::process::Command::new("psql")
+            .args([
+                &ci,
+                "-XAtc",
+                "select ssl from pg_stat_ssl where pid = pg_backend_pid()",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{sslmode}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            "t",
+            "{sslmode}: the server's side of the sidecar is TLS"
+        );
+    }
+    // connbench through the same sidecar: plaintext on its side.
+    let o = connbench(&["connect", &through, "-n", "5", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["targets"][0]["tls"].is_null());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait().unwrap();
+}
