@@ -123,21 +123,11 @@ fn section(o: &mut String, r: &RunReport) {
     );
     let _ = writeln!(
         o,
-        r#"<p class="meta">Run {} · started {} · {} · {} repetition{} per cell, {}{}</p>"#,
+        r#"<p class="meta">Run {} · started {} · {} · {}</p>"#,
         res.run_id,
         esc(&r.started_at),
         esc(&r.status),
-        s.repetitions,
-        if s.repetitions == 1 { "" } else { "s" },
-        match s.order {
-            crate::suite::Order::Interleaved => "interleaved",
-            crate::suite::Order::Sequential => "sequential",
-        },
-        if s.prewarm {
-            ", pre-warm pass discarded"
-        } else {
-            ""
-        }
+        super::suite::design(s)
     );
     o.push_str(r#"<div class="answer">"#);
     for a in super::suite::answer(res) {
@@ -230,11 +220,7 @@ fn table(o: &mut String, r: &SuiteResult) {
 
 /// The round-trip model beside the measurement, for cells with a distance.
 fn predictions(o: &mut String, r: &SuiteResult) {
-    let rows: Vec<_> = r
-        .cells
-        .iter()
-        .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
-        .collect();
+    let rows = super::suite::predicted(r);
     if rows.is_empty() {
         return;
     }
@@ -242,20 +228,12 @@ fn predictions(o: &mut String, r: &SuiteResult) {
         "<h3>Round-trip model against the measurement</h3>\n<p class=\"caption\">Predicted: the same configuration measured without distance, plus the requested RTT times the round trips per transaction counted on its socket. Achieved RTT: measured through the relays before the run.</p>\n<table><thead><tr><th>configuration</th><th>RTT requested / achieved, ms</th><th>predicted mean, ms</th><th>measured mean, ms</th><th>measured / predicted</th></tr></thead><tbody>",
     );
     for (c, p) in rows {
-        let _ = write!(
-            o,
-            r#"<tr><td>{}</td><td class="num">{} / {}</td><td class="num">{:.2} ({:.2} + {:.1} × RTT)</td><td class="num">{:.2}</td><td class="num">{:.2}</td></tr>"#,
-            esc(&c.name),
-            chart::fmt_num(p.rtt_requested_ms),
-            p.rtt_achieved_ms
-                .map(|a| format!("{a:.2}"))
-                .unwrap_or_else(|| "-".into()),
-            p.predicted_ms,
-            p.local_ms,
-            p.round_trips_per_transaction,
-            p.measured_ms,
-            p.ratio
-        );
+        let cols = super::suite::prediction_columns(p);
+        let _ = write!(o, "<tr><td>{}</td>", esc(&c.name));
+        for col in cols {
+            let _ = write!(o, r#"<td class="num">{}</td>"#, esc(&col));
+        }
+        o.push_str("</tr>");
     }
     o.push_str("</tbody></table>\n");
 }

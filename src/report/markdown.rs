@@ -144,44 +144,27 @@ pub fn markdown(results: &[SuiteResult]) -> String {
             let name = row.name.replace('|', "\\|");
             let _ = writeln!(o, "| {name} | {} | {} | {} |", row.main, row.tail, row.vs);
         }
-        let predicted: Vec<_> = r
-            .cells
-            .iter()
-            .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
-            .collect();
+        let predicted = super::suite::predicted(r);
         if !predicted.is_empty() {
             let _ = writeln!(
                 o,
                 "\n| configuration | RTT requested / achieved, ms | predicted, ms | measured, ms | measured / predicted |\n|---|---:|---:|---:|---:|"
             );
             for (c, p) in predicted {
+                let [rtt, pred, meas, ratio] = super::suite::prediction_columns(p);
                 let _ = writeln!(
                     o,
-                    "| {} | {} / {} | {:.2} ({:.2} + {:.1} × RTT) | {:.2} | {:.2} |",
-                    c.name.replace('|', "\\|"),
-                    super::chart::fmt_num(p.rtt_requested_ms),
-                    p.rtt_achieved_ms
-                        .map(|a| format!("{a:.2}"))
-                        .unwrap_or_else(|| "-".into()),
-                    p.predicted_ms,
-                    p.local_ms,
-                    p.round_trips_per_transaction,
-                    p.measured_ms,
-                    p.ratio
+                    "| {} | {rtt} | {pred} | {meas} | {ratio} |",
+                    c.name.replace('|', "\\|")
                 );
             }
         }
         let e = &r.environment;
         let _ = writeln!(
             o,
-            "\n_Run {} · {} repetitions per cell, {}{} · ratios are mean / baseline mean · connbench {} · PostgreSQL {} · {} CPUs · {}_",
+            "\n_Run {} · {} · ratios are mean / baseline mean · connbench {} · PostgreSQL {} · {} CPUs · {}_",
             r.run_id,
-            s.repetitions,
-            match s.order {
-                crate::suite::Order::Interleaved => "interleaved",
-                crate::suite::Order::Sequential => "sequential",
-            },
-            if s.prewarm { ", pre-warm discarded" } else { "" },
+            super::suite::design(s),
             e.connbench_version,
             e.server_version.as_deref().unwrap_or("unknown"),
             e.cpus,

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::style::{paint, visible_len, wrap, Paint};
 use crate::runner::SuiteResult;
 use crate::stats::compare::Verdict;
+use crate::stats::model::DistancePrediction;
 
 fn fmt_value(figure: &str, v: f64) -> String {
     if figure == "tps" || v >= 100.0 {
@@ -38,6 +39,53 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
     } else {
         lines
     }
+}
+
+/// How a suite repeats its cells: "3 repetitions per cell, interleaved, pre-warm pass
+/// discarded".
+pub fn design(s: &crate::suite::Suite) -> String {
+    format!(
+        "{} repetition{} per cell, {}{}",
+        s.repetitions,
+        if s.repetitions == 1 { "" } else { "s" },
+        match s.order {
+            crate::suite::Order::Interleaved => "interleaved",
+            crate::suite::Order::Sequential => "sequential",
+        },
+        if s.prewarm {
+            ", pre-warm pass discarded"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The cells with a round-trip model prediction (load cells with a distance).
+pub fn predicted(r: &SuiteResult) -> Vec<(&crate::runner::CellResult, &DistancePrediction)> {
+    r.cells
+        .iter()
+        .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
+        .collect()
+}
+
+/// A prediction as table cells: RTT requested / achieved, predicted (with its terms),
+/// measured, measured / predicted.
+pub fn prediction_columns(p: &DistancePrediction) -> [String; 4] {
+    [
+        format!(
+            "{} / {}",
+            super::chart::fmt_num(p.rtt_requested_ms),
+            p.rtt_achieved_ms
+                .map(|a| format!("{a:.2}"))
+                .unwrap_or_else(|| "-".into())
+        ),
+        format!(
+            "{:.2} ({:.2} + {:.1} × RTT)",
+            p.predicted_ms, p.local_ms, p.round_trips_per_transaction
+        ),
+        format!("{:.2}", p.measured_ms),
+        format!("{:.2}", p.ratio),
+    ]
 }
 
 /// The width the terminal summaries are laid out for.
@@ -73,21 +121,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         COLUMNS,
     ));
     o.push_str(&wrap(
-        &format!(
-            "run {} · {} repetition{} per cell, {}{} · stored in {store_path}",
-            r.run_id,
-            s.repetitions,
-            if s.repetitions == 1 { "" } else { "s" },
-            match s.order {
-                crate::suite::Order::Interleaved => "interleaved",
-                crate::suite::Order::Sequential => "sequential",
-            },
-            if s.prewarm {
-                ", pre-warm pass discarded"
-            } else {
-                ""
-            },
-        ),
+        &format!("run {} · {} · stored in {store_path}", r.run_id, design(s)),
         "  ",
         "    ",
         COLUMNS,
@@ -186,11 +220,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             _ => o.push_str(&wrap(vs, "      vs baseline: ", "        ", COLUMNS)),
         }
     }
-    let predicted: Vec<_> = r
-        .cells
-        .iter()
-        .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
-        .collect();
+    let predicted = predicted(r);
     if !predicted.is_empty() {
         o.push_str("\n  round-trip model: local mean + RTT × round trips per transaction\n");
         for (c, p) in predicted {

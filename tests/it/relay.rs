@@ -281,6 +281,27 @@ fn connect_predicts_its_time_at_a_distance() {
     );
 }
 
+/// Starts `connbench relay --listen 127.0.0.1:0 ARGS...`; returns the child, the address it
+/// listens on and its first line: "relay: 127.0.0.1:PORT -> UPSTREAM, ...".
+fn spawn_relay(args: &[&str]) -> (std::process::Child, String, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["relay", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let at = line
+        .strip_prefix("relay: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected: {line}"))
+        .to_string();
+    (child, at, line)
+}
+
 #[test]
 fn the_relay_command_forwards_and_reports_on_ctrl_c() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -291,29 +312,7 @@ fn the_relay_command_forwards_and_reports_on_ctrl_c() {
         s.read_exact(&mut b).unwrap();
         s.write_all(&b).unwrap();
     });
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args([
-            "relay",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &server,
-            "--rtt",
-            "2ms",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    // "relay: 127.0.0.1:PORT -> UPSTREAM, adding 1.00 ms each way (round trip +2.00 ms); ..."
-    let at = line
-        .strip_prefix("relay: ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected: {line}"))
-        .to_string();
+    let (child, at, line) = spawn_relay(&["--upstream", &server, "--rtt", "2ms"]);
     assert!(line.contains("round trip +2.00 ms"), "{line}");
     let mut s = TcpStream::connect(&at).unwrap();
     s.write_all(b"hello").unwrap();
@@ -406,27 +405,8 @@ fn a_sidecar_with_upstream_tls_carries_plaintext_inside_tls() {
         .find_map(|kv| kv.strip_prefix("port="))
         .unwrap()
         .to_string();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args([
-            "relay",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &format!("127.0.0.1:{port}"),
-            "--upstream-tls",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    let at = line
-        .strip_prefix("relay: ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap()
-        .to_string();
+    let upstream = format!("127.0.0.1:{port}");
+    let (mut child, at, _) = spawn_relay(&["--upstream", &upstream, "--upstream-tls"]);
     let relay_port = at.rsplit_once(':').unwrap().1;
     // The same user, database and passfile, through the relay, TLS off on the app side.
     let base: Vec<String> = tls
