@@ -368,6 +368,14 @@ pub struct LoadArgs {
     /// Print JSON (stable keys; schema in docs/schema/load.schema.json).
     #[arg(long)]
     pub json: bool,
+    /// Reach the target through a sidecar relay: direct, sidecar-unix or sidecar-tcp
+    /// (with a TLS target, the sidecar speaks TLS to the server and plaintext to you).
+    #[arg(long, value_name = "PATH", default_value = "direct")]
+    pub path: String,
+    /// Add this round trip between you and the target with connbench's relay (e.g.
+    /// 50ms); the achieved round trip is measured and printed first.
+    #[arg(long, value_name = "RTT", value_parser = parse_duration)]
+    pub distance: Option<Duration>,
 }
 
 const CONNECT_EXAMPLES: &str = "\
@@ -411,6 +419,14 @@ pub struct ConnectArgs {
     /// than back-to-back connects.
     #[arg(long, default_value = "0", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Reach the target through a sidecar relay: direct, sidecar-unix or sidecar-tcp
+    /// (with a TLS target, the sidecar speaks TLS to the server and plaintext to you).
+    #[arg(long, value_name = "PATH", default_value = "direct")]
+    pub path: String,
+    /// Add this round trip between you and the target with connbench's relay (e.g.
+    /// 50ms); the achieved round trip is measured and printed first.
+    #[arg(long, value_name = "RTT", value_parser = parse_duration)]
+    pub distance: Option<Duration>,
     /// Also predict each target's connect time at this round-trip time (repeatable), from
     /// the round trips counted and the local time: through connbench's relay, and on a
     /// network (one more round trip, for TCP's handshake).

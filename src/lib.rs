@@ -130,6 +130,7 @@ async fn run_connect(args: ConnectArgs) -> Result<Exit> {
         subjects
     };
 
+    let (subjects, _routes) = routed(subjects, &args.path, args.distance).await?;
     let stop = stop_on_signals();
     let show_progress = std::io::stderr().is_terminal();
     let mut last_draw = Instant::now();
@@ -182,6 +183,56 @@ async fn run_connect(args: ConnectArgs) -> Result<Exit> {
 }
 
 /// A target from the command line (or the PG* environment when none is given).
+/// Puts each subject behind the relays of `--path` and `--distance`; the routes returned
+/// keep the relays running. A distance is measured first and printed, requested against
+/// achieved.
+async fn routed(
+    subjects: Vec<Subject>,
+    path: &str,
+    distance: Option<std::time::Duration>,
+) -> Result<(Vec<Subject>, Vec<route::Route>)> {
+    let spec = route::RouteSpec {
+        path: route::PathKind::parse(path).context("--path")?,
+        distance: distance.unwrap_or_default(),
+    };
+    if spec.is_direct() {
+        return Ok((subjects, Vec::new()));
+    }
+    let mut out = Vec::new();
+    let mut routes = Vec::new();
+    for s in subjects {
+        let r = route::build(&s.endpoint.target, spec)?;
+        let mut ep = Endpoint::new(r.target.clone())?;
+        ep.target.label = Some(format!("{}+{path}", s.endpoint.target.name()));
+        if !spec.distance.is_zero() {
+            let n = (2000.0f64 / (spec.distance.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
+            let v = route::verify(&s.endpoint, &ep, spec.distance, n).await?;
+            eprintln!(
+                "route: {}: round trip requested +{:.2} ms, achieved +{:.3} ms{}",
+                s.endpoint.target.name(),
+                v.requested_ms,
+                v.achieved_ms,
+                if v.within_tolerance() {
+                    ""
+                } else {
+                    " (outside max(0.2 ms, 3%): the machine may be overloaded)"
+                }
+            );
+            ep.target.label = Some(format!(
+                "{}+{}",
+                s.endpoint.target.name(),
+                report::format_duration(spec.distance)
+            ));
+        }
+        out.push(Subject {
+            endpoint: ep,
+            description: s.description,
+        });
+        routes.push(r);
+    }
+    Ok((out, routes))
+}
+
 fn parse_target(text: Option<&str>) -> Result<Target> {
     let text = text.unwrap_or("");
     Target::parse(text).with_context(|| format!("target {:?}", target::redact(text)))
@@ -316,13 +367,23 @@ async fn run_load(args: LoadArgs) -> Result<Exit> {
     } else {
         parse_target(args.target.as_deref())?
     };
-    let endpoint = Endpoint::new(target)?;
+    let direct = Endpoint::new(target)?;
+    let (mut routed_subjects, _routes) = routed(
+        vec![Subject {
+            endpoint: direct.clone(),
+            description: None,
+        }],
+        &args.path,
+        args.distance,
+    )
+    .await?;
+    let endpoint = routed_subjects.remove(0).endpoint;
     let scale = if args.sandbox {
         args.scale as i64
     } else if needs_tables {
-        init::scale_of(&endpoint, &args.schema).await? as i64
+        init::scale_of(&direct, &args.schema).await? as i64
     } else if args.file.is_some() {
-        init::scale_of(&endpoint, &args.schema)
+        init::scale_of(&direct, &args.schema)
             .await
             .map(|s| s as i64)
             .unwrap_or(args.scale as i64)

@@ -446,3 +446,44 @@ fn a_sidecar_with_upstream_tls_carries_plaintext_inside_tls() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     child.wait().unwrap();
 }
+
+#[test]
+fn connect_and_load_take_a_distance_and_a_sidecar_from_the_command_line() {
+    crate::common::dataset();
+    let o = connbench(&[
+        "connect",
+        &conninfo("tcp_trust"),
+        "--distance",
+        "5ms",
+        "-n",
+        "5",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("round trip requested +5.00 ms, achieved +"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Trust over TCP: startup is the one relayed round trip.
+    let p50 = v["targets"][0]["total"]["p50_us"].as_f64().unwrap();
+    assert!(p50 >= 5_000.0, "a connect through a 5 ms relay took {p50} µs");
+    let o = connbench(&[
+        "load",
+        &conninfo("tcp_trust"),
+        "-S",
+        "-T",
+        "1",
+        "--path",
+        "sidecar-unix",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["summary"]["transactions"].as_u64().unwrap() > 0);
+    assert!(
+        v["settings"]["conninfo"].as_str().unwrap().contains("host=/"),
+        "{v}"
+    );
+}
