@@ -281,9 +281,31 @@ fn connect_predicts_its_time_at_a_distance() {
     );
 }
 
-/// Starts `connbench relay --listen 127.0.0.1:0 ARGS...`; returns the child, the address it
-/// listens on and its first line: "relay: 127.0.0.1:PORT -> UPSTREAM, ...".
-fn spawn_relay(args: &[&str]) -> (std::process::Child, String, String) {
+/// A relay process that is killed if the test fails before stopping it.
+struct RelayProcess(Option<std::process::Child>);
+
+impl RelayProcess {
+    /// Ctrl-C, then its exit status and standard output.
+    fn interrupt(mut self) -> std::process::Output {
+        let child = self.0.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts `connbench relay --listen 127.0.0.1:0 ARGS...`; returns the process, the address
+/// it listens on and its first line: "relay: 127.0.0.1:PORT -> UPSTREAM, ...".
+fn spawn_relay(args: &[&str]) -> (RelayProcess, String, String) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
         .args(["relay", "--listen", "127.0.0.1:0"])
         .args(args)
@@ -299,7 +321,7 @@ fn spawn_relay(args: &[&str]) -> (std::process::Child, String, String) {
         .and_then(|r| r.split(' ').next())
         .unwrap_or_else(|| panic!("unexpected: {line}"))
         .to_string();
-    (child, at, line)
+    (RelayProcess(Some(child)), at, line)
 }
 
 #[test]
@@ -320,9 +342,7 @@ fn the_relay_command_forwards_and_reports_on_ctrl_c() {
     s.read_exact(&mut b).unwrap();
     assert_eq!(&b, b"hello");
     drop(s);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    let out = child.interrupt();
     assert_eq!(out.status.code(), Some(130));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -406,7 +426,7 @@ fn a_sidecar_with_upstream_tls_carries_plaintext_inside_tls() {
         .unwrap()
         .to_string();
     let upstream = format!("127.0.0.1:{port}");
-    let (mut child, at, _) = spawn_relay(&["--upstream", &upstream, "--upstream-tls"]);
+    let (child, at, _) = spawn_relay(&["--upstream", &upstream, "--upstream-tls"]);
     let relay_port = at.rsplit_once(':').unwrap().1;
     // The same user, database and passfile, through the relay, TLS off on the app side.
     let base: Vec<String> = tls
@@ -442,9 +462,7 @@ fn a_sidecar_with_upstream_tls_carries_plaintext_inside_tls() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["targets"][0]["tls"].is_null());
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    child.wait().unwrap();
+    child.interrupt();
 }
 
 #[test]
