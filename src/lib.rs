@@ -205,8 +205,7 @@ async fn routed(
         let mut ep = Endpoint::new(r.target.clone())?;
         ep.target.label = Some(format!("{}+{path}", s.endpoint.target.name()));
         if !spec.distance.is_zero() {
-            let n = (2000.0f64 / (spec.distance.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
-            let v = route::verify(&s.endpoint, &ep, spec.distance, n).await?;
+            let v = route::verify(&s.endpoint, &ep, spec.distance).await?;
             eprintln!(
                 "route: {}: round trip requested +{:.2} ms, achieved +{:.3} ms{}",
                 s.endpoint.target.name(),

@@ -228,9 +228,10 @@ async fn query_p50(ep: &Endpoint, n: usize) -> Result<f64> {
     Ok(times[times.len() / 2])
 }
 
-/// Measures the round trip `route` adds over `direct`: p50 of `n` empty queries on one
-/// connection each way.
-pub async fn verify(direct: &Endpoint, route: &Endpoint, requested: Duration, n: usize) -> Result<Verified> {
+/// Measures the round trip `route` adds over `direct`: p50 of empty queries on one
+/// connection each way, about 2 s worth (10 to 200 of them) at the requested distance.
+pub async fn verify(direct: &Endpoint, route: &Endpoint, requested: Duration) -> Result<Verified> {
+    let n = (2000.0f64 / (requested.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
     let d = query_p50(direct, n).await.context("route check, direct")?;
     let r = query_p50(route, n)
         .await

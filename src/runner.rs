@@ -242,8 +242,7 @@ pub async fn run(
         let direct = ctx.direct_endpoint(&c.settings)?;
         let key = (direct.target.conninfo(), spec);
         if !verified.contains_key(&key) {
-            let n = (2000.0f64 / (spec.distance.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
-            let v = route::verify(&direct, &ctx.routed_endpoint(&c.settings)?, spec.distance, n)
+            let v = route::verify(&direct, &ctx.routed_endpoint(&c.settings)?, spec.distance)
                 .await
                 .with_context(|| {
                     format!(
