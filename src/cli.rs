@@ -1,9 +1,17 @@
-//! Command-line flags, as the user types them. `lib.rs` validates these into richer types
-//! (targets, settings) before anything runs; raw flags go no further.
+//! Command-line flags, as the user types them. Each value goes through the same parser in
+//! `crate::options` that a suite cell's setting goes through, and `LoadArgs::options`
+//! gathers them into the `LoadOptions` a suite cell also becomes; raw flags go no
+//! further than the command handlers in `crate::commands`.
 
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Parser, Subcommand};
+
+use crate::load::engine::End;
+use crate::load::workload::{Builtin, QueryMode};
+use crate::options::{self, Connection, LoadOptions, PoolOptions, Workload};
+use crate::units::parse_duration;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -127,7 +135,7 @@ pub struct RelayArgs {
     #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration)]
     pub jitter: Duration,
     /// A cap per direction: 100Mbit, 1Gbit (bits per second) or 10MB (bytes per second).
-    #[arg(long, value_name = "RATE", value_parser = crate::relay::parse_bandwidth)]
+    #[arg(long, value_name = "RATE", value_parser = crate::net::relay::parse_bandwidth)]
     pub bandwidth: Option<f64>,
     /// The upstream is a PostgreSQL server: open TLS to it (SSLRequest, then the
     /// handshake; the certificate is not verified, as sslmode=require) and carry the
@@ -250,17 +258,6 @@ pub struct InitArgs {
     pub drop: bool,
 }
 
-/// How clients get connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ConnectionArg {
-    /// One connection per client for the whole run (pgbench's default).
-    Persistent,
-    /// A new connection for every transaction, timed phase by phase (pgbench -C).
-    PerTransaction,
-    /// A client-side pool (see --pool-size, --pool-max-lifetime, --pool-idle-timeout).
-    Pool,
-}
-
 #[derive(Debug, Args)]
 pub struct LoadArgs {
     /// The database: conninfo string or URI (default: PG* variables). With --sandbox: a
@@ -272,34 +269,36 @@ pub struct LoadArgs {
     pub sandbox: bool,
 
     /// Concurrent clients (database sessions when connections are persistent).
-    #[arg(short = 'c', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub clients: u64,
+    #[arg(short = 'c', long, default_value = "1", value_parser = options::parse_clients)]
+    pub clients: usize,
 
     /// Worker threads the clients are spread over (pgbench -j).
-    #[arg(short = 'j', long = "jobs", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub threads: u64,
+    #[arg(short = 'j', long = "jobs", default_value = "1", value_parser = options::parse_threads)]
+    pub threads: usize,
 
-    /// Measure for this many seconds.
-    #[arg(short = 'T', long = "time", conflicts_with = "transactions")]
-    pub time: Option<f64>,
+    /// Measure for this long: seconds (30) or a duration (30s, 2m) [default: 10].
+    #[arg(short = 'T', long = "time", value_name = "DURATION", conflicts_with = "transactions", value_parser = options::parse_length)]
+    pub time: Option<Duration>,
 
     /// Measure this many transactions per client instead of a duration.
-    #[arg(short = 't', long)]
+    #[arg(short = 't', long, value_parser = options::parse_transactions)]
     pub transactions: Option<u64>,
 
     /// Run this long before measuring (e.g. 5s); transactions in it are not counted, so
     /// caches and connection pools are warm when the clock starts.
-    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    #[arg(long, default_value = "0", value_parser = options::parse_pause)]
     pub warmup: Duration,
 
     /// Query protocol: simple (one Query message), extended (Parse/Bind/Execute each
     /// time) or prepared (Parse once per connection).
-    #[arg(short = 'M', long = "protocol", value_enum, default_value = "simple")]
-    pub mode: crate::workload::QueryMode,
+    #[arg(short = 'M', long = "protocol", default_value = "simple",
+          value_parser = PossibleValuesParser::new(QueryMode::ALL.map(QueryMode::as_str)).try_map(|s| s.parse::<QueryMode>()))]
+    pub mode: QueryMode,
 
     /// Built-in workload.
-    #[arg(short = 'b', long = "builtin", value_enum, conflicts_with_all = ["file", "simple_update", "select_only"])]
-    pub builtin: Option<crate::workload::Builtin>,
+    #[arg(short = 'b', long = "builtin", conflicts_with_all = ["file", "simple_update", "select_only"],
+          value_parser = PossibleValuesParser::new(Builtin::ALL.map(Builtin::as_str)).map(|s| Builtin::named(&s).expect("a listed name")))]
+    pub builtin: Option<Builtin>,
 
     /// Shorthand for -b simple-update (pgbench -N).
     #[arg(short = 'N', conflicts_with_all = ["file", "select_only"])]
@@ -317,20 +316,20 @@ pub struct LoadArgs {
     /// Target rate for all clients together, in transactions per second (Poisson
     /// arrivals). Latency is measured from each transaction's scheduled start, so
     /// queueing delay is not hidden; the schedule lag is reported.
-    #[arg(short = 'R', long = "rate")]
+    #[arg(short = 'R', long = "rate", value_parser = options::parse_rate)]
     pub rate: Option<f64>,
 
     /// Pause between a client's transactions (e.g. 500ms), as an application thinking.
-    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    #[arg(long, default_value = "0", value_parser = options::parse_pause)]
     pub think: Duration,
 
-    /// Print a progress line (tps, p50, p99) every N seconds.
-    #[arg(short = 'P', long = "progress")]
-    pub progress: Option<f64>,
+    /// Print a progress line (tps, p50, p99) every N seconds (or a duration: 500ms).
+    #[arg(short = 'P', long = "progress", value_name = "SECONDS", value_parser = options::parse_progress)]
+    pub progress: Option<Duration>,
 
     /// Length of the per-interval series (tps, mean, p50, p95, p99 per interval), e.g.
     /// 1s or 1m.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = options::parse_period)]
     pub interval: Duration,
 
     /// Print the per-interval series as a table (it is always in --json).
@@ -338,23 +337,24 @@ pub struct LoadArgs {
     pub series: bool,
 
     /// How clients get connections.
-    #[arg(long = "connection", value_enum)]
-    pub connection: Option<ConnectionArg>,
+    #[arg(long = "connection",
+          value_parser = PossibleValuesParser::new(Connection::NAMES).try_map(|s| s.parse::<Connection>()))]
+    pub connection: Option<Connection>,
 
     /// Shorthand for --connection per-transaction (pgbench -C).
     #[arg(short = 'C', conflicts_with = "connection")]
     pub per_transaction: bool,
 
     /// Pool: connections in all (split evenly over the worker threads).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "1", value_parser = options::parse_pool_size)]
     pub pool_size: usize,
 
     /// Pool: retire a connection this old when it is returned (e.g. 5s, 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = options::parse_period)]
     pub pool_max_lifetime: Option<Duration>,
 
     /// Pool: close a connection idle this long instead of handing it out.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = options::parse_period)]
     pub pool_idle_timeout: Option<Duration>,
 
     /// Scale of the tables --sandbox creates (1 unit = 100,000 accounts).
@@ -374,8 +374,47 @@ pub struct LoadArgs {
     pub path: String,
     /// Add this round trip between you and the target with connbench's relay (e.g.
     /// 50ms); the achieved round trip is measured and printed first.
-    #[arg(long, value_name = "RTT", value_parser = parse_duration)]
+    #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub distance: Option<Duration>,
+}
+
+impl LoadArgs {
+    /// The flags as the options a suite cell also becomes (see `crate::options`).
+    pub fn options(&self) -> LoadOptions {
+        let workload = match (&self.file, self.builtin, self.simple_update, self.select_only) {
+            (Some(path), ..) => Workload::File(path.clone()),
+            (None, Some(b), ..) => Workload::Builtin(b),
+            (None, None, true, _) => Workload::Builtin(Builtin::SimpleUpdate),
+            (None, None, _, true) => Workload::Builtin(Builtin::SelectOnly),
+            _ => Workload::Builtin(Builtin::TpcbLike),
+        };
+        LoadOptions {
+            workload,
+            mode: self.mode,
+            clients: self.clients,
+            threads: self.threads,
+            end: match (self.time, self.transactions) {
+                (_, Some(n)) => End::TransactionsPerClient(n),
+                (Some(t), None) => End::Duration(t),
+                (None, None) => LoadOptions::default().end,
+            },
+            warmup: self.warmup,
+            rate: self.rate,
+            think: self.think,
+            connection: if self.per_transaction {
+                Some(Connection::PerTransaction)
+            } else {
+                self.connection
+            },
+            pool: PoolOptions {
+                size: self.pool_size,
+                max_lifetime: self.pool_max_lifetime,
+                idle_timeout: self.pool_idle_timeout,
+            },
+            interval: self.interval,
+            schema: self.schema.clone(),
+        }
+    }
 }
 
 const CONNECT_EXAMPLES: &str = "\
@@ -402,8 +441,8 @@ pub struct ConnectArgs {
 
     /// Measured connections per target. More samples tighten the tail percentiles (p99
     /// needs a few hundred to mean much).
-    #[arg(short = 'n', long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub samples: u64,
+    #[arg(short = 'n', long, default_value = "200", value_parser = options::parse_samples)]
+    pub samples: usize,
 
     /// Connections per target before measuring. The first connection after a server
     /// starts is slower (caches are cold); warm-ups are reported apart, never counted.
@@ -417,7 +456,7 @@ pub struct ConnectArgs {
 
     /// Pause between connections (e.g. 10ms, 1s), to measure an idle server rather
     /// than back-to-back connects.
-    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    #[arg(long, default_value = "0", value_parser = options::parse_pause)]
     pub interval: Duration,
     /// Reach the target through a sidecar relay: direct, sidecar-unix or sidecar-tcp
     /// (with a TLS target, the sidecar speaks TLS to the server and plaintext to you).
@@ -425,12 +464,12 @@ pub struct ConnectArgs {
     pub path: String,
     /// Add this round trip between you and the target with connbench's relay (e.g.
     /// 50ms); the achieved round trip is measured and printed first.
-    #[arg(long, value_name = "RTT", value_parser = parse_duration)]
+    #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub distance: Option<Duration>,
     /// Also predict each target's connect time at this round-trip time (repeatable), from
     /// the round trips counted and the local time: through connbench's relay, and on a
     /// network (one more round trip, for TCP's handshake).
-    #[arg(long, value_name = "RTT", value_parser = parse_duration)]
+    #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub predict_rtt: Vec<Duration>,
 
     /// Print JSON (stable keys, see docs/json.md) instead of tables.
@@ -457,47 +496,77 @@ pub enum SandboxCommand {
     },
 }
 
-/// Parses `250ms`, `1.5s`, `20us`, `2m` or `0`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{s:?} has no unit; write e.g. 10ms, 1s, 500us"))?;
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration; write e.g. 10ms, 1s, 500us"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        other => return Err(format!("unknown unit {other:?} in {s:?}; use ns, us, ms, s or m")),
-    };
-    Ok(Duration::from_secs_f64(value * scale))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("20us"), Ok(Duration::from_micros(20)));
-        assert!(parse_duration("10").unwrap_err().contains("no unit"));
-        assert!(parse_duration("10 parsecs").unwrap_err().contains("unknown unit"));
-    }
-
-    #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// A suite cell and the equivalent command line become the same options, and so the
+    /// same plan.
+    #[test]
+    fn a_suite_cell_and_its_flags_give_the_same_options() {
+        let cli = Cli::try_parse_from([
+            "connbench",
+            "load",
+            "-S",
+            "-M",
+            "prepared",
+            "-c",
+            "5",
+            "-j",
+            "2",
+            "-T",
+            "3s",
+            "--warmup",
+            "500ms",
+            "-R",
+            "200",
+            "--think",
+            "10ms",
+            "--connection",
+            "pool",
+            "--pool-size",
+            "3",
+            "--pool-max-lifetime",
+            "5s",
+        ])
+        .unwrap();
+        let Command::Load(args) = cli.command else {
+            panic!("not load")
+        };
+        let settings: crate::experiment::suite::Settings = [
+            ("workload", "select-only"),
+            ("mode", "prepared"),
+            ("clients", "5"),
+            ("threads", "2"),
+            ("rate", "200"),
+            ("think", "10ms"),
+            ("connection", "pool"),
+            ("pool_size", "3"),
+            ("pool_max_lifetime", "5s"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let from_suite = LoadOptions::from_settings(
+            &settings,
+            Some(Duration::from_secs(3)),
+            Some(Duration::from_millis(500)),
+            "connbench",
+        )
+        .unwrap();
+        assert_eq!(args.options(), from_suite);
+        assert_eq!(args.options().policy().unwrap(), from_suite.policy().unwrap());
+        // And -T as bare seconds, as pgbench writes it.
+        let cli = Cli::try_parse_from(["connbench", "load", "-T", "3"]).unwrap();
+        let Command::Load(args) = cli.command else {
+            panic!("not load")
+        };
+        assert_eq!(args.options().end, End::Duration(Duration::from_secs(3)));
     }
 }

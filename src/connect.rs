@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::proto::postgres::{self, Endpoint};
+use crate::proto::{self, Endpoint};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
 
 /// Attempts without a single success after which a target is given up.
@@ -34,7 +34,7 @@ pub struct ConnectSettings {
     /// A query to run on each connection as its `query` phase.
     pub query: Option<String>,
     /// Pause between one connect and the next.
-    #[serde(rename = "interval_ms", serialize_with = "crate::report::ser_duration_ms")]
+    #[serde(rename = "interval_ms", serialize_with = "crate::units::ser_duration_ms")]
     pub interval: Duration,
 }
 
@@ -197,8 +197,8 @@ pub async fn connect_once(
     let cursor = PhaseCursor::default();
     let attempt = async {
         match query {
-            Some(sql) => postgres::connect_and_query(ep, sql, &cursor).await,
-            None => postgres::connect(ep, &cursor).await,
+            Some(sql) => proto::connect_and_query(ep, sql, &cursor).await,
+            None => proto::connect(ep, &cursor).await,
         }
     };
     let result = match ep.target.connect_timeout {
@@ -209,7 +209,7 @@ pub async fn connect_once(
         None => attempt.await,
     };
     let (session, timeline) = result?;
-    let version = session.server_version.clone();
+    let version = session.server_version().map(str::to_string);
     session.close().await;
     Ok((timeline, version))
 }

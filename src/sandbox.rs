@@ -140,7 +140,8 @@ impl Sandbox {
     pub async fn start(opts: &SandboxOptions) -> Result<Sandbox> {
         let bins = find_binaries()?;
         let run_as = run_as_user()?;
-        let dir = make_temp_dir().context("cannot start sandbox: cannot create its directory")?;
+        let dir =
+            crate::scratch::make_temp_dir().context("cannot start sandbox: cannot create its directory")?;
         // The servers create their sockets and data directory in it.
         give_to(&dir, &run_as)?;
         let mut sandbox = Sandbox {
@@ -289,7 +290,7 @@ impl Sandbox {
             self.info.dir.display(),
             self.info.postgres_port
         ))?;
-        let ep = postgres::Endpoint::new(t)?;
+        let ep = crate::proto::Endpoint::new(t)?;
         let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await?;
         for sql in [
             format!("CREATE ROLE {TRUST_ROLE} LOGIN"),
@@ -526,7 +527,7 @@ fn retry_or_fail(what: &str, e: anyhow::Error, log: &Path, port_taken: &str, att
 
 /// Connects (and authenticates) until it works, the process dies, or time runs out.
 async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<()> {
-    let ep = postgres::Endpoint::new(t.clone())?;
+    let ep = crate::proto::Endpoint::new(t.clone())?;
     let deadline = Instant::now() + limit;
     loop {
         let cursor = PhaseCursor::default();
@@ -781,31 +782,7 @@ fn run_as_user() -> Result<RunAs> {
 
 /// Clients in connbench's bridge namespaces (`netpath = "bridge"`) reach the servers from
 /// this subnet, which only connbench's own bridges use (see `netns`).
-const BRIDGE_NET: &str = crate::netns::SUBNET;
-
-/// A short directory: `/tmp/cb-XXXXXX` keeps socket paths far below the 107-byte cap.
-pub(crate) fn make_temp_dir() -> io::Result<PathBuf> {
-    // TMPDIR only when it is short and others may enter it: the servers run as another
-    // user when connbench runs as root, and a private TMPDIR (mktemp -d makes 0700)
-    // would lock them out of their own directory.
-    let base = std::env::var_os("TMPDIR")
-        .map(PathBuf::from)
-        .filter(|p| p.as_os_str().len() <= 40)
-        .filter(|p| fs::metadata(p).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o001 != 0))
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    let template = std::ffi::CString::new(format!("{}/cb-XXXXXX", base.display()))?;
-    let mut bytes = template.into_bytes_with_nul();
-    // SAFETY: mkdtemp writes within the NUL-terminated buffer we own.
-    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
-    if p.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    bytes.pop();
-    let dir = PathBuf::from(String::from_utf8(bytes).map_err(io::Error::other)?);
-    // The servers' user must be able to enter it; the data directory inside is theirs only.
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))?;
-    Ok(dir)
-}
+const BRIDGE_NET: &str = crate::net::netns::SUBNET;
 
 fn remove_dir(dir: &Path) -> Result<()> {
     match fs::remove_dir_all(dir) {

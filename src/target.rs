@@ -99,6 +99,30 @@ fn bad(key: &str, value: &str, why: impl Into<String>) -> TargetError {
     }
 }
 
+/// verify-ca and verify-full need the CA certificate that signed the server's, and it must
+/// exist: said at parse time rather than as a TLS failure on every connect.
+fn check_rootcert(mode: SslMode, path: Option<PathBuf>) -> Result<(), TargetError> {
+    if !matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) {
+        return Ok(());
+    }
+    match path {
+        Some(p) if p.exists() => Ok(()),
+        Some(p) => Err(bad(
+            "sslrootcert",
+            &p.display().to_string(),
+            format!(
+                "file not found; sslmode={} needs the CA certificate that signed the server's",
+                mode.as_str()
+            ),
+        )),
+        None => Err(bad(
+            "sslrootcert",
+            "",
+            "sslmode verify-ca/verify-full needs sslrootcert=FILE",
+        )),
+    }
+}
+
 /// How TLS is negotiated, as libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -111,7 +135,8 @@ pub enum SslMode {
 }
 
 impl SslMode {
-    fn parse(value: &str) -> Result<Self, TargetError> {
+    /// Parses libpq's sslmode names.
+    pub fn parse(value: &str) -> Result<Self, TargetError> {
         Ok(match value {
             "disable" => SslMode::Disable,
             "prefer" => SslMode::Prefer,
@@ -248,6 +273,15 @@ const ENV_KEYS: &[(&str, &str)] = &[
 ];
 
 impl Target {
+    /// The same target with another sslmode (a suite cell's `sslmode` setting). Every
+    /// other field, the password included, is kept; verify-ca and verify-full still need
+    /// a CA certificate that exists.
+    pub fn with_sslmode(mut self, mode: SslMode) -> Result<Target, TargetError> {
+        check_rootcert(mode, self.sslrootcert.clone())?;
+        self.sslmode = mode;
+        Ok(self)
+    }
+
     /// Parses one target argument and resolves it against the process environment.
     pub fn parse(text: &str) -> Result<Target, TargetError> {
         Target::parse_with_env(text, &ProcessEnv)
@@ -330,31 +364,12 @@ impl Target {
             None => SslMode::Prefer,
         };
         let sslrootcert = get("sslrootcert").map(PathBuf::from);
-        if matches!(sslmode, SslMode::VerifyCa | SslMode::VerifyFull) {
-            let path = sslrootcert
+        check_rootcert(
+            sslmode,
+            sslrootcert
                 .clone()
-                .or_else(|| home_file(env, ".postgresql/root.crt"));
-            match path {
-                Some(p) if p.exists() => {}
-                Some(p) => {
-                    return Err(bad(
-                        "sslrootcert",
-                        &p.display().to_string(),
-                        format!(
-                            "file not found; sslmode={} needs the CA certificate that signed the server's",
-                            sslmode.as_str()
-                        ),
-                    ))
-                }
-                None => {
-                    return Err(bad(
-                        "sslrootcert",
-                        "",
-                        "sslmode verify-ca/verify-full needs sslrootcert=FILE",
-                    ))
-                }
-            }
-        }
+                .or_else(|| home_file(env, ".postgresql/root.crt")),
+        )?;
         let sslsni = match get("sslsni") {
             None | Some("1") => true,
             Some("0") => false,

@@ -6,6 +6,12 @@
 //! phase that failed. Each database engine implements its session in a submodule
 //! (`postgres` today; MySQL/MariaDB next) and fills the same `Timeline`, so everything
 //! downstream works for every engine unchanged.
+//!
+//! The engine seam: an [`Endpoint`] says which [`Engine`] it speaks; [`connect`] opens a
+//! [`Session`] of that engine, and a `Session` is an enum over the engines' sessions, so
+//! the measurement loops and the workload executor call one API and never branch on the
+//! engine themselves. A second engine adds a variant and a submodule; an enum rather than
+//! a trait object keeps the per-statement call on the hot path a static dispatch.
 
 pub mod postgres;
 
@@ -14,7 +20,8 @@ use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::transport::{Counters, TlsInfo};
+use crate::net::transport::{Counters, TlsInfo, TlsSetup};
+use crate::target::Target;
 
 /// The phases of a connection set-up, in wire order, plus the optional first query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -193,7 +200,7 @@ pub enum ErrorKind {
     /// An ErrorResponse from the server.
     #[error("{message} ({code})")]
     Server { code: String, message: String },
-    #[error("timed out after {} (connect_timeout)", crate::report::format_duration(*.0))]
+    #[error("timed out after {} (connect_timeout)", crate::units::format_duration(*.0))]
     Timeout(Duration),
     #[error("{0}")]
     Tls(String),
@@ -241,6 +248,146 @@ fn describe_io(e: &io::Error) -> String {
                 Some(i) => s[..i].to_string(),
                 None => s,
             }
+        }
+    }
+}
+
+/// The database engines connbench speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Postgres,
+}
+
+/// A target prepared for many connects: validated, with its TLS context built once.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub target: Target,
+    pub tls: Option<TlsSetup>,
+}
+
+impl Endpoint {
+    pub fn new(target: Target) -> Result<Endpoint, ConnectError> {
+        let tls =
+            TlsSetup::for_target(&target).map_err(|e| ConnectError::new(Phase::Tls, ErrorKind::Config(e)))?;
+        Ok(Endpoint { target, tls })
+    }
+
+    /// The wire protocol this endpoint speaks.
+    pub fn engine(&self) -> Engine {
+        Engine::Postgres
+    }
+}
+
+/// A statement to run, in one of the three query modes.
+#[derive(Debug, Clone, Copy)]
+pub enum Statement<'a> {
+    /// SQL with its parameter values already in the text.
+    Simple(&'a str),
+    /// SQL with placeholders, parsed each time.
+    Extended(&'a str),
+    /// The name of a statement prepared on this connection.
+    Prepared(&'a str),
+}
+
+/// What a simple query returned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryOutcome {
+    pub rows: u64,
+    /// The first column of the first row, as text, when there was one.
+    pub first_value: Option<String>,
+}
+
+/// An open, authenticated session of one engine, ready for queries.
+#[derive(Debug)]
+pub enum Session {
+    Postgres(postgres::Session),
+}
+
+/// Opens a session of the endpoint's engine, timing every phase. `cursor` tracks the
+/// phase in progress, so that a caller's timeout can say where it struck.
+pub async fn connect(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(Session, Timeline), ConnectError> {
+    match ep.engine() {
+        Engine::Postgres => {
+            let (s, t) = postgres::connect(ep, cursor).await?;
+            Ok((Session::Postgres(s), t))
+        }
+    }
+}
+
+/// Connects and then runs one query as the `query` phase of the same timeline.
+pub async fn connect_and_query(
+    ep: &Endpoint,
+    sql: &str,
+    cursor: &PhaseCursor,
+) -> Result<(Session, Timeline), ConnectError> {
+    match ep.engine() {
+        Engine::Postgres => {
+            let (s, t) = postgres::connect_and_query(ep, sql, cursor).await?;
+            Ok((Session::Postgres(s), t))
+        }
+    }
+}
+
+impl Session {
+    /// The server's version as it reported it at start-up.
+    pub fn server_version(&self) -> Option<&str> {
+        match self {
+            Session::Postgres(s) => s.server_version.as_deref(),
+        }
+    }
+
+    /// Whether a socket error made this session unusable.
+    pub fn is_broken(&self) -> bool {
+        match self {
+            Session::Postgres(s) => s.is_broken(),
+        }
+    }
+
+    /// Whether the session is inside a transaction that failed and must be rolled back.
+    pub fn in_failed_transaction(&self) -> bool {
+        match self {
+            Session::Postgres(s) => s.transaction_status() == b'E',
+        }
+    }
+
+    pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
+        match self {
+            Session::Postgres(s) => s.simple_query(sql).await,
+        }
+    }
+
+    /// The first column of every row a query returns, as text.
+    pub async fn query_column(&mut self, sql: &str) -> Result<Vec<String>, ConnectError> {
+        match self {
+            Session::Postgres(s) => s.query_column(sql).await,
+        }
+    }
+
+    pub async fn prepare(&mut self, name: &str, sql: &str) -> Result<(), ConnectError> {
+        match self {
+            Session::Postgres(s) => s.prepare(name, sql).await,
+        }
+    }
+
+    /// Runs one statement; returns the rows it affected or returned.
+    pub async fn execute(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<u64, ConnectError> {
+        match self {
+            Session::Postgres(s) => s.execute(stmt, params).await,
+        }
+    }
+
+    /// Bytes and round trips on the socket so far.
+    pub fn counters(&self) -> Counters {
+        match self {
+            Session::Postgres(s) => s.counters(),
+        }
+    }
+
+    /// Says goodbye (Terminate) and closes the socket.
+    pub async fn close(self) {
+        match self {
+            Session::Postgres(s) => s.close().await,
         }
     }
 }

@@ -20,24 +20,10 @@ use postgres_protocol::authentication::sasl::{self, ChannelBinding, ScramSha256}
 use postgres_protocol::message::{backend::Message, frontend};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{ConnectError, ErrorKind, Phase, PhaseCursor, Stopwatch, Timeline};
+pub use super::Endpoint;
+use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, Statement, Stopwatch, Timeline};
+use crate::net::transport::{self, Stream, TlsSetup};
 use crate::target::{self, Host, SslMode, Target};
-use crate::transport::{self, Stream, TlsSetup};
-
-/// A target prepared for many connects: validated, with its TLS context built once.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub target: Target,
-    pub tls: Option<TlsSetup>,
-}
-
-impl Endpoint {
-    pub fn new(target: Target) -> Result<Endpoint, ConnectError> {
-        let tls =
-            TlsSetup::for_target(&target).map_err(|e| ConnectError::new(Phase::Tls, ErrorKind::Config(e)))?;
-        Ok(Endpoint { target, tls })
-    }
-}
 
 /// An open, authenticated session, ready for queries.
 #[derive(Debug)]
@@ -51,25 +37,6 @@ pub struct Session {
     transaction_status: u8,
     /// Set by any socket error: the session cannot be used again.
     broken: bool,
-}
-
-/// A statement to run, in one of the three query modes.
-#[derive(Debug, Clone, Copy)]
-pub enum Statement<'a> {
-    /// SQL with its parameter values already in the text.
-    Simple(&'a str),
-    /// SQL with `$n` placeholders, parsed each time.
-    Extended(&'a str),
-    /// The name of a statement prepared on this connection.
-    Prepared(&'a str),
-}
-
-/// What a simple query returned.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueryOutcome {
-    pub rows: u64,
-    /// The first column of the first row, as text, when there was one.
-    pub first_value: Option<String>,
 }
 
 /// Opens a session, timing every phase. `cursor` tracks the phase in progress, so that a

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
-use crate::runner::{self, SuiteResult};
+use crate::experiment::runner::{self, SuiteResult};
+use crate::experiment::store::{self, Store, StoredRun};
+use crate::experiment::suite::Suite;
 use crate::stats::load::IntervalSummary;
-use crate::store::{self, Store, StoredRun};
-use crate::suite::Suite;
 
 /// Per cell of a stored run: the values of each figure over its counted repetitions.
 pub type CellValues = Vec<BTreeMap<String, Vec<f64>>>;

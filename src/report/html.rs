@@ -11,10 +11,10 @@ use std::fmt::Write;
 use super::chart::{self, bars, lines, percentiles, series, waterfall};
 use super::data::RunReport;
 use super::markdown;
+use crate::experiment::runner::SuiteResult;
+use crate::experiment::suite::Kind;
 use crate::proto::Phase;
-use crate::runner::SuiteResult;
 use crate::stats::compare::{Better, Verdict};
-use crate::suite::Kind;
 
 use chart::esc;
 

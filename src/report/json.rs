@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::connect::ConnectSettings;
+use crate::net::transport::TlsInfo;
 use crate::stats::{Summary, TargetSummary};
-use crate::transport::TlsInfo;
 
 #[derive(Serialize)]
 pub struct ConnectReport<'a> {

@@ -6,10 +6,10 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::{format_bytes, format_ns};
-use crate::engine::{End, Policy};
+use crate::load::engine::{End, Policy};
+use crate::load::workload::QueryMode;
+use crate::net::transport::TlsInfo;
 use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary};
-use crate::transport::TlsInfo;
-use crate::workload::QueryMode;
 
 /// What was run, as the report states it.
 #[derive(Debug, Clone, Serialize)]

@@ -4,15 +4,15 @@
 
 use std::fmt::Write;
 
-use crate::runner::SuiteResult;
+use crate::experiment::runner::SuiteResult;
 use crate::stats::compare::{format_p, Verdict};
 
 /// A second column beside the suite's figure: a tail latency.
-fn secondary(figure: &str, kind: crate::suite::Kind) -> &'static str {
+fn secondary(figure: &str, kind: crate::experiment::suite::Kind) -> &'static str {
     match kind {
-        crate::suite::Kind::Connect => "total_p99_us",
-        crate::suite::Kind::Load if figure == "latency_p95_ms" => "latency_p99_ms",
-        crate::suite::Kind::Load => "latency_p95_ms",
+        crate::experiment::suite::Kind::Connect => "total_p99_us",
+        crate::experiment::suite::Kind::Load if figure == "latency_p95_ms" => "latency_p99_ms",
+        crate::experiment::suite::Kind::Load => "latency_p95_ms",
     }
 }
 
@@ -206,7 +206,7 @@ baseline = "target=tcp"
 [axes]
 target = ["unix", "tcp", "pool, |odd| \"name\""]
 "#;
-        let suite = crate::suite::Suite::parse(text, "fixture").unwrap();
+        let suite = crate::experiment::suite::Suite::parse(text, "fixture").unwrap();
         let series = |tps: [f64; 5], p95: [f64; 5]| {
             let mut m = BTreeMap::new();
             m.insert("tps".to_string(), tps.to_vec());
@@ -229,7 +229,7 @@ target = ["unix", "tcp", "pool, |odd| \"name\""]
             vec![],
             vec!["load: no transaction completed".to_string(); 5],
         ];
-        let env = crate::store::Environment {
+        let env = crate::experiment::store::Environment {
             connbench_version: "0.1.0".into(),
             server_version: Some("15.18".into()),
             pgbouncer_version: Some("PgBouncer 1.18.0".into()),
@@ -237,7 +237,7 @@ target = ["unix", "tcp", "pool, |odd| \"name\""]
             kernel: "Linux 6.1 x86_64".into(),
             tls: None,
         };
-        crate::runner::summarize(&suite, 7, values, errors, false, env)
+        crate::experiment::runner::summarize(&suite, 7, values, errors, false, env)
     }
 
     #[test]

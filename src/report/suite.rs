@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::style::{paint, visible_len, wrap, Paint};
-use crate::runner::SuiteResult;
+use crate::experiment::runner::SuiteResult;
 use crate::stats::compare::Verdict;
 use crate::stats::model::DistancePrediction;
 
@@ -43,14 +43,14 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
 
 /// How a suite repeats its cells: "3 repetitions per cell, interleaved, pre-warm pass
 /// discarded".
-pub fn design(s: &crate::suite::Suite) -> String {
+pub fn design(s: &crate::experiment::suite::Suite) -> String {
     format!(
         "{} repetition{} per cell, {}{}",
         s.repetitions,
         if s.repetitions == 1 { "" } else { "s" },
         match s.order {
-            crate::suite::Order::Interleaved => "interleaved",
-            crate::suite::Order::Sequential => "sequential",
+            crate::experiment::suite::Order::Interleaved => "interleaved",
+            crate::experiment::suite::Order::Sequential => "sequential",
         },
         if s.prewarm {
             ", pre-warm pass discarded"
@@ -61,7 +61,7 @@ pub fn design(s: &crate::suite::Suite) -> String {
 }
 
 /// The cells with a round-trip model prediction (load cells with a distance).
-pub fn predicted(r: &SuiteResult) -> Vec<(&crate::runner::CellResult, &DistancePrediction)> {
+pub fn predicted(r: &SuiteResult) -> Vec<(&crate::experiment::runner::CellResult, &DistancePrediction)> {
     r.cells
         .iter()
         .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
@@ -92,7 +92,7 @@ pub fn prediction_columns(p: &DistancePrediction) -> [String; 4] {
 const COLUMNS: usize = 80;
 
 /// A comparison for the terminal: the verdict phrase, coloured by verdict, and its p.
-fn vs_text(c: &crate::runner::CellResult) -> String {
+fn vs_text(c: &crate::experiment::runner::CellResult) -> String {
     if c.baseline {
         return "baseline".to_string();
     }

@@ -336,7 +336,7 @@ pub fn compare(a: &[f64], b: &[f64], rule: Rule, a_name: &str, b_name: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Rng;
+    use crate::load::workload::Rng;
 
     #[test]
     fn samples_without_spread_are_decided_by_their_means() {

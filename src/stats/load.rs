@@ -15,7 +15,7 @@
 use hdrhistogram::Histogram;
 
 use crate::connect::FailureCount;
-use crate::engine::LoadRun;
+use crate::load::engine::LoadRun;
 use crate::proto::Phase;
 
 /// A latency distribution from a histogram, in nanoseconds.
@@ -183,7 +183,7 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
         series: {
-            let mut h = crate::record::interval_histogram();
+            let mut h = crate::load::record::interval_histogram();
             r.series
                 .iter()
                 .enumerate()
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn histogram_summary_is_within_its_precision() {
-        let mut h = crate::record::latency_histogram();
+        let mut h = crate::load::record::latency_histogram();
         for v in 1..=10_000u64 {
             h.record(v * 1_000).unwrap();
         }

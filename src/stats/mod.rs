@@ -14,8 +14,8 @@ pub mod load;
 pub mod model;
 
 use crate::connect::{ConnectRun, FailureCount, TargetSamples};
+use crate::net::transport::TlsInfo;
 use crate::proto::{Phase, Timeline};
-use crate::transport::TlsInfo;
 
 /// A distribution of durations, in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]

@@ -121,14 +121,13 @@ pub fn check_schema(name: &str, v: &serde_json::Value) {
 pub fn dataset() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let ep = connbench::proto::postgres::Endpoint::new(
-            connbench::target::Target::parse(&conninfo("unix")).unwrap(),
-        )
-        .unwrap();
+        let ep =
+            connbench::proto::Endpoint::new(connbench::target::Target::parse(&conninfo("unix")).unwrap())
+                .unwrap();
         std::thread::spawn(move || {
             runtime().block_on(async {
-                connbench::init::init(&ep, "connbench", 1).await.unwrap();
-                connbench::init::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
+                connbench::load::init::init(&ep, "connbench", 1).await.unwrap();
+                connbench::load::init::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
                     .await
                     .unwrap();
             })

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use connbench::connect::connect_once;
-use connbench::proto::postgres::Endpoint;
+use connbench::proto::Endpoint;
 use connbench::proto::{ConnectError, ErrorKind, Phase, Timeline};
 use connbench::target::Target;
 

@@ -5,8 +5,8 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use connbench::proto::postgres::{self, Endpoint};
 use connbench::proto::PhaseCursor;
+use connbench::proto::{self, Endpoint};
 use connbench::target::Target;
 
 use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
@@ -19,7 +19,7 @@ fn sql(q: &str) -> Vec<String> {
     let q = q.to_string();
     std::thread::spawn(move || {
         runtime().block_on(async {
-            let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await.unwrap();
+            let (mut s, _) = proto::connect(&ep, &PhaseCursor::default()).await.unwrap();
             let rows = s.query_column(&q).await.unwrap_or_else(|e| panic!("{q}: {e}"));
             s.close().await;
             rows

@@ -8,7 +8,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use connbench::relay::{Addr, Relay, Shape};
+use connbench::net::relay::{Addr, Relay, Shape};
 
 use crate::common::{connbench, conninfo, sandbox, stderr, stdout};
 
@@ -187,8 +187,12 @@ fn a_refused_upstream_resets_the_client_promptly() {
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let text = stdout(&o) + &stderr(&o);
+    // The relay resets as soon as its upstream refuses. On a busy machine that reset can
+    // land before the client's connect() has returned (the kernel then reports it as the
+    // connect's error), so either phase is the honest one; what matters is that it is named.
     assert!(
-        text.contains("startup: connection reset by the server"),
+        text.contains("startup: connection reset by the server")
+            || text.contains("connect: connection reset by the server"),
         "the error names the phase: {text}"
     );
     assert!(t0.elapsed() < Duration::from_secs(5));

@@ -160,11 +160,12 @@ connection = "persistent"
         text.contains("per-transaction  ") && text.contains("baseline"),
         "{text}"
     );
-    let st = connbench::store::Store::open(&store).unwrap();
+    let st = connbench::experiment::store::Store::open(&store).unwrap();
     let run = st.load_run(1).unwrap().unwrap();
     assert_eq!(run.repetitions.len(), 8, "no pre-warm: 2 cells x 4 repetitions");
     for rep in &run.repetitions {
-        let h = connbench::store::deserialize_histogram(rep.latency_histogram.as_ref().unwrap()).unwrap();
+        let h = connbench::experiment::store::deserialize_histogram(rep.latency_histogram.as_ref().unwrap())
+            .unwrap();
         assert!(
             !h.is_empty(),
             "the latency histogram of every repetition is stored"
@@ -212,7 +213,7 @@ target = ["unix"]
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("interrupted: the figures cover"));
-    let st = connbench::store::Store::open(&store).unwrap();
+    let st = connbench::experiment::store::Store::open(&store).unwrap();
     let runs = st.list_runs().unwrap();
     assert_eq!(runs[0].status, "interrupted");
     assert!(
@@ -251,4 +252,57 @@ fn dry_run_and_bad_suites() {
         "{}",
         stderr(&o)
     );
+}
+
+/// Bad values in a suite cell and the same values as flags: one validation, one message
+/// naming the setting, exit 2, and no panic in a worker thread.
+#[test]
+fn bad_settings_are_named_the_same_from_a_suite_and_from_flags() {
+    let dir = std::env::temp_dir().join(format!("cb-bad-settings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let suite = |duration: &str, cell: &str| {
+        let path = dir.join("s.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"bad\"\nquestion = \"q\"\nkind = \"load\"\nduration = \"{duration}\"\n\
+                 repetitions = 1\n\n[[cells]]\nname = \"a\"\ntarget = \"unix\"\n{cell}\n"
+            ),
+        )
+        .unwrap();
+        connbench(&["run", path.to_str().unwrap(), "--dry-run"])
+    };
+    let cases: [(&str, &str, &[&str], &str); 4] = [
+        ("1s", "rate = 0", &["-R", "0"], "invalid rate \"0\""),
+        (
+            "1s",
+            "connection = \"pool\"\npool_size = 0",
+            &["--pool-size", "0"],
+            "invalid pool_size \"0\"",
+        ),
+        (
+            "100000000000000000000000s",
+            "",
+            &["-T", "100000000000000000000000s"],
+            "too long",
+        ),
+        ("1s", "sslmode = \"sometimes\"", &[], "sslmode"),
+    ];
+    for (duration, cell, flags, message) in cases {
+        let o = suite(duration, cell);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cell}: {err}");
+        assert!(err.contains(message), "{cell}: {err}");
+        assert!(!err.contains("panicked"), "{cell}: {err}");
+        if flags.is_empty() {
+            continue;
+        }
+        let mut args = vec!["load", "host=/nonexistent"];
+        args.extend_from_slice(flags);
+        let o = connbench(&args);
+        let flag_err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {flag_err}");
+        assert!(flag_err.contains(message), "{flags:?}: {flag_err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -10,7 +10,7 @@
 //! - a reader stamps each chunk with the instant it may leave: arrival + delay ± jitter,
 //!   never before the previous chunk (byte order is kept) and, under a bandwidth cap, not
 //!   before the link has finished sending what came earlier;
-//! - a writer sleeps until that instant on a `timerfd` ([`crate::timer::PreciseTimer`];
+//! - a writer sleeps until that instant on a `timerfd` ([`crate::net::timer::PreciseTimer`];
 //!   tokio's 1 ms timer wheel would add up to a millisecond to every hop) and writes;
 //! - the bytes in flight per direction are capped (a window of at least 4 MiB or twice
 //!   the bandwidth-delay product), so a fast sender cannot make the relay buffer without
@@ -44,9 +44,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::timer::PreciseTimer;
-use crate::transport::TlsSetup;
-use crate::workload::Rng;
+use crate::load::workload::Rng;
+use crate::net::timer::PreciseTimer;
+use crate::net::transport::TlsSetup;
 
 /// Where the relay listens or connects: `host:port` or a Unix socket path.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,20 +7,20 @@
 //! is saved (marked) and never counted.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use tokio::sync::watch;
 
-use crate::connect::{self, ConnectSettings, Subject};
-use crate::engine::{self, End, LoadPlan, Policy};
-use crate::proto::postgres::Endpoint;
-use crate::route::{self, PathKind, Route, RouteSpec, Verified};
+use crate::connect::{self, Subject};
+use crate::experiment::store::{self, Environment, Repetition, Status, Store};
+use crate::experiment::suite::{Kind, Settings, Step, Suite};
+use crate::load::engine;
+use crate::net::route::{self, Route, RouteSpec, Verified};
+use crate::options::{self, route_spec, LoadOptions, NetPath};
+use crate::proto::Endpoint;
 use crate::stats::compare::{self, Comparison, Described, Rule};
-use crate::store::{self, Environment, Repetition, Status, Store};
-use crate::suite::{Kind, Settings, Step, Suite};
 use crate::target::Target;
-use crate::workload::{Builtin, QueryMode, Script};
 
 /// What a suite runs against and where results go.
 pub struct Context {
@@ -37,7 +37,7 @@ pub struct Context {
     /// live as long as the context, so every repetition of a cell takes the same route.
     pub routes: std::cell::RefCell<BTreeMap<(String, RouteSpec), std::rc::Rc<Route>>>,
     /// The namespace and bridge of `netpath = "bridge"` cells, created at the first.
-    pub bridge: std::cell::RefCell<Option<crate::netns::Bridge>>,
+    pub bridge: std::cell::RefCell<Option<crate::net::netns::Bridge>>,
 }
 
 /// One cell's outcome across repetitions.
@@ -75,54 +75,12 @@ pub fn rule(suite: &Suite) -> Rule {
     }
 }
 
-fn setting<'a>(s: &'a Settings, key: &str) -> Option<&'a str> {
-    s.get(key).map(String::as_str)
-}
-
-fn number<T: std::str::FromStr>(s: &Settings, key: &str, default: T) -> Result<T> {
-    match setting(s, key) {
-        None => Ok(default),
-        Some(v) => v
-            .parse()
-            .map_err(|_| anyhow!("setting {key} = {v:?} is not a valid number")),
-    }
-}
-
-fn duration(s: &Settings, key: &str) -> Result<Option<Duration>> {
-    setting(s, key)
-        .map(|v| crate::cli::parse_duration(v).map_err(|e| anyhow!("setting {key}: {e}")))
-        .transpose()
-}
-
-/// Where a cell's client runs: the host's network, or a namespace behind a bridge and NAT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetPath {
-    Host,
-    Bridge,
-}
-
-fn netpath(s: &Settings) -> Result<NetPath> {
-    match setting(s, "netpath").unwrap_or("host") {
-        "host" => Ok(NetPath::Host),
-        "bridge" => Ok(NetPath::Bridge),
-        other => bail!("setting netpath = {other:?}: use host or bridge"),
-    }
-}
-
-/// A cell's route from its `path` and `distance` settings.
-pub fn route_spec(s: &Settings) -> Result<RouteSpec> {
-    Ok(RouteSpec {
-        path: PathKind::parse(setting(s, "path").unwrap_or("direct"))?,
-        distance: duration(s, "distance")?.unwrap_or(Duration::ZERO),
-    })
-}
-
 impl Context {
     /// The endpoint a cell's `target` names (a known name, else a conninfo string),
     /// through the relays of its route when it has one.
     pub fn endpoint(&self, settings: &Settings) -> Result<Endpoint> {
         let routed = self.routed_endpoint(settings)?;
-        match netpath(settings)? {
+        match options::netpath(settings)? {
             NetPath::Host => Ok(routed),
             NetPath::Bridge => {
                 let mut t = routed.target;
@@ -136,7 +94,7 @@ impl Context {
                 }
                 let mut slot = self.bridge.borrow_mut();
                 if slot.is_none() {
-                    *slot = Some(crate::netns::Bridge::create()?);
+                    *slot = Some(crate::net::netns::Bridge::create()?);
                 }
                 let b = slot.as_mut().unwrap();
                 b.expose(t.port)?;
@@ -172,7 +130,7 @@ impl Context {
 
     /// The network namespace a cell's client runs in: `None` for the host's.
     pub fn client_namespace(&self, settings: &Settings) -> Result<Option<std::sync::Arc<std::fs::File>>> {
-        match netpath(settings)? {
+        match options::netpath(settings)? {
             NetPath::Host => Ok(None),
             NetPath::Bridge => {
                 let b = self.bridge.borrow();
@@ -186,7 +144,9 @@ impl Context {
 
     /// The endpoint of a cell's target without its route.
     pub fn direct_endpoint(&self, settings: &Settings) -> Result<Endpoint> {
-        let name = setting(settings, "target").ok_or_else(|| anyhow!("the cell has no target setting"))?;
+        let name = settings
+            .get("target")
+            .ok_or_else(|| anyhow!("the cell has no target setting"))?;
         let mut t = match self.targets.get(name) {
             Some(conninfo) => {
                 let mut t = Target::parse(conninfo)?;
@@ -201,16 +161,31 @@ impl Context {
                 )
             })?,
         };
-        if let Some(mode) = setting(settings, "sslmode") {
-            t = Target::parse(&format!("{} sslmode={mode}", t.conninfo()))
-                .map(|mut n| {
-                    n.label = t.label.clone();
-                    n
-                })
-                .unwrap_or(t);
+        if let Some(mode) = options::sslmode(settings)? {
+            t = t.with_sslmode(mode).context("setting sslmode")?;
         }
         Ok(Endpoint::new(t)?)
     }
+}
+
+/// Every check of a suite's cells that needs no server: each cell's settings through
+/// the options layer, as a run would take them. `run --dry-run` stops after this.
+pub fn check(suite: &Suite, schema: &str) -> Result<()> {
+    for c in &suite.cells {
+        let checked = (|| -> Result<()> {
+            options::route_spec(&c.settings)?;
+            options::netpath(&c.settings)?;
+            options::sslmode(&c.settings)?;
+            match suite.kind {
+                Kind::Load => {
+                    LoadOptions::from_settings(&c.settings, suite.duration, suite.warmup, schema)?.check()
+                }
+                Kind::Connect => options::connect_settings(&c.settings).map(|_| ()),
+            }
+        })();
+        checked.with_context(|| format!("suite {}, cell {}", suite.name, c.name))?;
+    }
+    Ok(())
 }
 
 /// Runs the suite, saving after every repetition; `progress(done, total, cell)` is called
@@ -222,6 +197,7 @@ pub async fn run(
 ) -> Result<SuiteResult> {
     // Every cell must resolve before anything runs: a typo fails in a second, not after
     // an hour of measurements.
+    check(suite, &ctx.schema)?;
     let endpoints: Vec<Endpoint> = suite
         .cells
         .iter()
@@ -442,10 +418,10 @@ fn predict_from_local(
     cells: &[CellResult],
     i: usize,
 ) -> Option<crate::stats::model::DistancePrediction> {
-    let zero = |v: &str| crate::cli::parse_duration(v).is_ok_and(|d| d.is_zero());
+    let zero = |v: &str| crate::units::parse_duration(v).is_ok_and(|d| d.is_zero());
     let axes = &suite.cells[i].axes;
     let (_, dist) = axes.iter().find(|(k, _)| k == "distance")?;
-    let rtt = crate::cli::parse_duration(dist).ok().filter(|d| !d.is_zero())?;
+    let rtt = crate::units::parse_duration(dist).ok().filter(|d| !d.is_zero())?;
     let j = suite.cells.iter().position(|c| {
         c.axes.len() == axes.len()
             && c.axes
@@ -482,86 +458,20 @@ struct Measured {
 }
 
 async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
-    let clients: usize = number(s, "clients", 1)?;
-    let threads: usize = number(s, "threads", 1usize)?.clamp(1, clients.max(1));
-    if clients == 0 {
-        bail!("setting clients = 0: give at least 1");
-    }
-    let mode = match setting(s, "mode").unwrap_or("simple") {
-        "simple" => QueryMode::Simple,
-        "extended" => QueryMode::Extended,
-        "prepared" => QueryMode::Prepared,
-        other => bail!("setting mode = {other:?}: use simple, extended or prepared"),
-    };
-    let workload = setting(s, "workload").unwrap_or("tpcb-like");
-    let builtin = match workload {
-        "tpcb-like" => Some(Builtin::TpcbLike),
-        "simple-update" => Some(Builtin::SimpleUpdate),
-        "select-only" => Some(Builtin::SelectOnly),
-        "connect-only" => Some(Builtin::ConnectOnly),
-        _ => None,
-    };
-    let text = match builtin {
-        Some(b) => b.script(&ctx.schema),
-        None => std::fs::read_to_string(workload).with_context(|| {
-            format!("setting workload = {workload:?} is neither a built-in workload nor a readable file")
-        })?,
-    };
-    let script = Script::parse(workload, &text)?;
-    let scale = match builtin {
-        Some(b) if b.needs_tables() => {
-            let key = endpoint.target.conninfo();
-            let known = ctx.scales.borrow().get(&key).copied();
-            match known {
-                Some(scale) => scale,
-                None => {
-                    // Looked up from the host, on the target without route or namespace.
-                    let direct = ctx.direct_endpoint(s)?;
-                    let scale = crate::init::scale_of(&direct, &ctx.schema).await? as i64;
-                    ctx.scales.borrow_mut().insert(key, scale);
-                    scale
-                }
-            }
+    let options = LoadOptions::from_settings(s, suite.duration, suite.warmup, &ctx.schema)?;
+    let key = endpoint.target.conninfo();
+    let known = ctx.scales.borrow().get(&key).copied();
+    let scale = match known {
+        Some(scale) => scale,
+        None => {
+            // Looked up from the host, on the target without route or namespace.
+            let scale = options.dataset_scale(&ctx.direct_endpoint(s)?, 1).await?;
+            ctx.scales.borrow_mut().insert(key, scale);
+            scale
         }
-        _ => 1,
     };
-    let policy = match setting(s, "connection").unwrap_or(if builtin == Some(Builtin::ConnectOnly) {
-        "per-transaction"
-    } else {
-        "persistent"
-    }) {
-        "persistent" => Policy::Persistent,
-        "per-transaction" => Policy::PerTransaction,
-        "pool" => Policy::Pool {
-            size_per_thread: number::<usize>(s, "pool_size", 1)?.max(1).div_ceil(threads),
-            max_lifetime: duration(s, "pool_max_lifetime")?,
-            idle_timeout: duration(s, "pool_idle_timeout")?,
-        },
-        other => bail!("setting connection = {other:?}: use persistent, per-transaction or pool"),
-    };
-    let rate = match setting(s, "rate") {
-        None => None,
-        Some(v) => Some(
-            v.parse::<f64>()
-                .map_err(|_| anyhow!("setting rate = {v:?} is not a number"))?,
-        ),
-    };
-    let plan = LoadPlan {
-        endpoint: endpoint.clone(),
-        script: std::sync::Arc::new(script),
-        mode,
-        clients,
-        threads,
-        end: End::Duration(suite.duration.unwrap_or(Duration::from_secs(10))),
-        warmup: suite.warmup.unwrap_or(Duration::ZERO),
-        rate,
-        think: duration(s, "think")?.unwrap_or(Duration::ZERO),
-        policy,
-        interval: Duration::from_secs(1),
-        progress: None,
-        scale,
-        netns: ctx.client_namespace(s)?,
-    };
+    let clients = options.clients;
+    let plan = options.plan(endpoint.clone(), scale, ctx.client_namespace(s)?, None)?;
     let run = engine::run(plan, ctx.stop.clone(), |_| {}).await?;
     let summary = crate::stats::load::summarize_load(&run, clients, 1.0);
     let Some(lat) = summary.latency else {
@@ -595,12 +505,7 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
 }
 
 async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
-    let settings = ConnectSettings {
-        samples: number(s, "samples", 100)?,
-        warmup: 1,
-        query: setting(s, "query").map(str::to_string),
-        interval: Duration::ZERO,
-    };
+    let settings = options::connect_settings(s)?;
     let subject = Subject {
         endpoint: endpoint.clone(),
         description: None,
@@ -625,7 +530,8 @@ async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result
                 .name("connbench-netns".into())
                 .spawn(move || {
                     let result = (|| -> Result<connect::ConnectRun> {
-                        crate::netns::enter(&ns).context("cannot enter the client's network namespace")?;
+                        crate::net::netns::enter(&ns)
+                            .context("cannot enter the client's network namespace")?;
                         let rt = tokio::runtime::Builder::new_current_thread()
                             .enable_all()
                             .build()?;
@@ -668,7 +574,7 @@ async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result
     if let Some(cold) = t.warmup.first() {
         f.insert("first_connection_us".into(), us(cold.total_ns as f64));
     }
-    let mut h = crate::record::latency_histogram();
+    let mut h = crate::load::record::latency_histogram();
     for tl in &run.targets[0].samples {
         h.saturating_record(tl.total_ns.max(1));
     }

@@ -15,11 +15,11 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::proto::postgres::{Session, Statement};
 use crate::proto::ConnectError;
+use crate::proto::{Session, Statement};
 
 /// How statements are sent, as pgbench's `-M`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QueryMode {
     /// One Query message with the values in the SQL text.
@@ -38,10 +38,23 @@ impl QueryMode {
             QueryMode::Prepared => "prepared",
         }
     }
+
+    pub const ALL: [QueryMode; 3] = [QueryMode::Simple, QueryMode::Extended, QueryMode::Prepared];
+}
+
+impl std::str::FromStr for QueryMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        QueryMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("invalid mode {s:?}: use simple, extended or prepared"))
+    }
 }
 
 /// The built-in workloads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Builtin {
     /// pgbench's default: five statements in a transaction over all four tables.
@@ -62,6 +75,18 @@ impl Builtin {
             Builtin::SelectOnly => "select-only",
             Builtin::ConnectOnly => "connect-only",
         }
+    }
+
+    pub const ALL: [Builtin; 4] = [
+        Builtin::TpcbLike,
+        Builtin::SimpleUpdate,
+        Builtin::SelectOnly,
+        Builtin::ConnectOnly,
+    ];
+
+    /// The built-in workload of this name, if it is one.
+    pub fn named(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.as_str() == name)
     }
 
     /// The script text, with tables in `schema`.
@@ -547,37 +572,28 @@ fn push_int(out: &mut String, v: i64) {
     out.push_str(std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
 }
 
-/// A small, fast PRNG (xorshift64*), one per client, seeded per client so runs differ
-/// between clients; statistical quality is ample for picking rows.
+/// A client's random numbers: rand's `SmallRng` (xoshiro), seeded per client so clients
+/// differ and a run is reproducible from its seed. `range` draws with rand's uniform
+/// integer sampling, which has no modulo bias.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(rand::rngs::SmallRng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        Rng(rand::SeedableRng::seed_from_u64(seed))
     }
 
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in [lo, hi], inclusive as pgbench's random().
+    /// Uniform in [lo, hi], inclusive as pgbench's random(); `lo` when the range is empty.
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
         if hi <= lo {
             return lo;
         }
-        let span = (hi - lo) as u64 + 1;
-        lo + (self.next_u64() % span) as i64
+        rand::RngExt::random_range(&mut self.0, lo..=hi)
     }
 
-    /// Uniform in (0, 1].
+    /// Uniform in (0, 1], so that its logarithm is finite.
     pub fn unit(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+        1.0 - rand::RngExt::random::<f64>(&mut self.0)
     }
 }
 
@@ -621,15 +637,15 @@ impl Executor {
         match e {
             Expr::Int(n) => *n,
             Expr::Var(v) => self.values[*v],
-            Expr::Neg(x) => -self.eval(x),
+            Expr::Neg(x) => self.eval(x).wrapping_neg(),
             Expr::Bin(op, a, b) => {
                 let (a, b) = (self.eval(a), self.eval(b));
                 match op {
                     '+' => a.wrapping_add(b),
                     '-' => a.wrapping_sub(b),
                     '*' => a.wrapping_mul(b),
-                    '/' if b != 0 => a / b,
-                    '%' if b != 0 => a % b,
+                    '/' if b != 0 => a.wrapping_div(b),
+                    '%' if b != 0 => a.wrapping_rem(b),
                     _ => 0,
                 }
             }
@@ -674,7 +690,7 @@ impl Executor {
                 }
                 Command::Sql(q) => {
                     if let Err(error) = self.statement(q, mode, session).await {
-                        if session.transaction_status() == b'E' {
+                        if session.in_failed_transaction() {
                             // Best effort: a broken connection will show on the next use.
                             let _ = session.execute(Statement::Simple("ROLLBACK"), &[]).await;
                         }

@@ -16,8 +16,8 @@ use std::ops::AddAssign;
 use hdrhistogram::Histogram;
 
 use crate::connect::FailureCount;
+use crate::net::transport::Counters;
 use crate::proto::{Phase, Timeline};
-use crate::transport::Counters;
 
 /// The largest latency a histogram holds: one hour, in nanoseconds.
 pub const MAX_NS: u64 = 3_600_000_000_000;

@@ -189,31 +189,7 @@ pub fn default_path() -> Result<PathBuf> {
     Ok(base.join("connbench").join("results.sqlite"))
 }
 
-/// Seconds-precision UTC time in RFC 3339.
-pub fn now_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+pub use crate::units::now_utc;
 
 impl Store {
     /// Opens (creating or migrating) the store at `path`.
@@ -275,7 +251,7 @@ impl Store {
     }
 
     /// Records a new run and its cells; returns the run's id.
-    pub fn begin_run(&self, suite: &crate::suite::Suite, env: &Environment) -> Result<i64> {
+    pub fn begin_run(&self, suite: &crate::experiment::suite::Suite, env: &Environment) -> Result<i64> {
         let tx = self.conn.unchecked_transaction()?;
         let mut suite_json = serde_json::to_value(suite)?;
         redact_targets(&mut suite_json);
@@ -458,7 +434,7 @@ pub fn deserialize_histogram(bytes: &[u8]) -> Result<hdrhistogram::Histogram<u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suite::Suite;
+    use crate::experiment::suite::Suite;
 
     fn temp_store(name: &str) -> (PathBuf, Store) {
         let dir = std::env::temp_dir().join(format!("cbt-store-{name}-{}", std::process::id()));
@@ -484,7 +460,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
         let suite = Suite::parse(SUITE, "t").unwrap();
         let env = Environment::here(Some("15.18".into()), None, None);
         let run = store.begin_run(&suite, &env).unwrap();
-        let mut h = crate::record::latency_histogram();
+        let mut h = crate::load::record::latency_histogram();
         for v in [1_000u64, 2_000, 3_000, 1_000_000] {
             h.record(v).unwrap();
         }
@@ -612,15 +588,5 @@ target = ["unix", "postgres://app:hunter2@db/app"]
         let back = store.load_run(run).unwrap().unwrap();
         assert_eq!(back.repetitions, vec![rep]);
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn timestamps_are_rfc3339_utc() {
-        let t = now_utc();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(
-            t.starts_with("20") && t.ends_with('Z') && &t[10..11] == "T",
-            "{t}"
-        );
     }
 }

@@ -1,5 +1,5 @@
 //! Routes: the path a cell's client takes to its server. `direct`, or through relays
-//! started in-process ([`crate::relay`]): a sidecar hop the app reaches over a Unix
+//! started in-process ([`crate::net::relay`]): a sidecar hop the app reaches over a Unix
 //! socket or TCP (`path = "sidecar-unix" | "sidecar-tcp"`), and network distance
 //! (`distance = "50ms"`, a round trip added on the long hop).
 //!
@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::proto::postgres::{self, Endpoint};
+use crate::net::relay::{Addr, Relay, Shape};
 use crate::proto::PhaseCursor;
-use crate::relay::{Addr, Relay, Shape};
+use crate::proto::{self, Endpoint};
 use crate::target::{Host, Target};
 
 /// How the client reaches the server.
@@ -109,7 +109,7 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
     // A sidecar in front of a TLS target speaks TLS to the server itself and plaintext to
     // the app, as a cloud SQL proxy does.
     let upstream_tls = if sidecar && crate::proto::postgres::uses_tls(target) {
-        crate::transport::TlsSetup::for_target(target)
+        crate::net::transport::TlsSetup::for_target(target)
             .map_err(|e| anyhow!("route: the sidecar's TLS to the server: {e}"))?
     } else {
         None
@@ -126,7 +126,7 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
     // Unix listeners need a short directory (socket paths are capped near 107 bytes).
     let mut socket_in = |port: u16| -> Result<Addr> {
         if dir.is_none() {
-            dir = Some(crate::sandbox::make_temp_dir().context("route: cannot create a socket directory")?);
+            dir = Some(crate::scratch::make_temp_dir().context("route: cannot create a socket directory")?);
         }
         Ok(Addr::Unix(dir.as_ref().unwrap().join(format!(".s.PGSQL.{port}"))))
     };
@@ -211,7 +211,7 @@ impl Verified {
 }
 
 async fn query_p50(ep: &Endpoint, n: usize) -> Result<f64> {
-    let (mut session, _) = postgres::connect(ep, &PhaseCursor::default())
+    let (mut session, _) = proto::connect(ep, &PhaseCursor::default())
         .await
         .map_err(|e| anyhow!("{e}"))?;
     let mut times = Vec::with_capacity(n);

@@ -27,7 +27,7 @@ pub struct InitReport {
     pub rows: u64,
     /// Marked tables replaced (re-init).
     pub replaced: Vec<String>,
-    #[serde(rename = "elapsed_s", serialize_with = "crate::report::ser_duration_s")]
+    #[serde(rename = "elapsed_s", serialize_with = "crate::units::ser_duration_s")]
     pub elapsed: Duration,
 }
 

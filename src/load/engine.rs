@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch, Notify};
 
-use crate::proto::postgres::{self, Endpoint, Session};
+use crate::load::record::{Interval, Recorder};
+use crate::load::workload::{Executor, QueryMode, Script};
+use crate::net::transport::{Counters, TlsInfo};
+use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
-use crate::record::{Interval, Recorder};
-use crate::transport::{Counters, TlsInfo};
-use crate::workload::{Executor, QueryMode, Script};
 
 /// How clients get their connections.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -46,12 +46,12 @@ pub enum Policy {
         size_per_thread: usize,
         #[serde(
             rename = "max_lifetime_s",
-            serialize_with = "crate::report::ser_opt_duration_s"
+            serialize_with = "crate::units::ser_opt_duration_s"
         )]
         max_lifetime: Option<Duration>,
         #[serde(
             rename = "idle_timeout_s",
-            serialize_with = "crate::report::ser_opt_duration_s"
+            serialize_with = "crate::units::ser_opt_duration_s"
         )]
         idle_timeout: Option<Duration>,
     },
@@ -62,7 +62,7 @@ pub enum Policy {
 #[serde(rename_all = "snake_case")]
 pub enum End {
     /// After this long of measurement.
-    #[serde(rename = "duration_s", serialize_with = "crate::report::ser_duration_s")]
+    #[serde(rename = "duration_s", serialize_with = "crate::units::ser_duration_s")]
     Duration(Duration),
     /// After this many measured transactions per client.
     TransactionsPerClient(u64),
@@ -300,7 +300,7 @@ fn worker(
     tx: mpsc::UnboundedSender<Msg>,
 ) -> Result<WorkerResult> {
     if let Some(ns) = &plan.netns {
-        crate::netns::enter(ns).context("cannot enter the client's network namespace")?;
+        crate::net::netns::enter(ns).context("cannot enter the client's network namespace")?;
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -473,7 +473,7 @@ async fn open_setup(shared: &WorkerShared) -> Option<Session> {
 async fn open(shared: &WorkerShared) -> Result<(Session, Timeline), ConnectError> {
     let ep: &Endpoint = &shared.plan.endpoint;
     let cursor = PhaseCursor::default();
-    let attempt = postgres::connect(ep, &cursor);
+    let attempt = proto::connect(ep, &cursor);
     let (session, timeline) = match ep.target.connect_timeout {
         Some(limit) => match tokio::time::timeout(limit, attempt).await {
             Ok(r) => r?,
@@ -482,7 +482,7 @@ async fn open(shared: &WorkerShared) -> Result<(Session, Timeline), ConnectError
         None => attempt.await?,
     };
     if shared.server_version.borrow().is_none() {
-        *shared.server_version.borrow_mut() = session.server_version.clone();
+        *shared.server_version.borrow_mut() = session.server_version().map(str::to_string);
         *shared.tls.borrow_mut() = timeline.tls.clone();
     }
     Ok((session, timeline))
@@ -512,7 +512,7 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn advance(&mut self, rng: &mut crate::workload::Rng) -> Instant {
+    fn advance(&mut self, rng: &mut crate::load::workload::Rng) -> Instant {
         let at = self.next;
         // Exponential gaps give Poisson arrivals (pgbench -R does the same).
         let gap = -rng.unit().ln() * self.mean_gap_s;
@@ -541,7 +541,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     // Paced clients wait on a high-resolution timer: tokio's rounds up to the next
     // millisecond, which -R would charge to latency.
     let mut timer = match schedule {
-        Some(_) => crate::timer::PreciseTimer::new().ok(),
+        Some(_) => crate::net::timer::PreciseTimer::new().ok(),
         None => None,
     };
     loop {

@@ -32,7 +32,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::workload::Rng;
+use crate::load::workload::Rng;
 
 /// What each cell runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -126,12 +126,12 @@ struct QuickFile {
 
 /// The built-in suites: one per experiment our users run by hand.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("connect", include_str!("../suites/connect.toml")),
-    ("transport", include_str!("../suites/transport.toml")),
-    ("scaling", include_str!("../suites/scaling.toml")),
-    ("pooling", include_str!("../suites/pooling.toml")),
-    ("distance", include_str!("../suites/distance.toml")),
-    ("netpath", include_str!("../suites/netpath.toml")),
+    ("connect", include_str!("../../suites/connect.toml")),
+    ("transport", include_str!("../../suites/transport.toml")),
+    ("scaling", include_str!("../../suites/scaling.toml")),
+    ("pooling", include_str!("../../suites/pooling.toml")),
+    ("distance", include_str!("../../suites/distance.toml")),
+    ("netpath", include_str!("../../suites/netpath.toml")),
 ];
 
 /// A built-in suite's text by name, or a suite file's text by path.
@@ -187,13 +187,13 @@ pub struct Suite {
     pub question: String,
     pub kind: Kind,
     #[serde(
-        serialize_with = "crate::report::ser_opt_duration_s",
-        deserialize_with = "crate::report::de_opt_duration_s"
+        serialize_with = "crate::units::ser_opt_duration_s",
+        deserialize_with = "crate::units::de_opt_duration_s"
     )]
     pub duration: Option<Duration>,
     #[serde(
-        serialize_with = "crate::report::ser_opt_duration_s",
-        deserialize_with = "crate::report::de_opt_duration_s"
+        serialize_with = "crate::units::ser_opt_duration_s",
+        deserialize_with = "crate::units::de_opt_duration_s"
     )]
     pub warmup: Option<Duration>,
     pub prewarm: bool,
@@ -286,7 +286,7 @@ impl Suite {
         let parse_d = |key: &str, v: &Option<String>| -> Result<Option<Duration>> {
             v.as_deref()
                 .map(|t| {
-                    crate::cli::parse_duration(t).map_err(|e| anyhow::anyhow!("suite {name}: {key}: {e}"))
+                    crate::units::parse_duration(t).map_err(|e| anyhow::anyhow!("suite {name}: {key}: {e}"))
                 })
                 .transpose()
         };

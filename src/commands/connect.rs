@@ -1,0 +1,124 @@
+//! `connbench connect`: targets from the command line or a sandbox, through their routes,
+//! measured phase by phase; the report in text or JSON.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::{emit, routed, stop_on_signals};
+use crate::cli::ConnectArgs;
+use crate::connect::{ConnectSettings, Subject};
+use crate::proto::Endpoint;
+use crate::sandbox::{Sandbox, SandboxOptions};
+use crate::target::Target;
+use crate::Exit;
+
+pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
+    let settings = ConnectSettings {
+        samples: args.samples,
+        warmup: args.warmup as usize,
+        query: args.query.clone(),
+        interval: args.interval,
+    };
+    // The sandbox lives until this function returns; its Drop stops and removes it.
+    let mut sandbox = None;
+    let subjects = if args.sandbox {
+        let sb = Sandbox::start(&SandboxOptions::default()).await?;
+        eprintln!(
+            "sandbox: started in {} (postgres pid {}, pgbouncer pid {}; {}, {})",
+            sb.info.dir.display(),
+            sb.info.postgres_pid,
+            sb.info.pgbouncer_pid,
+            sb.info.postgres_version,
+            sb.info.pgbouncer_version
+        );
+        let names: Vec<String> = if args.targets.is_empty() {
+            sb.info.targets.iter().map(|t| t.name.clone()).collect()
+        } else {
+            args.targets.clone()
+        };
+        let mut subjects = Vec::new();
+        for name in &names {
+            let st = sb.info.target(name)?;
+            subjects.push(Subject {
+                endpoint: Endpoint::new(st.target()?).with_context(|| format!("target {name}"))?,
+                description: Some(st.description.clone()),
+            });
+        }
+        sandbox = Some(sb);
+        subjects
+    } else {
+        let texts = if args.targets.is_empty() {
+            vec![String::new()]
+        } else {
+            args.targets.clone()
+        };
+        let mut subjects = Vec::new();
+        for text in &texts {
+            let t =
+                Target::parse(text).with_context(|| format!("target {:?}", crate::target::redact(text)))?;
+            let name = t.name();
+            subjects.push(Subject {
+                endpoint: Endpoint::new(t).with_context(|| format!("target {name}"))?,
+                description: None,
+            });
+        }
+        subjects
+    };
+
+    let (subjects, _routes) = routed(subjects, &args.path, args.distance).await?;
+    let stop = stop_on_signals();
+    let show_progress = std::io::stderr().is_terminal();
+    let mut last_draw = Instant::now();
+    let run = crate::connect::measure(&subjects, &settings, stop, |done, total| {
+        if show_progress && (last_draw.elapsed().as_millis() >= 100 || done == total) {
+            last_draw = Instant::now();
+            eprint!("\rconnecting: {done}/{total}  ");
+            if done == total {
+                eprint!("\r{:30}\r", "");
+            }
+        }
+    })
+    .await;
+    if show_progress {
+        eprint!("\r{:30}\r", "");
+    }
+    let mut summaries = crate::stats::summarize_connect(&run);
+    for t in &mut summaries {
+        let predictions = args
+            .predict_rtt
+            .iter()
+            .filter_map(|&rtt| crate::stats::model::predict(t, rtt))
+            .collect();
+        t.predictions = predictions;
+    }
+    let text = if args.json {
+        let report = crate::report::json::connect_report(
+            &settings,
+            &summaries,
+            run.interrupted,
+            run.wall.as_secs_f64(),
+        );
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        crate::report::text::connect_report(&settings, &summaries, run.interrupted)
+    };
+    emit(&text);
+    if let Some(sb) = sandbox.take() {
+        let dir = sb.info.dir.clone();
+        sb.stop()?;
+        eprintln!("sandbox: stopped and removed {}", dir.display());
+    }
+    let mut exit = Exit::Success;
+    for t in &run.targets {
+        if let Some(err) = t.first_error() {
+            eprintln!("error: target {}: {err}", t.name);
+            exit = Exit::Failed;
+        }
+    }
+    if run.interrupted {
+        exit = Exit::Interrupted;
+    }
+    Ok(exit)
+}

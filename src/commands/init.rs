@@ -1,0 +1,39 @@
+//! `connbench init`: create or drop the TPC-B-like tables on a target.
+
+use anyhow::Result;
+
+use super::{emit, parse_target};
+use crate::cli::InitArgs;
+use crate::proto::Endpoint;
+use crate::Exit;
+
+pub async fn run_init(args: InitArgs) -> Result<Exit> {
+    let ep = Endpoint::new(parse_target(args.target.as_deref())?)?;
+    if args.drop {
+        let dropped = crate::load::init::drop(&ep, &args.schema).await?;
+        if dropped.is_empty() {
+            eprintln!(
+                "init: no connbench tables in schema {}; nothing to drop",
+                args.schema
+            );
+        } else {
+            eprintln!("init: dropped {}", dropped.join(", "));
+        }
+        return Ok(Exit::Success);
+    }
+    let report = crate::load::init::init(&ep, &args.schema, args.scale).await?;
+    if !report.replaced.is_empty() {
+        eprintln!(
+            "init: replaced connbench's earlier tables: {}",
+            report.replaced.join(", ")
+        );
+    }
+    emit(&format!(
+        "init: schema {} at scale {}: {} rows loaded with COPY, keys added, vacuumed and analysed in {:.2} s\n",
+        report.schema,
+        report.scale,
+        report.rows,
+        report.elapsed.as_secs_f64()
+    ));
+    Ok(Exit::Success)
+}

@@ -1,0 +1,131 @@
+//! Command handlers: one file per command, each turning its validated arguments into
+//! plans, running them and printing the report. What they share lives here: stdout with
+//! a quiet broken pipe, the Ctrl-C channel, the results store, targets from the command
+//! line and their routes.
+
+pub mod connect;
+pub mod init;
+pub mod load;
+pub mod suite;
+pub mod runs;
+pub mod sandbox;
+pub mod relay;
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use tokio::sync::watch;
+
+use crate::connect::Subject;
+use crate::proto::Endpoint;
+use crate::sandbox::Sandbox;
+use crate::target::Target;
+
+/// A target from the command line (or the PG* environment when none is given).
+/// Puts each subject behind the relays of `--path` and `--distance`; the routes returned
+/// keep the relays running. A distance is measured first and printed, requested against
+/// achieved.
+pub async fn routed(
+    subjects: Vec<Subject>,
+    path: &str,
+    distance: Option<std::time::Duration>,
+) -> Result<(Vec<Subject>, Vec<crate::net::route::Route>)> {
+    let spec = crate::net::route::RouteSpec {
+        path: crate::net::route::PathKind::parse(path).context("--path")?,
+        distance: distance.unwrap_or_default(),
+    };
+    if spec.is_direct() {
+        return Ok((subjects, Vec::new()));
+    }
+    let mut out = Vec::new();
+    let mut routes = Vec::new();
+    for s in subjects {
+        let r = crate::net::route::build(&s.endpoint.target, spec)?;
+        let mut ep = Endpoint::new(r.target.clone())?;
+        ep.target.label = Some(format!("{}+{path}", s.endpoint.target.name()));
+        if !spec.distance.is_zero() {
+            let v = crate::net::route::verify(&s.endpoint, &ep, spec.distance).await?;
+            eprintln!(
+                "route: {}: round trip requested +{:.2} ms, achieved +{:.3} ms{}",
+                s.endpoint.target.name(),
+                v.requested_ms,
+                v.achieved_ms,
+                if v.within_tolerance() {
+                    ""
+                } else {
+                    " (outside max(0.2 ms, 3%): the machine may be overloaded)"
+                }
+            );
+            ep.target.label = Some(format!(
+                "{}+{}",
+                s.endpoint.target.name(),
+                crate::report::format_duration(spec.distance)
+            ));
+        }
+        out.push(Subject {
+            endpoint: ep,
+            description: s.description,
+        });
+        routes.push(r);
+    }
+    Ok((out, routes))
+}
+
+pub fn parse_target(text: Option<&str>) -> Result<Target> {
+    let text = text.unwrap_or("");
+    Target::parse(text).with_context(|| format!("target {:?}", crate::target::redact(text)))
+}
+
+/// Creates the tables in a fresh sandbox and lets every sandbox role use them.
+pub async fn init_sandbox_tables(sb: &Sandbox, schema: &str, scale: u32) -> Result<()> {
+    let ep = Endpoint::new(sb.info.target("unix")?.target()?)?;
+    let report = crate::load::init::init(&ep, schema, scale).await?;
+    eprintln!(
+        "sandbox: {} rows at scale {scale} in schema {schema} ({:.2} s)",
+        report.rows,
+        report.elapsed.as_secs_f64()
+    );
+    crate::load::init::grant(&ep, schema, crate::sandbox::TRUST_ROLE).await
+}
+
+/// A channel that turns true on the first Ctrl-C (or SIGTERM), so a run can stop cleanly
+/// and still report.
+pub fn stop_on_signals() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let term_fut = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term_fut => {}
+        }
+        eprintln!("\nstopping: reporting what was measured so far");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+/// Writes to stdout; a closed pipe (`connbench ... | head`) ends the program quietly.
+pub fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
+pub fn open_store(args: &crate::cli::StoreArgs) -> Result<crate::experiment::store::Store> {
+    let path = match &args.store {
+        Some(p) => p.clone(),
+        None => crate::experiment::store::default_path()?,
+    };
+    crate::experiment::store::Store::open(&path)
+}

@@ -1,0 +1,64 @@
+//! `connbench relay`: the user-space hop as a standalone process, until Ctrl-C.
+
+use anyhow::{bail, Context, Result};
+
+use super::{emit, stop_on_signals};
+use crate::target::Target;
+use crate::Exit;
+
+pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
+    let listen: crate::net::relay::Addr = args.listen.parse().context("--listen")?;
+    let upstream: crate::net::relay::Addr = args.upstream.parse().context("--upstream")?;
+    let shape = crate::net::relay::Shape {
+        one_way: args.rtt / 2,
+        jitter: args.jitter,
+        bandwidth: args.bandwidth,
+    };
+    let tls = match (&upstream, args.upstream_tls) {
+        (_, false) => None,
+        (crate::net::relay::Addr::Tcp(a), true) => {
+            let (host, port) = a.rsplit_once(':').context("--upstream")?;
+            let t = Target::parse(&format!(
+                "host={} port={port} sslmode=require",
+                host.trim_start_matches('[').trim_end_matches(']')
+            ))
+            .context("--upstream-tls")?;
+            crate::net::transport::TlsSetup::for_target(&t)
+                .map_err(|e| anyhow::anyhow!("--upstream-tls: {e}"))?
+        }
+        (crate::net::relay::Addr::Unix(_), true) => {
+            bail!("--upstream-tls needs a host:port upstream: PostgreSQL has no TLS on a Unix socket")
+        }
+    };
+    let r = crate::net::relay::Relay::start_with(&listen, &upstream, shape, tls)?;
+    eprintln!(
+        "relay: {} -> {}, adding {} each way (round trip +{}){}{}; Ctrl-C stops",
+        r.addr(),
+        upstream,
+        crate::report::format_duration(shape.one_way),
+        crate::report::format_duration(args.rtt),
+        if args.jitter.is_zero() {
+            String::new()
+        } else {
+            format!(", jitter ±{}", crate::report::format_duration(args.jitter))
+        },
+        match args.bandwidth {
+            Some(b) => format!(", capped at {:.1} Mbit/s", b * 8.0 / 1e6),
+            None => String::new(),
+        }
+    );
+    let mut stop = stop_on_signals();
+    let _ = stop.wait_for(|s| *s).await;
+    let st = &r.stats;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    emit(&format!(
+        "relay: {} connection{} ({} refused upstream), {} up, {} down\n",
+        load(&st.connections),
+        if load(&st.connections) == 1 { "" } else { "s" },
+        load(&st.upstream_failures),
+        crate::report::format_bytes(load(&st.bytes_up) as f64),
+        crate::report::format_bytes(load(&st.bytes_down) as f64)
+    ));
+    drop(r);
+    Ok(Exit::Interrupted)
+}

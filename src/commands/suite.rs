@@ -1,0 +1,269 @@
+//! `connbench suites`, `run` and `lab`: experiment suites on a sandbox (started only when
+//! a cell needs one of its targets) or the user's own targets, answered and stored.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::{emit, init_sandbox_tables, open_store, stop_on_signals};
+use crate::cli::{LabArgs, RunArgs};
+use crate::sandbox::{Sandbox, SandboxOptions};
+use crate::target::Target;
+use crate::Exit;
+
+pub fn list_suites() -> Result<Exit> {
+    let mut out = String::new();
+    for (name, text) in crate::experiment::suite::BUILTIN {
+        let s = crate::experiment::suite::Suite::parse(text, name)?;
+        out.push_str(&format!(
+            "{name:<10} {} ({} cells, {:?})\n",
+            s.question,
+            s.cells.len(),
+            s.kind
+        ));
+    }
+    out.push_str(
+        "\nrun one with `connbench run NAME` (add --quick for short runs), or all with `connbench lab`\n",
+    );
+    emit(&out);
+    Ok(Exit::Success)
+}
+
+/// The sandbox (started only when some cell needs one of its targets) and the names
+/// the suites may use.
+pub async fn suite_context(
+    suites: &[crate::experiment::suite::Suite],
+    overrides: &[String],
+    schema: &str,
+    store: crate::experiment::store::Store,
+) -> Result<(Option<Sandbox>, crate::experiment::runner::Context)> {
+    crate::load::init::check_schema(schema)?;
+    let mut targets = std::collections::BTreeMap::new();
+    let mut replace_all = None;
+    for o in overrides {
+        let (name, conninfo) = match o.split_once('=') {
+            Some((n, c)) if crate::sandbox::TARGET_NAMES.contains(&n) => (Some(n), c),
+            _ => (None, o.as_str()),
+        };
+        Target::parse(conninfo).with_context(|| format!("--target {:?}", crate::target::redact(o)))?;
+        match name {
+            Some(n) => {
+                targets.insert(n.to_string(), conninfo.to_string());
+            }
+            None => replace_all = Some(conninfo.to_string()),
+        }
+    }
+    let used: std::collections::BTreeSet<String> = suites
+        .iter()
+        .flat_map(|s| s.cells.iter().filter_map(|c| c.settings.get("target").cloned()))
+        .collect();
+    if let Some(all) = &replace_all {
+        for name in &used {
+            targets.entry(name.clone()).or_insert_with(|| all.clone());
+        }
+    }
+    let needs_sandbox = used
+        .iter()
+        .any(|t| crate::sandbox::TARGET_NAMES.contains(&t.as_str()) && !targets.contains_key(t));
+    let mut sb = None;
+    let mut pgbouncer_version = None;
+    if needs_sandbox {
+        let started = Sandbox::start(&SandboxOptions::default()).await?;
+        eprintln!("sandbox: started in {}", started.info.dir.display());
+        let needs_tables = suites.iter().any(|s| {
+            s.kind == crate::experiment::suite::Kind::Load
+                && s.cells.iter().any(|c| {
+                    !matches!(
+                        c.settings.get("workload").map(String::as_str),
+                        Some("connect-only")
+                    )
+                })
+        });
+        if needs_tables {
+            init_sandbox_tables(&started, schema, 1).await?;
+        }
+        for t in &started.info.targets {
+            targets
+                .entry(t.name.clone())
+                .or_insert_with(|| t.conninfo.clone());
+        }
+        pgbouncer_version = Some(started.info.pgbouncer_version.clone());
+        sb = Some(started);
+    }
+    let ctx = crate::experiment::runner::Context {
+        targets,
+        schema: schema.to_string(),
+        store,
+        pgbouncer_version,
+        stop: stop_on_signals(),
+        scales: Default::default(),
+        routes: Default::default(),
+        bridge: Default::default(),
+    };
+    Ok((sb, ctx))
+}
+
+/// Progress on stderr when it is a terminal: steps done, the cell, and an estimate of
+/// the time left.
+pub fn suite_progress(name: String) -> impl FnMut(usize, usize, &str) {
+    let show = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    move |done, total, cell| {
+        if !show {
+            return;
+        }
+        let eta = if done > 0 {
+            let per = started.elapsed().as_secs_f64() / done as f64;
+            format!(", about {:.0} s left", per * (total - done) as f64)
+        } else {
+            String::new()
+        };
+        eprint!("\r\x1b[K{name}: step {}/{total}, {cell}{eta}", done + 1);
+        if done + 1 == total {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
+    let profile = if args.quick {
+        crate::experiment::suite::Profile::Quick
+    } else {
+        crate::experiment::suite::Profile::Full
+    };
+    let (origin, text) = crate::experiment::suite::load_text(&args.suite)?;
+    let s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
+    crate::experiment::runner::check(&s, &args.schema)?;
+    if args.dry_run {
+        let mut out = format!("{}: {}\n{} cells:\n", s.name, s.question, s.cells.len());
+        for (i, c) in s.cells.iter().enumerate() {
+            let base = if i == s.baseline { "  (baseline)" } else { "" };
+            out.push_str(&format!("  {i:>3}  {}{base}\n", c.name));
+        }
+        out.push_str("steps in order (cell:repetition, 0 = pre-warm, discarded):\n ");
+        for st in s.plan() {
+            out.push_str(&format!(" {}:{}", st.cell, st.repetition));
+        }
+        out.push('\n');
+        emit(&out);
+        return Ok(Exit::Success);
+    }
+    let store = open_store(&args.store)?;
+    let store_path = store.path().display().to_string();
+    let (sb, ctx) = suite_context(std::slice::from_ref(&s), &args.targets, &args.schema, store).await?;
+    let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
+    drop(sb);
+    let result = result?;
+    emit(&if args.json {
+        crate::report::suite::json(&result)
+    } else {
+        crate::report::suite::text(&result, &store_path)
+    });
+    Ok(if result.interrupted {
+        Exit::Interrupted
+    } else {
+        Exit::Success
+    })
+}
+
+pub async fn run_lab(args: LabArgs) -> Result<Exit> {
+    let profile = if args.full {
+        crate::experiment::suite::Profile::Full
+    } else {
+        crate::experiment::suite::Profile::Quick
+    };
+    let mut suites: Vec<crate::experiment::suite::Suite> = crate::experiment::suite::BUILTIN
+        .iter()
+        .map(|(name, text)| crate::experiment::suite::Suite::parse_profile(text, name, profile))
+        .collect::<Result<_>>()?;
+    // The bridge path creates a namespace and links: root only. Said, not silently dropped.
+    if let Err(why) = crate::net::netns::check_supported() {
+        suites.retain(|s| {
+            let uses_bridge = s
+                .cells
+                .iter()
+                .any(|c| c.settings.get("netpath").is_some_and(|v| v == "bridge"));
+            if uses_bridge {
+                eprintln!("lab: skipping suite {}: {why:#}", s.name);
+            }
+            !uses_bridge
+        });
+    }
+    let store = open_store(&args.store)?;
+    let store_path = store.path().display().to_string();
+    let started = Instant::now();
+    let (sb, ctx) = suite_context(&suites, &[], "connbench", store).await?;
+    let mut answers = Vec::new();
+    let mut interrupted = false;
+    for s in &suites {
+        let result = crate::experiment::runner::run(s, &ctx, suite_progress(s.name.clone())).await?;
+        emit(&(crate::report::suite::text(&result, &store_path) + "\n"));
+        answers.push((
+            s.name.clone(),
+            result.run_id,
+            crate::report::suite::answer(&result),
+        ));
+        if result.interrupted {
+            interrupted = true;
+            break;
+        }
+    }
+    drop(sb);
+    let html = if args.no_html || answers.is_empty() {
+        None
+    } else {
+        let path = match &args.html {
+            Some(p) => p.clone(),
+            None => std::path::Path::new(&store_path)
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join("reports")
+                .join(format!(
+                    "lab-{}-runs-{}-{}.html",
+                    crate::experiment::store::now_utc().replace(':', ""),
+                    answers[0].1,
+                    answers[answers.len() - 1].1
+                )),
+        };
+        let reports: Vec<crate::report::data::RunReport> = answers
+            .iter()
+            .map(|(_, run, _)| crate::report::data::RunReport::load(&ctx.store, *run))
+            .collect::<Result<_>>()?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&path, crate::report::html::html(&reports))
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        Some(path)
+    };
+    let mut out = format!(
+        "lab ({} profile) answered {} question{} in {:.0} s; runs are in {store_path}\n",
+        if args.full { "full" } else { "quick" },
+        answers.len(),
+        if answers.len() == 1 { "" } else { "s" },
+        started.elapsed().as_secs_f64()
+    );
+    for (name, run, lines) in &answers {
+        for l in lines {
+            out.push_str(&crate::report::style::wrap(
+                &format!("{name} (run {run}): {l}"),
+                "  ",
+                "      ",
+                80,
+            ));
+        }
+    }
+    if let Some(path) = html {
+        out.push_str(&format!(
+            "HTML report (charts, tables, environment): {}\n",
+            path.display()
+        ));
+    }
+    emit(&out);
+    Ok(if interrupted {
+        Exit::Interrupted
+    } else {
+        Exit::Success
+    })
+}

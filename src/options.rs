@@ -1,0 +1,518 @@
+//! The options layer: the one place where what a user typed, on the command line or in a
+//! suite file, becomes the plans the measurement loops run.
+//!
+//! As ripgrep goes from low-level to high-level arguments: each setting has one parser
+//! here (`parse_rate`, `parse_length`, ...), which the CLI uses as its clap value parser
+//! and a suite cell's settings go through by name, so both sources accept the same
+//! values and refuse the rest with the same message. [`LoadOptions`] and
+//! [`connect_settings`] gather the typed values; [`LoadOptions::check`] is the validation
+//! across settings; [`LoadOptions::plan`] builds the `LoadPlan` the engine runs. Nothing
+//! is silently corrected: a value out of range is an error naming the setting and the
+//! value (exit 2), never a panic in a worker thread.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _, Result};
+
+use crate::connect::ConnectSettings;
+use crate::experiment::suite::Settings;
+use crate::load::engine::{End, LoadPlan, Policy};
+use crate::load::workload::{Builtin, QueryMode, Script};
+use crate::net::route::{PathKind, RouteSpec};
+use crate::proto::Endpoint;
+use crate::target::SslMode;
+use crate::units::parse_duration;
+
+/// How clients get connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// One connection per client for the whole run (pgbench's default).
+    Persistent,
+    /// A new connection for every transaction, timed phase by phase (pgbench -C).
+    PerTransaction,
+    /// A client-side pool (pool_size, pool_max_lifetime, pool_idle_timeout).
+    Pool,
+}
+
+impl Connection {
+    pub const NAMES: [&'static str; 3] = ["persistent", "per-transaction", "pool"];
+}
+
+impl FromStr for Connection {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "persistent" => Ok(Connection::Persistent),
+            "per-transaction" => Ok(Connection::PerTransaction),
+            "pool" => Ok(Connection::Pool),
+            _ => Err(format!(
+                "invalid connection {s:?}: use persistent, per-transaction or pool"
+            )),
+        }
+    }
+}
+
+/// What a transaction runs: a built-in workload or a script file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Workload {
+    Builtin(Builtin),
+    File(PathBuf),
+}
+
+impl Workload {
+    /// A built-in name (`tpcb-like`, ...) or else a file path.
+    pub fn parse(v: &str) -> Workload {
+        match Builtin::named(v) {
+            Some(b) => Workload::Builtin(b),
+            None => Workload::File(PathBuf::from(v)),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Workload::Builtin(b) => b.as_str().to_string(),
+            Workload::File(p) => p.display().to_string(),
+        }
+    }
+
+    /// Whether it runs on connbench's tables (and so needs their scale).
+    pub fn reads_dataset(&self) -> bool {
+        match self {
+            Workload::Builtin(b) => b.needs_tables(),
+            Workload::File(_) => true,
+        }
+    }
+}
+
+fn whole<T>(what: &str, v: &str, min: T, max: T, hint: &str) -> Result<T, String>
+where
+    T: FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    match v.trim().parse::<T>() {
+        Ok(n) if n >= min && n <= max => Ok(n),
+        Ok(_) => Err(format!("invalid {what} {v:?}: give {min} to {max}{hint}")),
+        Err(_) => Err(format!(
+            "invalid {what} {v:?}: give a whole number from {min} to {max}"
+        )),
+    }
+}
+
+/// Clients: 1 to 100,000.
+pub fn parse_clients(v: &str) -> Result<usize, String> {
+    whole("clients", v, 1, 100_000, "")
+}
+
+/// Worker threads: 1 to 1,024.
+pub fn parse_threads(v: &str) -> Result<usize, String> {
+    whole("threads", v, 1, 1024, "")
+}
+
+/// Pool size: at least one connection.
+pub fn parse_pool_size(v: &str) -> Result<usize, String> {
+    whole(
+        "pool_size",
+        v,
+        1,
+        100_000,
+        " (a pool needs at least one connection)",
+    )
+}
+
+/// Transactions per client (`-t`): at least one.
+pub fn parse_transactions(v: &str) -> Result<u64, String> {
+    whole("transactions", v, 1, u64::MAX, "")
+}
+
+/// Measured connections per target: at least one.
+pub fn parse_samples(v: &str) -> Result<usize, String> {
+    whole("samples", v, 1, 10_000_000, "")
+}
+
+/// A target rate in transactions per second: positive and finite.
+pub fn parse_rate(v: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
+        _ => Err(format!(
+            "invalid rate {v:?}: give a positive number of transactions per second, e.g. 500"
+        )),
+    }
+}
+
+/// How long to measure: seconds as a bare number (pgbench's `-T 30`) or a duration
+/// (`30s`, `2m`); positive, and short enough for a clock to hold.
+pub fn parse_length(v: &str) -> Result<Duration, String> {
+    let t = v.trim();
+    let d = if !t.is_empty()
+        && t.bytes()
+            .all(|b| b.is_ascii_digit() || b == b'.' || b == b'e' || b == b'E' || b == b'+')
+    {
+        t.parse::<f64>()
+            .ok()
+            .and_then(crate::units::positive_seconds)
+            .ok_or_else(|| {
+                format!("invalid duration {v:?}: give a positive length such as 30 (seconds), 30s or 2m")
+            })?
+    } else {
+        parse_duration(t).map_err(|e| format!("invalid duration: {e}"))?
+    };
+    if d.is_zero() {
+        return Err(format!(
+            "invalid duration {v:?}: give a positive length such as 30s"
+        ));
+    }
+    // A deadline is an Instant plus this; a century is past anything a run needs and
+    // well inside what the clock can add.
+    if d > Duration::from_secs(100 * 365 * 86_400) {
+        return Err(format!("invalid duration {v:?}: too long (at most 100 years)"));
+    }
+    Ok(d)
+}
+
+/// A pause or a warm-up: zero or more.
+pub fn parse_pause(v: &str) -> Result<Duration, String> {
+    let d = parse_duration(v)?;
+    if d > Duration::from_secs(365 * 86_400) {
+        return Err(format!("{v:?} is too long (at most a year)"));
+    }
+    Ok(d)
+}
+
+/// A period (the per-interval series, progress): positive.
+pub fn parse_period(v: &str) -> Result<Duration, String> {
+    let d = parse_pause(v)?;
+    if d.is_zero() {
+        return Err(format!("{v:?} is no period: give a length such as 1s or 1m"));
+    }
+    Ok(d)
+}
+
+/// Progress every N seconds (`-P 5`) or a duration (`-P 500ms`).
+pub fn parse_progress(v: &str) -> Result<Duration, String> {
+    parse_length(v).map_err(|e| e.replace("duration", "progress period"))
+}
+
+pub fn parse_mode(v: &str) -> Result<QueryMode, String> {
+    v.parse()
+}
+
+pub fn parse_connection(v: &str) -> Result<Connection, String> {
+    v.parse()
+}
+
+pub fn parse_sslmode(v: &str) -> Result<SslMode, String> {
+    SslMode::parse(v).map_err(|e| e.to_string())
+}
+
+/// A client-side pool's settings (`connection = pool`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolOptions {
+    /// Connections in all, split evenly over the worker threads.
+    pub size: usize,
+    /// Retire a connection this old when it is returned.
+    pub max_lifetime: Option<Duration>,
+    /// Close a connection idle this long instead of handing it out.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// A load run's settings, from flags or a suite cell, each already parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadOptions {
+    /// What each transaction runs, on tables in `schema`, sent as `mode` says.
+    pub workload: Workload,
+    pub schema: String,
+    pub mode: QueryMode,
+    /// How clients get connections. None: the workload's default (per-transaction for
+    /// connect-only, else persistent); the pool settings apply to `Some(Pool)`.
+    pub connection: Option<Connection>,
+    pub pool: PoolOptions,
+    /// How many clients, on how many worker threads.
+    pub clients: usize,
+    pub threads: usize,
+    /// How long: a warm-up that is not recorded, then the measurement, recorded in
+    /// intervals of `interval`.
+    pub warmup: Duration,
+    pub end: End,
+    pub interval: Duration,
+    /// Pacing: a target rate for all clients together, and a pause after each transaction.
+    pub rate: Option<f64>,
+    pub think: Duration,
+}
+
+impl Default for LoadOptions {
+    /// pgbench's defaults: tpcb-like, simple protocol, one client, 10 s.
+    fn default() -> Self {
+        LoadOptions {
+            workload: Workload::Builtin(Builtin::TpcbLike),
+            mode: QueryMode::Simple,
+            clients: 1,
+            threads: 1,
+            end: End::Duration(Duration::from_secs(10)),
+            warmup: Duration::ZERO,
+            rate: None,
+            think: Duration::ZERO,
+            connection: None,
+            pool: PoolOptions {
+                size: 1,
+                max_lifetime: None,
+                idle_timeout: None,
+            },
+            interval: Duration::from_secs(1),
+            schema: "connbench".into(),
+        }
+    }
+}
+
+/// One setting of a cell through its parser; the error names the setting.
+fn get<T>(s: &Settings, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>> {
+    s.get(key)
+        .map(|v| parse(v).map_err(|e| anyhow!("setting {key}: {e}")))
+        .transpose()
+}
+
+impl LoadOptions {
+    /// A suite cell's settings, with the suite's length and warm-up.
+    pub fn from_settings(
+        s: &Settings,
+        duration: Option<Duration>,
+        warmup: Option<Duration>,
+        schema: &str,
+    ) -> Result<LoadOptions> {
+        let d = LoadOptions::default();
+        Ok(LoadOptions {
+            workload: s
+                .get("workload")
+                .map(|w| Workload::parse(w))
+                .unwrap_or(d.workload),
+            mode: get(s, "mode", parse_mode)?.unwrap_or(d.mode),
+            clients: get(s, "clients", parse_clients)?.unwrap_or(d.clients),
+            threads: get(s, "threads", parse_threads)?.unwrap_or(d.threads),
+            end: duration.map(End::Duration).unwrap_or(d.end),
+            warmup: warmup.unwrap_or(d.warmup),
+            rate: get(s, "rate", parse_rate)?,
+            think: get(s, "think", parse_pause)?.unwrap_or(d.think),
+            connection: get(s, "connection", parse_connection)?,
+            pool: PoolOptions {
+                size: get(s, "pool_size", parse_pool_size)?.unwrap_or(d.pool.size),
+                max_lifetime: get(s, "pool_max_lifetime", parse_period)?,
+                idle_timeout: get(s, "pool_idle_timeout", parse_period)?,
+            },
+            interval: d.interval,
+            schema: schema.to_string(),
+        })
+    }
+
+    /// The connection policy, checked against the workload.
+    pub fn policy(&self) -> Result<Policy> {
+        let connect_only = self.workload == Workload::Builtin(Builtin::ConnectOnly);
+        let connection = match (connect_only, self.connection) {
+            (true, None | Some(Connection::PerTransaction)) => Connection::PerTransaction,
+            (true, Some(other)) => bail!(
+                "workload connect-only measures connection set-up, so it runs with connection \
+                 per-transaction, not {other:?}"
+            ),
+            (false, c) => c.unwrap_or(Connection::Persistent),
+        };
+        Ok(match connection {
+            Connection::Persistent => Policy::Persistent,
+            Connection::PerTransaction => Policy::PerTransaction,
+            Connection::Pool => Policy::Pool {
+                size_per_thread: self.pool.size.div_ceil(self.threads()),
+                max_lifetime: self.pool.max_lifetime,
+                idle_timeout: self.pool.idle_timeout,
+            },
+        })
+    }
+
+    /// Threads never outnumber clients.
+    pub fn threads(&self) -> usize {
+        self.threads.min(self.clients).max(1)
+    }
+
+    /// The workload's name and parsed script (a file is read here).
+    pub fn script(&self) -> Result<(String, Script)> {
+        let (name, text) = match &self.workload {
+            Workload::Builtin(b) => (b.as_str().to_string(), b.script(&self.schema)),
+            Workload::File(path) => (
+                path.display().to_string(),
+                std::fs::read_to_string(path).with_context(|| {
+                    format!(
+                        "setting workload: {:?} is neither a built-in workload ({}) nor a readable file",
+                        path.display().to_string(),
+                        Builtin::ALL.map(Builtin::as_str).join(", ")
+                    )
+                })?,
+            ),
+        };
+        let script = Script::parse(&name, &text)?;
+        Ok((name, script))
+    }
+
+    /// Every check across settings, without connecting: what `--dry-run` runs.
+    pub fn check(&self) -> Result<()> {
+        crate::load::init::check_schema(&self.schema)?;
+        self.policy()?;
+        self.script()?;
+        Ok(())
+    }
+
+    /// The plan the engine runs, on `endpoint`, with the dataset's `scale`.
+    pub fn plan(
+        &self,
+        endpoint: Endpoint,
+        scale: i64,
+        netns: Option<Arc<std::fs::File>>,
+        progress: Option<Duration>,
+    ) -> Result<LoadPlan> {
+        let policy = self.policy()?;
+        let (_, script) = self.script()?;
+        Ok(LoadPlan {
+            endpoint,
+            script: Arc::new(script),
+            mode: self.mode,
+            clients: self.clients,
+            threads: self.threads(),
+            end: self.end,
+            warmup: self.warmup,
+            rate: self.rate,
+            think: self.think,
+            policy,
+            interval: self.interval,
+            progress,
+            scale,
+            netns,
+        })
+    }
+
+    /// The scale the script's `:scale` takes: the dataset's, read from the target for
+    /// any workload on connbench's tables (a built-in one must find them; a custom
+    /// script falls back to `fallback` when there are none).
+    pub async fn dataset_scale(&self, direct: &Endpoint, fallback: i64) -> Result<i64> {
+        match &self.workload {
+            Workload::Builtin(b) if b.needs_tables() => {
+                Ok(crate::load::init::scale_of(direct, &self.schema).await? as i64)
+            }
+            w if w.reads_dataset() => Ok(crate::load::init::scale_of(direct, &self.schema)
+                .await
+                .map(|s| s as i64)
+                .unwrap_or(fallback)),
+            _ => Ok(fallback),
+        }
+    }
+}
+
+/// A connect cell's settings: samples and the query; one warm-up connection.
+pub fn connect_settings(s: &Settings) -> Result<ConnectSettings> {
+    Ok(ConnectSettings {
+        samples: get(s, "samples", parse_samples)?.unwrap_or(100),
+        warmup: 1,
+        query: s.get("query").cloned(),
+        interval: Duration::ZERO,
+    })
+}
+
+/// Where a cell's client runs: the host's network, or a namespace behind a bridge and NAT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetPath {
+    Host,
+    Bridge,
+}
+
+pub fn netpath(s: &Settings) -> Result<NetPath> {
+    get(s, "netpath", |v| match v {
+        "host" => Ok(NetPath::Host),
+        "bridge" => Ok(NetPath::Bridge),
+        other => Err(format!("invalid netpath {other:?}: use host or bridge")),
+    })
+    .map(|n| n.unwrap_or(NetPath::Host))
+}
+
+/// A cell's route from its `path` and `distance` settings.
+pub fn route_spec(s: &Settings) -> Result<RouteSpec> {
+    Ok(RouteSpec {
+        path: get(s, "path", |v| PathKind::parse(v).map_err(|e| format!("{e:#}")))?
+            .unwrap_or(PathKind::Direct),
+        distance: get(s, "distance", parse_pause)?.unwrap_or(Duration::ZERO),
+    })
+}
+
+/// A cell's `sslmode` override, if it has one.
+pub fn sslmode(s: &Settings) -> Result<Option<SslMode>> {
+    get(s, "sslmode", parse_sslmode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_value_names_its_setting() {
+        assert!(parse_rate("0").unwrap_err().contains("invalid rate \"0\""));
+        assert!(parse_rate("nan").is_err());
+        assert!(parse_pool_size("0").unwrap_err().contains("pool_size"));
+        assert!(parse_clients("0").unwrap_err().contains("clients"));
+        assert!(parse_length("100000000000000000000000s")
+            .unwrap_err()
+            .contains("duration"));
+        assert!(parse_length("1e20").unwrap_err().contains("duration"));
+        assert!(parse_length("0").is_err());
+        assert_eq!(parse_length("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_length("3s"), Ok(Duration::from_secs(3)));
+        assert!(parse_sslmode("sometimes").unwrap_err().contains("sslmode"));
+        assert!(parse_period("0").is_err());
+    }
+
+    #[test]
+    fn suite_settings_go_through_the_same_parsers() {
+        let mut s = Settings::new();
+        s.insert("rate".into(), "0".into());
+        let e = LoadOptions::from_settings(&s, None, None, "connbench").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("setting rate: {}", parse_rate("0").unwrap_err())
+        );
+        let mut s = Settings::new();
+        s.insert("pool_size".into(), "0".into());
+        let e = LoadOptions::from_settings(&s, None, None, "connbench").unwrap_err();
+        assert!(e.to_string().contains("pool_size"), "{e}");
+    }
+
+    #[test]
+    fn connect_only_refuses_other_policies() {
+        let o = LoadOptions {
+            workload: Workload::Builtin(Builtin::ConnectOnly),
+            connection: Some(Connection::Pool),
+            ..LoadOptions::default()
+        };
+        assert!(o.policy().unwrap_err().to_string().contains("per-transaction"));
+        let o = LoadOptions {
+            workload: Workload::Builtin(Builtin::ConnectOnly),
+            ..LoadOptions::default()
+        };
+        assert_eq!(o.policy().unwrap(), Policy::PerTransaction);
+    }
+
+    #[test]
+    fn pool_size_is_split_over_threads_rounding_up() {
+        let o = LoadOptions {
+            connection: Some(Connection::Pool),
+            pool: PoolOptions {
+                size: 5,
+                ..LoadOptions::default().pool
+            },
+            clients: 8,
+            threads: 2,
+            ..LoadOptions::default()
+        };
+        assert!(matches!(
+            o.policy().unwrap(),
+            Policy::Pool {
+                size_per_thread: 3,
+                ..
+            }
+        ));
+    }
+}
