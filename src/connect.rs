@@ -25,7 +25,7 @@ use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
 pub const GIVE_UP_AFTER: usize = 3;
 
 /// What to measure.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct ConnectSettings {
     /// Measured connections per target.
     pub samples: usize,
@@ -35,6 +35,7 @@ pub struct ConnectSettings {
     pub query: Option<String>,
     /// Pause between one connect and the next.
     #[serde(rename = "interval_ms", serialize_with = "crate::units::ser_duration_ms")]
+    #[schemars(with = "f64")]
     pub interval: Duration,
 }
 

@@ -110,6 +110,15 @@ pub fn ser_duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok
     s.serialize_f64(d.as_secs_f64() * 1e3)
 }
 
+/// The JSON Schema of a type as connbench writes it (the serialising contract: keys that
+/// are skipped when empty are optional), in draft 2020-12.
+pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator();
+    serde_json::to_value(generator.into_root_schema_for::<T>()).expect("a schema is JSON")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

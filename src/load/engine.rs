@@ -33,7 +33,7 @@ use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
 
 /// How clients get their connections.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 #[serde(tag = "policy", rename_all = "kebab-case")]
 pub enum Policy {
     /// One connection per client for the whole run (pgbench's default).
@@ -48,21 +48,24 @@ pub enum Policy {
             rename = "max_lifetime_s",
             serialize_with = "crate::units::ser_opt_duration_s"
         )]
+        #[schemars(with = "Option<f64>")]
         max_lifetime: Option<Duration>,
         #[serde(
             rename = "idle_timeout_s",
             serialize_with = "crate::units::ser_opt_duration_s"
         )]
+        #[schemars(with = "Option<f64>")]
         idle_timeout: Option<Duration>,
     },
 }
 
 /// When each client stops.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum End {
     /// After this long of measurement.
     #[serde(rename = "duration_s", serialize_with = "crate::units::ser_duration_s")]
+    #[schemars(with = "f64")]
     Duration(Duration),
     /// After this many measured transactions per client.
     TransactionsPerClient(u64),

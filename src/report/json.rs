@@ -7,7 +7,8 @@ use crate::connect::ConnectSettings;
 use crate::net::transport::TlsInfo;
 use crate::stats::{Summary, TargetSummary};
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ConnectReport<'a> {
     pub connbench_version: &'static str,
     pub command: &'static str,
@@ -19,13 +20,20 @@ pub struct ConnectReport<'a> {
     pub targets: Vec<TargetJson<'a>>,
 }
 
+/// The JSON Schema of `connect --json`, generated from the types above (committed as
+/// docs/schema/connect.schema.json; a test keeps the file equal to this).
+pub fn schema() -> serde_json::Value {
+    crate::units::output_schema::<ConnectReport<'static>>()
+}
+
 /// The method statement printed with every connect report.
 pub const METHOD: &str = "Connections are opened one after another, targets interleaved with a rotating start. \
 Each phase is timed on the wire with CLOCK_MONOTONIC from the client's first byte of the phase to the message that ends it; \
 the phases add up to the total. round_trips are counted on the socket (a read that follows a write), plus one for TCP's handshake. \
 Warm-up connections are reported apart and not counted. Percentiles are nearest-rank over all samples.";
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct TargetJson<'a> {
     pub name: &'a str,
     pub conninfo: &'a str,
@@ -48,14 +56,16 @@ pub struct TargetJson<'a> {
     pub predictions: &'a [crate::stats::model::Prediction],
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FailureJson<'a> {
     pub kind: &'a str,
     pub count: u64,
     pub example: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct PhaseJson {
     pub name: &'static str,
     pub round_trips: u32,
@@ -69,13 +79,15 @@ pub struct PhaseJson {
     pub max_us: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct WarmupJson {
     pub total_us: f64,
     pub phases: Vec<WarmupPhaseJson>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct WarmupPhaseJson {
     pub name: &'static str,
     pub us: f64,

@@ -12,7 +12,8 @@ use crate::net::transport::TlsInfo;
 use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary};
 
 /// What was run, as the report states it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct LoadSettings {
     pub target: String,
     pub conninfo: String,
@@ -37,7 +38,8 @@ not recorded. Percentiles come from HDR histograms with 3 significant digits. tp
 the measured time; tps_excluding_connect subtracts the average time per client spent connecting during the \
 measurement. Client CPU is the worker threads' user+system time during the measurement.";
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct LatencyMs {
     n: u64,
     mean_ms: f64,
@@ -67,14 +69,16 @@ fn ms(l: &Latency) -> LatencyMs {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct PhaseLatency {
     name: &'static str,
     #[serde(flatten)]
     latency: LatencyMs,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Connections {
     opened_before_measurement: u64,
     setup_connect_mean_ms: Option<f64>,
@@ -84,7 +88,8 @@ struct Connections {
     phases: Vec<PhaseLatency>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Summary<'a> {
     transactions: u64,
     failed_transactions: u64,
@@ -103,7 +108,8 @@ struct Summary<'a> {
     failures: &'a [FailureSummary],
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Report<'a> {
     connbench_version: &'static str,
     command: &'static str,
@@ -114,6 +120,12 @@ struct Report<'a> {
     interrupted: bool,
     summary: Summary<'a>,
     series: &'a [IntervalSummary],
+}
+
+/// The JSON Schema of `load --json`, generated from the types above (committed as
+/// docs/schema/load.schema.json; a test keeps the file equal to this).
+pub fn schema() -> serde_json::Value {
+    crate::units::output_schema::<Report<'static>>()
 }
 
 /// The load report as pretty JSON.

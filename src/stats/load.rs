@@ -55,7 +55,7 @@ pub fn latency(h: &Histogram<u64>, unit_ns: u64) -> Option<Latency> {
 }
 
 /// Failures of one kind.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct FailureSummary {
     pub kind: String,
     /// SQLSTATE class and its name, for server errors.
@@ -65,7 +65,7 @@ pub struct FailureSummary {
 }
 
 /// One interval of the series.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct IntervalSummary {
     pub start_s: f64,
     pub end_s: f64,

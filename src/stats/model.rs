@@ -18,7 +18,7 @@ use super::TargetSummary;
 use crate::proto::Phase;
 
 /// The predicted connect time of one target at one round-trip time.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Prediction {
     pub rtt_ms: f64,
     /// Round trips that cross a relay: all but the socket connect's.

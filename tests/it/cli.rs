@@ -232,3 +232,26 @@ fn peer_tools_accept_the_sandbox_conninfo_unchanged() {
     assert!(o.status.success(), "pgbench: {}", stderr(&o));
     assert!(stdout(&o).contains("average connection time"), "{}", stdout(&o));
 }
+
+/// The committed JSON Schemas are the ones the report types generate, so the files that
+/// tests validate output against cannot drift from the code. With
+/// CONNBENCH_WRITE_SCHEMAS=1 the test writes them instead.
+#[test]
+fn json_schemas_are_generated_from_the_report_types() {
+    for (name, schema) in [
+        ("connect", connbench::report::json::schema()),
+        ("load", connbench::report::load::schema()),
+    ] {
+        let path = format!("{}/docs/schema/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        if std::env::var_os("CONNBENCH_WRITE_SCHEMAS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+            continue;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == text,
+            "{path} is not what the types generate; run CONNBENCH_WRITE_SCHEMAS=1 cargo test --test it json_schemas"
+        );
+    }
+}

@@ -275,85 +275,21 @@ fn run_chromium(bin: &str, args: &[String]) -> (String, String) {
     }
 }
 
-/// Decodes an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium writes) to RGBA.
+/// Decodes a PNG (Chromium's screenshot) to 8-bit RGBA with the png crate.
 fn decode_png(bytes: &[u8]) -> (usize, usize, Vec<u8>) {
-    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
-    let mut pos = 8;
-    let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
-    let mut idat = Vec::new();
-    while pos + 8 <= bytes.len() {
-        let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
-        let kind = &bytes[pos + 4..pos + 8];
-        let data = &bytes[pos + 8..pos + 8 + len];
-        match kind {
-            b"IHDR" => {
-                w = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
-                h = u32::from_be_bytes(data[4..8].try_into().unwrap()) as usize;
-                assert_eq!(data[8], 8, "bit depth");
-                channels = match data[9] {
-                    2 => 3,
-                    6 => 4,
-                    t => panic!("PNG colour type {t} not handled"),
-                };
-                assert_eq!(data[12], 0, "interlaced");
-            }
-            b"IDAT" => idat.extend_from_slice(data),
-            _ => {}
-        }
-        pos += 12 + len;
-    }
-    let mut raw = Vec::new();
-    flate2::read::ZlibDecoder::new(&idat[..])
-        .read_to_end(&mut raw)
-        .unwrap();
-    let stride = w * channels;
-    let mut img = vec![0u8; h * stride];
-    for y in 0..h {
-        let filter = raw[y * (stride + 1)];
-        let line = &raw[y * (stride + 1) + 1..(y + 1) * (stride + 1)];
-        for x in 0..stride {
-            let a = if x >= channels {
-                img[y * stride + x - channels] as i32
-            } else {
-                0
-            };
-            let b = if y > 0 {
-                img[(y - 1) * stride + x] as i32
-            } else {
-                0
-            };
-            let c = if y > 0 && x >= channels {
-                img[(y - 1) * stride + x - channels] as i32
-            } else {
-                0
-            };
-            let pred = match filter {
-                0 => 0,
-                1 => a,
-                2 => b,
-                3 => (a + b) / 2,
-                4 => {
-                    let p = a + b - c;
-                    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
-                    if pa <= pb && pa <= pc {
-                        a
-                    } else if pb <= pc {
-                        b
-                    } else {
-                        c
-                    }
-                }
-                f => panic!("PNG filter {f}"),
-            };
-            img[y * stride + x] = (line[x] as i32 + pred) as u8;
-        }
-    }
-    let rgba = if channels == 4 {
-        img
-    } else {
-        img.chunks_exact(3)
-            .flat_map(|p| [p[0], p[1], p[2], 255])
-            .collect()
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(bytes));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::ALPHA);
+    let mut reader = decoder.read_info().expect("a PNG header");
+    let mut buf = vec![0; reader.output_buffer_size().expect("an image that fits in memory")];
+    let frame = reader.next_frame(&mut buf).expect("a PNG frame");
+    assert_eq!(frame.bit_depth, png::BitDepth::Eight, "8-bit channels");
+    let rgba = match frame.color_type {
+        png::ColorType::Rgba => buf[..frame.buffer_size()].to_vec(),
+        png::ColorType::GrayscaleAlpha => buf[..frame.buffer_size()]
+            .chunks_exact(2)
+            .flat_map(|p| [p[0], p[0], p[0], p[1]])
+            .collect(),
+        other => panic!("PNG colour type {other:?} after expansion"),
     };
-    (w, h, rgba)
+    (frame.width as usize, frame.height as usize, rgba)
 }
