@@ -166,6 +166,8 @@ pub struct RunArgs {
     /// Print the cells and the order of the steps, and run nothing.
     #[arg(long)]
     pub dry_run: bool,
+    #[command(flatten)]
+    pub adaptive: AdaptiveArgs,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -174,6 +176,25 @@ pub struct RunArgs {
     /// The schema of connbench's tables (load suites).
     #[arg(long, default_value = "connbench")]
     pub schema: String,
+    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
+    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
+    /// for connection-path questions.
+    #[arg(long)]
+    pub durable: bool,
+}
+
+/// Adaptive rounds: after the suite's repetitions, more interleaved rounds for the
+/// answers still undecided, within a wall-clock budget.
+#[derive(Debug, Args)]
+pub struct AdaptiveArgs {
+    /// Wall-clock limit for the whole run (e.g. 4m); rounds are added for undecided
+    /// answers while the budget allows. Without it, a suite runs exactly its repetitions.
+    #[arg(long, value_name = "DURATION", value_parser = options::parse_length)]
+    pub budget: Option<Duration>,
+    /// With --budget: also add rounds until every ratio's interval is within ± this
+    /// fraction of it (e.g. 0.05), not only until it is decided.
+    #[arg(long, value_name = "FRACTION", value_parser = options::parse_precision)]
+    pub precision: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -215,7 +236,8 @@ pub enum RunsCommand {
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// Short runs, few repetitions: about 4 minutes on 2 cores.
+    /// Short runs, few repetitions, and rounds added for undecided answers within a
+    /// budget of 4 minutes in all (see --budget).
     #[arg(long, conflicts_with = "full")]
     pub quick: bool,
     /// Each suite's own lengths (tens of minutes).
@@ -228,6 +250,20 @@ pub struct LabArgs {
     /// Write no HTML report.
     #[arg(long, conflicts_with = "html")]
     pub no_html: bool,
+    /// Wall-clock limit for the whole lab, shared among its suites as it goes; rounds are
+    /// added for undecided answers while it allows [default: 220s with --quick; none
+    /// with --full, which runs each suite's repetitions].
+    #[arg(long, value_name = "DURATION", value_parser = options::parse_length)]
+    pub budget: Option<Duration>,
+    /// With a budget: add rounds until every ratio's interval is within ± this fraction
+    /// [default: 0.05].
+    #[arg(long, value_name = "FRACTION", value_parser = options::parse_precision)]
+    pub precision: Option<f64>,
+    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
+    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
+    /// for connection-path questions.
+    #[arg(long)]
+    pub durable: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -267,6 +303,11 @@ pub struct LoadArgs {
     /// Start a throwaway sandbox, create the tables at scale -s, and load it.
     #[arg(long)]
     pub sandbox: bool,
+    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
+    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
+    /// for connection-path questions.
+    #[arg(long)]
+    pub durable: bool,
 
     /// Concurrent clients (database sessions when connections are persistent).
     #[arg(short = 'c', long, default_value = "1", value_parser = options::parse_clients)]

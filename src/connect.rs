@@ -25,7 +25,7 @@ use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
 pub const GIVE_UP_AFTER: usize = 3;
 
 /// What to measure.
-#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct ConnectSettings {
     /// Measured connections per target.
     pub samples: usize,

@@ -195,6 +195,16 @@ pub fn parse_progress(v: &str) -> Result<Duration, String> {
     parse_length(v).map_err(|e| e.replace("duration", "progress period"))
 }
 
+/// A relative precision: a fraction between 0 and 1 (0.05 is ±5%).
+pub fn parse_precision(v: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!(
+            "invalid precision {v:?}: give a fraction between 0 and 1, e.g. 0.05 for ±5%"
+        )),
+    }
+}
+
 pub fn parse_mode(v: &str) -> Result<QueryMode, String> {
     v.parse()
 }

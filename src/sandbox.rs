@@ -106,7 +106,21 @@ impl SandboxInfo {
 pub struct SandboxOptions {
     /// Leave the servers running when this process ends (`connbench sandbox start`).
     pub detached: bool,
+    /// Keep PostgreSQL's durable defaults instead of the quiet settings (see [`QUIET`]).
+    pub durable: bool,
 }
+
+/// The sandbox's PostgreSQL settings for measuring connection paths: commits do not wait
+/// for the disk flush, checkpoints and autovacuum do not land inside short repetitions.
+/// On a VM's shared disk those are the largest sources of noise between repetitions, and
+/// none of them is what a connection-path question asks about. Every report's
+/// environment lists the settings the server ran with; `--durable` keeps the defaults.
+pub const QUIET: &[&str] = &[
+    "synchronous_commit=off",
+    "checkpoint_timeout=1h",
+    "max_wal_size=8GB",
+    "autovacuum=off",
+];
 
 /// A running sandbox. Dropping it stops the servers and removes the directory, unless it
 /// was started detached.
@@ -168,7 +182,7 @@ impl Sandbox {
             sandbox.watchdog = Some(spawn_watchdog(&dir)?);
         }
         sandbox.init_cluster(&bins, &run_as)?;
-        sandbox.start_postgres(&bins, &run_as).await?;
+        sandbox.start_postgres(&bins, &run_as, opts.durable).await?;
         let secret = sandbox.prepare_roles().await?;
         sandbox.start_pgbouncer(&bins, &run_as, &secret).await?;
         sandbox.info.targets = targets(&sandbox.info);
@@ -230,10 +244,11 @@ impl Sandbox {
         Ok(())
     }
 
-    async fn start_postgres(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+    async fn start_postgres(&mut self, bins: &Binaries, run_as: &RunAs, durable: bool) -> Result<()> {
         let dir = self.info.dir.clone();
         let log = dir.join("postgres.log");
         // A port picked free can be taken before the server binds it: try a few.
+        let quiet = if durable { &[][..] } else { QUIET };
         for attempt in 1..=START_ATTEMPTS {
             let port = free_port()?;
             let child = server_command(&bins.postgres, run_as, &dir)
@@ -253,6 +268,7 @@ impl Sandbox {
                 ])
                 .args(["-c", "max_connections=300"])
                 .args(["-c", "logging_collector=off"])
+                .args(quiet.iter().flat_map(|q| ["-c", q]))
                 .stdin(Stdio::null())
                 .stdout(log_file(&log, run_as)?)
                 .stderr(log_file(&log, run_as)?)

@@ -23,7 +23,11 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     // The sandbox lives until this function returns; its Drop stops and removes it.
     let mut sandbox = None;
     let target = if args.sandbox {
-        let sb = Sandbox::start(&SandboxOptions::default()).await?;
+        let sb = Sandbox::start(&SandboxOptions {
+            durable: args.durable,
+            ..SandboxOptions::default()
+        })
+        .await?;
         eprintln!("sandbox: started in {}", sb.info.dir.display());
         if options.workload.reads_dataset() {
             init_sandbox_tables(&sb, &args.schema, args.scale).await?;

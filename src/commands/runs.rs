@@ -39,11 +39,7 @@ pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
         write_output(&dir.join("cells.csv"), &crate::report::csv::cells(&results))?;
     }
     if let Some(path) = &args.json {
-        let v = serde_json::json!({
-            "connbench_version": env!("CARGO_PKG_VERSION"),
-            "command": "report",
-            "runs": reports.iter().map(crate::report::data::RunReport::json_value).collect::<Vec<_>>(),
-        });
+        let v = crate::report::data::ReportJson::of(&reports);
         write_output(path, &(serde_json::to_string_pretty(&v)? + "\n"))?;
     }
     if !any {
@@ -54,16 +50,9 @@ pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
 
 pub fn compare_runs(a: i64, b: i64, store: &crate::cli::StoreArgs) -> Result<Exit> {
     let store = open_store(store)?;
-    let crate::report::data::Loaded {
-        suite: suite_a,
-        values: values_a,
-        ..
-    } = crate::report::data::load(&store, a)?;
-    let crate::report::data::Loaded {
-        suite: suite_b,
-        values: values_b,
-        ..
-    } = crate::report::data::load(&store, b)?;
+    let loaded_a = crate::report::data::load(&store, a)?;
+    let loaded_b = crate::report::data::load(&store, b)?;
+    let (suite_a, suite_b) = (&loaded_a.suite, &loaded_b.suite);
     if suite_a.figure != suite_b.figure {
         bail!(
             "run {a} measures {} and run {b} measures {}: compare runs of the same suite",
@@ -72,25 +61,49 @@ pub fn compare_runs(a: i64, b: i64, store: &crate::cli::StoreArgs) -> Result<Exi
         );
     }
     let fig = &suite_a.figure;
-    let rule = crate::experiment::runner::rule(&suite_a);
+    // Two runs' rounds are not paired: Welch's t on the logs per cell, and Holm over the
+    // matched cells, as one family.
+    let rule = crate::stats::compare::Rule {
+        sequential: false,
+        ..crate::experiment::runner::rule(suite_a)
+    };
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let mut rows = Vec::new();
+    let mut family = Vec::new();
     for (i, cell) in suite_a.cells.iter().enumerate() {
         let Some(j) = suite_b.cells.iter().position(|c| c.name == cell.name) else {
             continue;
         };
-        let va = values_a[i].get(fig).cloned().unwrap_or_default();
-        let vb = values_b[j].get(fig).cloned().unwrap_or_default();
-        let verdict =
-            crate::stats::compare::compare(&va, &vb, rule, &format!("run {a}"), &format!("run {b}"))
-                .map(|c| c.sentence)
-                .unwrap_or_else(|| "no results to compare".to_string());
+        let va = loaded_a.values(i, fig);
+        let vb = loaded_b.values(j, fig);
+        let logs = |v: &[f64]| v.iter().map(|x| x.ln()).collect::<Vec<_>>();
+        let test = (va.iter().chain(&vb).all(|x| *x > 0.0))
+            .then(|| crate::stats::compare::welch_logs(&logs(&va), &logs(&vb)))
+            .flatten();
+        if let Some(test) = test {
+            family.push((
+                rows.len(),
+                crate::stats::compare::Candidate {
+                    name: format!("run {a}"),
+                    test,
+                    look: 1,
+                },
+            ));
+        }
         rows.push(crate::report::suite::CompareRow {
             cell: cell.name.clone(),
             mean_a: mean(&va),
             mean_b: mean(&vb),
-            verdict,
+            verdict: "too few results to compare (2 repetitions each are needed)".to_string(),
         });
+    }
+    let candidates: Vec<_> = family.iter().map(|(_, c)| c.clone()).collect();
+    for ((row, _), c) in family.iter().zip(crate::stats::compare::decide(
+        &candidates,
+        &format!("run {b}"),
+        rule,
+    )) {
+        rows[*row].verdict = c.sentence;
     }
     let matched = rows.len();
     if matched == 0 {

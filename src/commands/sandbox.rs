@@ -17,7 +17,11 @@ pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
                     info.dir.display()
                 );
             }
-            let sb = Sandbox::start(&SandboxOptions { detached: true }).await?;
+            let sb = Sandbox::start(&SandboxOptions {
+                detached: true,
+                durable: false,
+            })
+            .await?;
             if json {
                 emit(&(serde_json::to_string_pretty(&sb.info)? + "\n"));
             } else {

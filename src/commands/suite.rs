@@ -37,6 +37,7 @@ pub async fn suite_context(
     overrides: &[String],
     schema: &str,
     store: crate::experiment::store::Store,
+    durable: bool,
 ) -> Result<(Option<Sandbox>, crate::experiment::runner::Context)> {
     crate::load::init::check_schema(schema)?;
     let mut targets = std::collections::BTreeMap::new();
@@ -69,7 +70,11 @@ pub async fn suite_context(
     let mut sb = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
-        let started = Sandbox::start(&SandboxOptions::default()).await?;
+        let started = Sandbox::start(&SandboxOptions {
+            durable,
+            ..SandboxOptions::default()
+        })
+        .await?;
         eprintln!("sandbox: started in {}", started.info.dir.display());
         let needs_tables = suites.iter().any(|s| {
             s.kind == crate::experiment::suite::Kind::Load
@@ -133,7 +138,8 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         crate::experiment::suite::Profile::Full
     };
     let (origin, text) = crate::experiment::suite::load_text(&args.suite)?;
-    let s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
+    let s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?
+        .adaptive(args.adaptive.budget, args.adaptive.precision);
     crate::experiment::runner::check(&s, &args.schema)?;
     if args.dry_run {
         let mut out = format!("{}: {}\n{} cells:\n", s.name, s.question, s.cells.len());
@@ -151,7 +157,14 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     }
     let store = open_store(&args.store)?;
     let store_path = store.path().display().to_string();
-    let (sb, ctx) = suite_context(std::slice::from_ref(&s), &args.targets, &args.schema, store).await?;
+    let (sb, ctx) = suite_context(
+        std::slice::from_ref(&s),
+        &args.targets,
+        &args.schema,
+        store,
+        args.durable,
+    )
+    .await?;
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
     let result = result?;
@@ -193,11 +206,27 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     let store = open_store(&args.store)?;
     let store_path = store.path().display().to_string();
     let started = Instant::now();
-    let (sb, ctx) = suite_context(&suites, &[], "connbench", store).await?;
+    // The quick lab adds rounds within 4 minutes in all (230 s from its start, the rest
+    // for the report and the sandbox's removal); the full lab runs each suite's
+    // repetitions.
+    let budget = args
+        .budget
+        .or((!args.full).then(|| std::time::Duration::from_secs(230)));
+    let precision = args.precision.or(Some(0.05));
+    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, args.durable).await?;
     let mut answers = Vec::new();
     let mut interrupted = false;
-    for s in &suites {
-        let result = crate::experiment::runner::run(s, &ctx, suite_progress(s.name.clone())).await?;
+    let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();
+    for (i, s) in suites.iter().enumerate() {
+        // What is left of the budget, shared by the suites still to run in proportion to
+        // their estimated minimum; a suite that needs less leaves more for the next.
+        let share = budget.map(|b| {
+            let left = b.saturating_sub(started.elapsed()).as_secs_f64();
+            let mine = estimates[i] / estimates[i..].iter().sum::<f64>().max(1e-9);
+            std::time::Duration::from_secs_f64(left * mine)
+        });
+        let s = s.clone().adaptive(share, precision);
+        let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await?;
         emit(&(crate::report::suite::text(&result, &store_path) + "\n"));
         answers.push((
             s.name.clone(),

@@ -19,7 +19,7 @@ use crate::load::engine;
 use crate::net::route::{self, Route, RouteSpec, Verified};
 use crate::options::{self, route_spec, LoadOptions, NetPath};
 use crate::proto::Endpoint;
-use crate::stats::compare::{self, Comparison, Described, Rule};
+use crate::stats::compare::{self, Candidate, Comparison, Described, Rule, Verdict};
 use crate::target::Target;
 
 /// What a suite runs against and where results go.
@@ -48,8 +48,12 @@ pub struct CellResult {
     /// Per figure, the value of each successful counted repetition.
     pub figures: BTreeMap<String, Vec<f64>>,
     pub described: BTreeMap<String, Described>,
+    /// Counted repetitions (rounds) the cell ran, failed ones included.
+    pub rounds: usize,
     /// Against the baseline, on the suite's figure.
     pub comparison: Option<Comparison>,
+    /// Why a non-baseline cell has no comparison, when it has none.
+    pub no_comparison: Option<String>,
     /// For a load cell with a distance: the round-trip model's figure beside the measured.
     pub prediction: Option<crate::stats::model::DistancePrediction>,
     pub errors: Vec<String>,
@@ -62,16 +66,21 @@ pub struct SuiteResult {
     pub suite: Suite,
     pub cells: Vec<CellResult>,
     pub interrupted: bool,
+    /// Why the run stopped adding rounds (or that its rounds were fixed).
+    pub stopped: String,
     pub environment: Environment,
 }
 
-/// The comparison rule every suite uses: 95% intervals, α = 0.05, a 2% noise threshold.
+/// The comparison rule of a suite: 95% intervals for a cell's figures, a family-wise
+/// α = 0.05 for its comparisons, the suite's noise threshold, and α spent over looks
+/// when the run is adaptive.
 pub fn rule(suite: &Suite) -> Rule {
     Rule {
         better: suite.better,
         confidence: 0.95,
         alpha: 0.05,
-        threshold: 0.02,
+        threshold: suite.noise_threshold,
+        sequential: suite.budget_s.is_some(),
     }
 }
 
@@ -252,73 +261,151 @@ pub async fn run(
             endpoints[suite.baseline].target.name()
         ),
     };
-    let environment = Environment::here(server_version, ctx.pgbouncer_version.clone(), tls);
+    let mut environment = Environment::here(server_version, ctx.pgbouncer_version.clone(), tls);
+    environment.server_settings = server_settings(&probe_endpoint).await;
     let run_id = ctx.store.begin_run(suite, &environment)?;
-    let plan = suite.plan();
-    let mut values: Vec<BTreeMap<String, Vec<f64>>> = vec![BTreeMap::new(); suite.cells.len()];
-    let mut errors: Vec<Vec<String>> = vec![Vec::new(); suite.cells.len()];
+    let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     let mut interrupted = false;
-    for (i, step) in plan.iter().enumerate() {
+    let started = Instant::now();
+    // Seconds each cell's counted steps took, to estimate what another round costs.
+    let mut step_s: Vec<Vec<f64>> = vec![Vec::new(); suite.cells.len()];
+    let mut todo: std::collections::VecDeque<Step> = suite.plan().into();
+    let mut done = 0;
+    let mut round = suite.repetitions;
+    loop {
+        let Some(step) = todo.pop_front() else {
+            // The planned rounds are done: an adaptive run adds a round for the answers
+            // still undecided (with the baseline, so the round pairs), while the budget
+            // allows one and the cap is not reached.
+            let Some(budget) = suite.budget_s else { break };
+            if round >= suite.max_rounds {
+                break;
+            }
+            let current = summarize(suite, run_id, outcomes.clone(), false, environment.clone());
+            let undecided: Vec<usize> = current
+                .cells
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    c.comparison
+                        .as_ref()
+                        .is_some_and(|c| !settled(c, suite.precision))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if undecided.is_empty() {
+                break;
+            }
+            let mut cells = undecided;
+            cells.push(suite.baseline);
+            // The next look comes after a batch of rounds; a batch that does not fit the
+            // budget is not begun, so a run ends at a look.
+            let batch = suite.next_batch(round).min(suite.max_rounds - round);
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let estimate: f64 = batch as f64 * cells.iter().map(|&c| mean(&step_s[c])).sum::<f64>();
+            if started.elapsed().as_secs_f64() + estimate > budget {
+                break;
+            }
+            for _ in 0..batch {
+                round += 1;
+                todo.extend(suite.round(round, &cells));
+            }
+            continue;
+        };
         if *ctx.stop.borrow() {
             interrupted = true;
             break;
         }
-        let cell = &suite.cells[step.cell];
-        progress(i, plan.len(), &cell.name);
+        // A connect suite measures a round's cells in one run, their connections
+        // interleaved sample by sample (A B C A B C ...), so every cell of the round sees
+        // the same moment of the machine and the round's ratios cancel it.
+        let mut group = vec![step];
+        if suite.kind == Kind::Connect && interleavable(suite, step) {
+            while let Some(next) = todo.front().copied() {
+                if next.repetition != step.repetition
+                    || !interleavable(suite, next)
+                    || options::connect_settings(&suite.cells[next.cell].settings).ok()
+                        != options::connect_settings(&suite.cells[step.cell].settings).ok()
+                {
+                    break;
+                }
+                group.push(next);
+                todo.pop_front();
+            }
+        }
+        let names: Vec<&str> = group.iter().map(|s| suite.cells[s.cell].name.as_str()).collect();
+        progress(done, done + todo.len() + group.len(), &names.join(", "));
+        done += group.len();
         let started_at = store::now_utc();
         let t0 = Instant::now();
-        let outcome = match suite.kind {
-            Kind::Load => run_load(suite, &cell.settings, &endpoints[step.cell], ctx).await,
-            Kind::Connect => run_connect(&cell.settings, &endpoints[step.cell], ctx).await,
+        let results: Vec<Result<Measured>> = match suite.kind {
+            Kind::Load => {
+                let cell = &suite.cells[step.cell];
+                vec![run_load(suite, &cell.settings, &endpoints[step.cell], ctx).await]
+            }
+            Kind::Connect => {
+                let cells: Vec<(&Settings, &Endpoint)> = group
+                    .iter()
+                    .map(|s| (&suite.cells[s.cell].settings, &endpoints[s.cell]))
+                    .collect();
+                run_connect(&cells, ctx).await
+            }
         };
         // Ctrl-C during a step: the step was cut short, so it is not saved as a result.
         if *ctx.stop.borrow() {
             interrupted = true;
             break;
         }
-        let (
-            Measured {
-                mut figures,
-                histogram,
-                detail,
-            },
-            error,
-        ) = match outcome {
-            Ok(m) => (m, None),
-            Err(e) => (
+        // An interleaved group's time is shared by its cells.
+        let elapsed_s = t0.elapsed().as_secs_f64() / group.len() as f64;
+        for (step, outcome) in group.iter().zip(results) {
+            let (
                 Measured {
-                    figures: BTreeMap::new(),
-                    histogram: None,
-                    detail: None,
+                    mut figures,
+                    histogram,
+                    detail,
                 },
-                Some(format!("{e:#}")),
-            ),
-        };
-        if let (Some(v), None) = (cell_rtt[step.cell], &error) {
-            figures.insert("rtt_requested_ms".into(), v.requested_ms);
-            figures.insert("rtt_achieved_ms".into(), v.achieved_ms);
+                error,
+            ) = match outcome {
+                Ok(m) => (m, None),
+                Err(e) => (
+                    Measured {
+                        figures: BTreeMap::new(),
+                        histogram: None,
+                        detail: None,
+                    },
+                    Some(format!("{e:#}")),
+                ),
+            };
+            if let (Some(v), None) = (cell_rtt[step.cell], &error) {
+                figures.insert("rtt_requested_ms".into(), v.requested_ms);
+                figures.insert("rtt_achieved_ms".into(), v.achieved_ms);
+            }
+            ctx.store.save_repetition(
+                run_id,
+                &Repetition {
+                    cell: step.cell,
+                    repetition: step.repetition,
+                    prewarm: step.is_prewarm(),
+                    started_at: started_at.clone(),
+                    elapsed_s,
+                    error: error.clone(),
+                    summary: serde_json::to_value(&figures)?,
+                    latency_histogram: histogram.as_ref().map(store::serialize_histogram).transpose()?,
+                    detail,
+                },
+            )?;
+            if !step.is_prewarm() {
+                step_s[step.cell].push(elapsed_s);
+                outcomes[step.cell].push(Outcome {
+                    round: step.repetition,
+                    result: match error {
+                        Some(e) => Err(e),
+                        None => Ok(figures),
+                    },
+                });
+            }
         }
-        ctx.store.save_repetition(
-            run_id,
-            &Repetition {
-                cell: step.cell,
-                repetition: step.repetition,
-                prewarm: step.is_prewarm(),
-                started_at,
-                elapsed_s: t0.elapsed().as_secs_f64(),
-                error: error.clone(),
-                summary: serde_json::to_value(&figures)?,
-                latency_histogram: histogram.as_ref().map(store::serialize_histogram).transpose()?,
-                detail,
-            },
-        )?;
-        count(
-            step,
-            figures,
-            error,
-            &mut values[step.cell],
-            &mut errors[step.cell],
-        );
     }
     ctx.store.finish_run(
         run_id,
@@ -328,84 +415,163 @@ pub async fn run(
             Status::Done
         },
     )?;
-    Ok(summarize(suite, run_id, values, errors, interrupted, environment))
+    Ok(summarize(suite, run_id, outcomes, interrupted, environment))
 }
 
-fn count(
-    step: &Step,
-    figures: BTreeMap<String, f64>,
-    error: Option<String>,
-    values: &mut BTreeMap<String, Vec<f64>>,
-    errors: &mut Vec<String>,
-) {
-    if step.is_prewarm() {
-        return;
-    }
-    match error {
-        Some(e) => errors.push(e),
-        None => {
-            for (k, v) in figures {
-                values.entry(k).or_default().push(v);
-            }
+/// The settings that shape noise and durability, as the server reports them; empty when
+/// they cannot be read (a pooler that refuses the query, say), never guessed.
+async fn server_settings(ep: &Endpoint) -> Vec<String> {
+    const SQL: &str = "SELECT name || '=' || setting || coalesce(unit, '') FROM pg_settings \
+        WHERE name IN ('synchronous_commit', 'fsync', 'checkpoint_timeout', 'max_wal_size', \
+        'autovacuum', 'shared_buffers') ORDER BY name";
+    let Ok((mut session, _)) = crate::proto::connect(ep, &Default::default()).await else {
+        return Vec::new();
+    };
+    let settings = session.query_column(SQL).await.unwrap_or_default();
+    session.close().await;
+    settings
+}
+
+/// One counted repetition of a cell (the pre-warm pass is never one): its round and
+/// what it measured, or why it failed.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub round: u32,
+    pub result: std::result::Result<Figures, String>,
+}
+
+/// Per cell, its counted repetitions in the order they ran.
+pub type Outcomes = Vec<Vec<Outcome>>;
+
+/// Whether an answer needs no more rounds: decided, and (with a precision) its ratio's
+/// interval within ± that fraction of the ratio.
+fn settled(c: &Comparison, precision: Option<f64>) -> bool {
+    let half = (c.ratio.ci_high - c.ratio.ci_low) / (2.0 * c.ratio.point);
+    c.verdict != Verdict::Inconclusive && precision.is_none_or(|p| half <= p)
+}
+
+/// Why an adaptive run stopped adding rounds, or that it had none to add.
+fn stop_reason(suite: &Suite, cells: &[CellResult], interrupted: bool, last_round: u32) -> String {
+    let undecided = cells
+        .iter()
+        .filter(|c| {
+            c.comparison
+                .as_ref()
+                .is_some_and(|c| !settled(c, suite.precision))
+        })
+        .count();
+    if interrupted {
+        "interrupted (Ctrl-C)".into()
+    } else if suite.budget_s.is_none() {
+        format!("fixed: {} rounds, as the suite says", suite.repetitions)
+    } else if undecided == 0 {
+        match suite.precision {
+            Some(p) => format!("every answer decided, each interval within ±{:.0}%", p * 100.0),
+            None => "every answer decided".into(),
         }
+    } else if last_round >= suite.max_rounds {
+        format!("the cap of {} rounds was reached", suite.max_rounds)
+    } else {
+        format!(
+            "the budget of {:.0} s left no room for another round",
+            suite.budget_s.unwrap_or_default()
+        )
     }
 }
 
 /// The statistics of a (possibly partial) run: per cell and figure, and each cell
-/// against the baseline on the suite's figure.
+/// against the baseline on the suite's figure, decided together as one family.
 pub fn summarize(
     suite: &Suite,
     run_id: i64,
-    values: Vec<BTreeMap<String, Vec<f64>>>,
-    errors: Vec<Vec<String>>,
+    outcomes: Outcomes,
     interrupted: bool,
     environment: Environment,
 ) -> SuiteResult {
     let r = rule(suite);
     let base_name = &suite.cells[suite.baseline].name;
-    let base_values = values[suite.baseline]
-        .get(&suite.figure)
-        .cloned()
-        .unwrap_or_default();
-    let cells = suite
+    let series = |o: &[Outcome]| -> Vec<(u32, Option<f64>)> {
+        o.iter()
+            .map(|x| {
+                (
+                    x.round,
+                    x.result.as_ref().ok().and_then(|f| f.get(&suite.figure).copied()),
+                )
+            })
+            .collect()
+    };
+    let base_series = series(&outcomes[suite.baseline]);
+    let last_round = outcomes.iter().flatten().map(|o| o.round).max().unwrap_or(0);
+    let mut family = Vec::new();
+    let mut cells: Vec<CellResult> = suite
         .cells
         .iter()
-        .zip(values)
-        .zip(errors)
+        .zip(&outcomes)
         .enumerate()
-        .map(|(i, ((cell, figures), errors))| {
+        .map(|(i, (cell, outs))| {
+            let mut figures: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            let mut errors = Vec::new();
+            for o in outs {
+                match &o.result {
+                    Ok(f) => {
+                        for (k, v) in f {
+                            figures.entry(k.clone()).or_default().push(*v);
+                        }
+                    }
+                    Err(e) => errors.push(e.clone()),
+                }
+            }
             let described = figures
                 .iter()
                 .filter_map(|(k, v)| compare::describe(v, r.confidence).map(|d| (k.clone(), d)))
                 .collect();
-            let comparison = if i == suite.baseline {
-                None
-            } else {
-                let mine = figures.get(&suite.figure).cloned().unwrap_or_default();
-                compare::compare(&mine, &base_values, r, &cell.name, base_name)
-            };
+            let mut no_comparison = None;
+            if i != suite.baseline {
+                match compare::log_test(&series(outs), &base_series) {
+                    Ok(test) => {
+                        // The look that decided this answer: how far its rounds went.
+                        let look = suite.look_at(outs.iter().map(|o| o.round).max().unwrap_or(0));
+                        family.push((
+                            i,
+                            Candidate {
+                                name: cell.name.clone(),
+                                test,
+                                look,
+                            },
+                        ));
+                    }
+                    Err(why) => no_comparison = Some(why),
+                }
+            }
             CellResult {
                 name: cell.name.clone(),
                 baseline: i == suite.baseline,
+                rounds: outs.len(),
                 figures,
                 described,
-                comparison,
+                comparison: None,
+                no_comparison,
                 prediction: None,
                 errors,
             }
         })
-        .collect::<Vec<_>>();
-    let mut cells = cells;
+        .collect();
+    let candidates: Vec<Candidate> = family.iter().map(|(_, c)| c.clone()).collect();
+    for ((i, _), c) in family.iter().zip(compare::decide(&candidates, base_name, r)) {
+        cells[*i].comparison = Some(c);
+    }
     if suite.kind == Kind::Load {
         for i in 0..cells.len() {
             cells[i].prediction = predict_from_local(suite, &cells, i);
         }
     }
+    let stopped = stop_reason(suite, &cells, interrupted, last_round);
     SuiteResult {
         run_id,
         suite: suite.clone(),
         cells,
         interrupted,
+        stopped,
         environment,
     }
 }
@@ -447,7 +613,7 @@ fn predict_from_local(
     })
 }
 
-type Figures = BTreeMap<String, f64>;
+pub type Figures = BTreeMap<String, f64>;
 
 /// What one repetition measured: its figures, its latency histogram (ns), and detail for
 /// charts (a load run's per-interval series).
@@ -504,28 +670,51 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     })
 }
 
-async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
-    let settings = options::connect_settings(s)?;
-    let subject = Subject {
-        endpoint: endpoint.clone(),
-        description: None,
-    };
-    let run = match ctx.client_namespace(s)? {
-        None => {
-            connect::measure(
-                std::slice::from_ref(&subject),
-                &settings,
-                ctx.stop.clone(),
-                |_, _| {},
-            )
-            .await
+/// Whether a connect cell can share an interleaved measurement: its client runs on the
+/// host (a namespaced client runs on a thread of its own).
+fn interleavable(suite: &Suite, step: Step) -> bool {
+    matches!(
+        options::netpath(&suite.cells[step.cell].settings),
+        Ok(NetPath::Host)
+    )
+}
+
+/// Measures connect cells together, interleaved sample by sample, with the first cell's
+/// settings (the caller groups cells whose connect settings are equal); one result per
+/// cell. A single cell may run in its own network namespace.
+async fn run_connect(cells: &[(&Settings, &Endpoint)], ctx: &Context) -> Vec<Result<Measured>> {
+    match measure_connects(cells, ctx).await {
+        Ok(run) => {
+            let summaries = crate::stats::summarize_connect(&run);
+            summaries
+                .iter()
+                .zip(&run.targets)
+                .map(|(t, samples)| connect_figures(t, samples))
+                .collect()
         }
+        Err(e) => {
+            let message = format!("{e:#}");
+            cells.iter().map(|_| Err(anyhow!("{message}"))).collect()
+        }
+    }
+}
+
+async fn measure_connects(cells: &[(&Settings, &Endpoint)], ctx: &Context) -> Result<connect::ConnectRun> {
+    let settings = options::connect_settings(cells[0].0)?;
+    let subjects: Vec<Subject> = cells
+        .iter()
+        .map(|(_, ep)| Subject {
+            endpoint: (*ep).clone(),
+            description: None,
+        })
+        .collect();
+    match ctx.client_namespace(cells[0].0)? {
+        None => Ok(connect::measure(&subjects, &settings, ctx.stop.clone(), |_, _| {}).await),
         // The client in its namespace: a thread of its own enters it and runs the same
         // measurement on a runtime of its own; this task waits without blocking.
         Some(ns) => {
             let (tx, rx) = tokio::sync::oneshot::channel();
             let stop = ctx.stop.clone();
-            let cfg = settings.clone();
             std::thread::Builder::new()
                 .name("connbench-netns".into())
                 .spawn(move || {
@@ -535,22 +724,20 @@ async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result
                         let rt = tokio::runtime::Builder::new_current_thread()
                             .enable_all()
                             .build()?;
-                        Ok(rt.block_on(connect::measure(
-                            std::slice::from_ref(&subject),
-                            &cfg,
-                            stop,
-                            |_, _| {},
-                        )))
+                        Ok(rt.block_on(connect::measure(&subjects, &settings, stop, |_, _| {})))
                     })();
                     let _ = tx.send(result);
                 })
                 .context("cannot start the namespace thread")?;
             rx.await
-                .map_err(|_| anyhow!("the namespace thread ended without a result"))??
+                .map_err(|_| anyhow!("the namespace thread ended without a result"))?
         }
-    };
-    let summary = crate::stats::summarize_connect(&run);
-    let t = &summary[0];
+    }
+}
+
+/// One connect target's repetition figures: total and per-phase mean, p50, p99 (µs),
+/// round trips, the cold first connection, and the histogram of totals.
+fn connect_figures(t: &crate::stats::TargetSummary, samples: &connect::TargetSamples) -> Result<Measured> {
     let Some(total) = &t.total else {
         bail!(
             "no connection succeeded: {}",
@@ -575,7 +762,7 @@ async fn run_connect(s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result
         f.insert("first_connection_us".into(), us(cold.total_ns as f64));
     }
     let mut h = crate::load::record::latency_histogram();
-    for tl in &run.targets[0].samples {
+    for tl in &samples.samples {
         h.saturating_record(tl.total_ns.max(1));
     }
     Ok(Measured {

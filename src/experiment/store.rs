@@ -59,7 +59,7 @@ CREATE TABLE repetitions (
 ";
 
 /// Where a run was measured.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     pub connbench_version: String,
     pub server_version: Option<String>,
@@ -67,6 +67,10 @@ pub struct Environment {
     pub cpus: usize,
     pub kernel: String,
     pub tls: Option<String>,
+    /// The server settings that shape noise and durability, as the server reported them
+    /// (`pg_settings`): e.g. `synchronous_commit=off`.
+    #[serde(default)]
+    pub server_settings: Vec<String>,
 }
 
 impl Environment {
@@ -83,6 +87,7 @@ impl Environment {
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             kernel: kernel(),
             tls,
+            server_settings: Vec::new(),
         }
     }
 }

@@ -35,7 +35,7 @@ use serde::Deserialize;
 use crate::load::workload::Rng;
 
 /// What each cell runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Connect,
@@ -43,7 +43,7 @@ pub enum Kind {
 }
 
 /// How a round visits the cells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Order {
     /// Every round visits all cells in a new random order.
@@ -97,6 +97,12 @@ struct SuiteFile {
     seed: Option<u64>,
     #[serde(default)]
     figure: Option<String>,
+    /// A ratio within 1 ± this is "no difference" (a fraction: 0.02 is 2%).
+    #[serde(default)]
+    noise_threshold: Option<f64>,
+    /// The most rounds an adaptive run (`--budget`) may reach.
+    #[serde(default)]
+    max_rounds: Option<u32>,
     #[serde(default)]
     defaults: toml::Table,
     #[serde(default)]
@@ -162,6 +168,14 @@ fn default_true() -> bool {
     true
 }
 
+fn default_noise_threshold() -> f64 {
+    0.02
+}
+
+fn default_max_rounds() -> u32 {
+    30
+}
+
 fn default_repetitions() -> u32 {
     5
 }
@@ -170,7 +184,7 @@ fn default_repetitions() -> u32 {
 pub type Settings = BTreeMap<String, String>;
 
 /// One combination of axis values.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     /// `axis=value` pairs in axis order, e.g. `target=unix clients=8`.
     pub name: String,
@@ -181,7 +195,7 @@ pub struct Cell {
 }
 
 /// A validated suite.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Suite {
     pub name: String,
     pub question: String,
@@ -190,11 +204,13 @@ pub struct Suite {
         serialize_with = "crate::units::ser_opt_duration_s",
         deserialize_with = "crate::units::de_opt_duration_s"
     )]
+    #[schemars(with = "Option<f64>")]
     pub duration: Option<Duration>,
     #[serde(
         serialize_with = "crate::units::ser_opt_duration_s",
         deserialize_with = "crate::units::de_opt_duration_s"
     )]
+    #[schemars(with = "Option<f64>")]
     pub warmup: Option<Duration>,
     pub prewarm: bool,
     pub repetitions: u32,
@@ -203,6 +219,19 @@ pub struct Suite {
     /// The figure compared between cells, and which way is better.
     pub figure: String,
     pub better: crate::stats::compare::Better,
+    /// A ratio within 1 ± this is "no difference".
+    #[serde(default = "default_noise_threshold")]
+    pub noise_threshold: f64,
+    /// The wall-clock budget of an adaptive run (`--budget`); `None` runs exactly
+    /// `repetitions` rounds.
+    #[serde(default)]
+    pub budget_s: Option<f64>,
+    /// With a budget: an answer also needs its ratio's interval within ± this fraction.
+    #[serde(default)]
+    pub precision: Option<f64>,
+    /// The most rounds an adaptive run may reach.
+    #[serde(default = "default_max_rounds")]
+    pub max_rounds: u32,
     pub cells: Vec<Cell>,
     /// Index of the baseline cell.
     pub baseline: usize,
@@ -295,6 +324,13 @@ impl Suite {
         if file.kind == Kind::Load && duration.is_none() {
             bail!("suite {name}: a load suite needs duration = \"10s\" (or another length)");
         }
+        let noise_threshold = match file.noise_threshold {
+            None => default_noise_threshold(),
+            Some(t) if t > 0.0 && t < 0.5 => t,
+            Some(t) => {
+                bail!("suite {name}: noise_threshold = {t}: give a fraction between 0 and 0.5 (0.02 is 2%)")
+            }
+        };
         let mut defaults = Settings::new();
         for (k, v) in &file.defaults {
             check_setting(k, name, "defaults")?;
@@ -387,12 +423,87 @@ impl Suite {
             seed: file.seed.unwrap_or(0x636f_6e6e_6265_6e63),
             figure,
             better,
+            noise_threshold,
+            budget_s: None,
+            precision: None,
+            max_rounds: file
+                .max_rounds
+                .unwrap_or(default_max_rounds())
+                .max(file.repetitions),
             cells,
             baseline,
         })
     }
 
     /// The steps in run order: the pre-warm pass (when asked), then each round.
+    /// The same suite as an adaptive run: rounds are added within `budget` for answers
+    /// still undecided (or, with `precision`, still wider than ± that fraction).
+    pub fn adaptive(mut self, budget: Option<std::time::Duration>, precision: Option<f64>) -> Suite {
+        self.budget_s = budget.map(|b| b.as_secs_f64());
+        self.precision = budget.and(precision);
+        self
+    }
+
+    /// The rounds an adaptive run's look `after` adds: half as many again (at least
+    /// one), so looks come at 5, 8, 12, 18, 27 rounds for a minimum of 5. Few looks, each
+    /// with more new data, spend α more usefully than a look after every round.
+    pub fn next_batch(&self, after: u32) -> u32 {
+        after.div_ceil(2).max(1)
+    }
+
+    /// Which look of an adaptive run the rounds up to `last_round` reached: 1 at the
+    /// minimum, then one more per batch begun (a batch cut short by Ctrl-C counts, which
+    /// errs on the careful side).
+    pub fn look_at(&self, last_round: u32) -> u32 {
+        let (mut n, mut look) = (self.repetitions, 1);
+        while n < last_round {
+            n += self.next_batch(n);
+            look += 1;
+        }
+        look
+    }
+
+    /// An estimate of the minimum plan's duration, for sharing a budget between suites:
+    /// each step's duration and warm-up, or a connect's ~2 ms per sample.
+    pub fn estimated_s(&self) -> f64 {
+        let steps = (self.plan().len()) as f64;
+        match self.kind {
+            Kind::Load => {
+                let d = self.duration.map(|d| d.as_secs_f64()).unwrap_or(10.0);
+                let w = self.warmup.map(|d| d.as_secs_f64()).unwrap_or(0.0);
+                steps * (d + w + 0.05)
+            }
+            Kind::Connect => {
+                let samples: f64 = self
+                    .cells
+                    .iter()
+                    .map(|c| {
+                        c.settings
+                            .get("samples")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(100.0)
+                    })
+                    .sum::<f64>()
+                    / self.cells.len().max(1) as f64;
+                steps * samples * 0.002
+            }
+        }
+    }
+
+    /// The steps of one added round (an adaptive run's): `cells` in an order shuffled
+    /// with the suite's seed and the round, so a run can be reproduced.
+    pub fn round(&self, repetition: u32, cells: &[usize]) -> Vec<Step> {
+        let mut rng = Rng::new(self.seed ^ u64::from(repetition).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut order = cells.to_vec();
+        if self.order == Order::Interleaved {
+            for i in (1..order.len()).rev() {
+                let j = rng.range(0, i as i64) as usize;
+                order.swap(i, j);
+            }
+        }
+        order.into_iter().map(|cell| Step { cell, repetition }).collect()
+    }
+
     pub fn plan(&self) -> Vec<Step> {
         let n = self.cells.len();
         let mut rng = Rng::new(self.seed);

@@ -57,7 +57,7 @@ pub fn cells(results: &[SuiteResult]) -> String {
                     opt(cmp.map(|c| c.ratio.point)),
                     opt(cmp.map(|c| c.ratio.ci_low)),
                     opt(cmp.map(|c| c.ratio.ci_high)),
-                    opt(cmp.and_then(|c| c.welch.map(|w| w.p_value))),
+                    opt(cmp.map(|c| c.p_value)),
                     verdict,
                 );
             }

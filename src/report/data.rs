@@ -4,26 +4,22 @@
 //! repetition's interval series, and how many repetitions succeeded, failed or are
 //! missing.
 
-use std::collections::BTreeMap;
-
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
-use crate::experiment::runner::{self, SuiteResult};
+use crate::experiment::runner::{self, Outcome, Outcomes, SuiteResult};
 use crate::experiment::store::{self, Store, StoredRun};
 use crate::experiment::suite::Suite;
+use serde::Serialize;
+
 use crate::stats::load::IntervalSummary;
 
-/// Per cell of a stored run: the values of each figure over its counted repetitions.
-pub type CellValues = Vec<BTreeMap<String, Vec<f64>>>;
-
-/// A stored run read back: its rows, its suite, and per cell the figure values and the
-/// errors of failed repetitions.
+/// A stored run read back: its rows, its suite, and per cell its counted repetitions
+/// (round, figures or error), as a live run holds them.
 pub struct Loaded {
     pub stored: StoredRun,
     pub suite: Suite,
-    pub values: CellValues,
-    pub errors: Vec<Vec<String>>,
+    pub outcomes: Outcomes,
 }
 
 /// Reads run `run` from the store.
@@ -36,40 +32,48 @@ pub fn load(store: &Store, run: i64) -> Result<Loaded> {
     };
     let suite: Suite = serde_json::from_value(stored.suite.clone())
         .with_context(|| format!("run {run}: cannot read its suite"))?;
-    let mut values: CellValues = vec![BTreeMap::new(); suite.cells.len()];
-    let mut errors = vec![Vec::new(); suite.cells.len()];
+    let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     for rep in stored.repetitions.iter().filter(|r| !r.prewarm) {
-        let Some(cell_values) = values.get_mut(rep.cell) else {
+        let Some(cell) = outcomes.get_mut(rep.cell) else {
             continue;
         };
-        match &rep.error {
-            Some(e) => errors[rep.cell].push(e.clone()),
-            None => {
-                for (k, v) in rep.summary.as_object().into_iter().flatten() {
-                    if let Some(x) = v.as_f64() {
-                        cell_values.entry(k.clone()).or_default().push(x);
-                    }
-                }
-            }
-        }
+        cell.push(Outcome {
+            round: rep.repetition,
+            result: match &rep.error {
+                Some(e) => Err(e.clone()),
+                None => Ok(rep
+                    .summary
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| v.as_f64().map(|x| (k.clone(), x)))
+                    .collect()),
+            },
+        });
     }
     Ok(Loaded {
         stored,
         suite,
-        values,
-        errors,
+        outcomes,
     })
 }
 
 impl Loaded {
+    /// Cell `cell`'s values of `figure` over its successful repetitions.
+    pub fn values(&self, cell: usize, figure: &str) -> Vec<f64> {
+        self.outcomes[cell]
+            .iter()
+            .filter_map(|o| o.result.as_ref().ok().and_then(|f| f.get(figure).copied()))
+            .collect()
+    }
+
     /// The run's statistics, as a live run would have printed them.
     pub fn result(&self) -> SuiteResult {
         let env = serde_json::from_value(self.stored.environment.clone()).unwrap_or_default();
         runner::summarize(
             &self.suite,
             self.stored.run.id,
-            self.values.clone(),
-            self.errors.clone(),
+            self.outcomes.clone(),
             self.stored.run.status == "interrupted",
             env,
         )
@@ -206,36 +210,114 @@ impl CellData {
 
 impl RunReport {
     /// The run as JSON (docs/schema/run.schema.json): the suite report a live run prints,
-    /// and per cell its repetition counts, interval series and percentile curve.
-    pub fn json_value(&self) -> serde_json::Value {
-        let mut v = super::suite::json_value(&self.result);
-        v["started_at"] = self.started_at.clone().into();
-        v["status"] = self.status.clone().into();
-        if let Some(cells) = v["cells"].as_array_mut() {
-            for (c, d) in cells.iter_mut().zip(&self.cells) {
-                c["repetitions"] = serde_json::json!({
-                    "succeeded": d.succeeded,
-                    "failed": d.failed,
-                    "missing": d.missing,
-                });
-                c["series"] = match &d.series {
-                    Some(s) => serde_json::json!({
-                        "repetition": s.repetition,
-                        "mark_connects": s.mark_connects,
-                        "intervals": s.intervals,
+    /// plus what the store knows (start, status, repetition counts, a series, the
+    /// merged percentile curve).
+    pub fn json(&self) -> ReportRunJson<'_> {
+        ReportRunJson {
+            head: super::suite::RunHead::of(&self.result),
+            started_at: &self.started_at,
+            status: &self.status,
+            cells: self
+                .result
+                .cells
+                .iter()
+                .zip(&self.cells)
+                .map(|(c, d)| ReportCellJson {
+                    cell: super::suite::CellJson::of(c),
+                    repetitions: RepetitionCounts {
+                        succeeded: d.succeeded,
+                        failed: d.failed,
+                        missing: d.missing,
+                    },
+                    series: d.series.as_ref().map(|s| SeriesJson {
+                        repetition: s.repetition,
+                        mark_connects: s.mark_connects,
+                        intervals: &s.intervals,
                     }),
-                    None => serde_json::Value::Null,
-                };
-                c["percentiles_ms"] = self::percentiles_json(&d.percentile_points());
-            }
+                    percentiles_ms: d
+                        .percentile_points()
+                        .into_iter()
+                        .map(|(quantile, value)| Quantile { quantile, value })
+                        .collect(),
+                })
+                .collect(),
         }
-        v
     }
 }
 
-fn percentiles_json(points: &[(f64, f64)]) -> serde_json::Value {
-    points
-        .iter()
-        .map(|(q, ms)| serde_json::json!({"quantile": q, "value": ms}))
-        .collect()
+/// `report --json`: the runs, each with the store's knowledge.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct ReportJson<'a> {
+    pub connbench_version: &'static str,
+    pub command: &'static str,
+    pub runs: Vec<ReportRunJson<'a>>,
+}
+
+impl<'a> ReportJson<'a> {
+    pub fn of(reports: &'a [RunReport]) -> ReportJson<'a> {
+        ReportJson {
+            connbench_version: env!("CARGO_PKG_VERSION"),
+            command: "report",
+            runs: reports.iter().map(RunReport::json).collect(),
+        }
+    }
+}
+
+/// One run of `report --json`.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct ReportRunJson<'a> {
+    #[serde(flatten)]
+    pub head: super::suite::RunHead<'a>,
+    /// When the run began (UTC, RFC 3339).
+    pub started_at: &'a str,
+    /// done, interrupted, running (still running, or killed) or failed.
+    pub status: &'a str,
+    pub cells: Vec<ReportCellJson<'a>>,
+}
+
+/// One cell of a run of `report --json`.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct ReportCellJson<'a> {
+    #[serde(flatten)]
+    pub cell: super::suite::CellJson<'a>,
+    pub repetitions: RepetitionCounts,
+    /// The interval series of the repetition whose main figure is the cell's median.
+    pub series: Option<SeriesJson<'a>>,
+    /// The distribution of all counted repetitions merged, in ms.
+    pub percentiles_ms: Vec<Quantile>,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct RepetitionCounts {
+    pub succeeded: usize,
+    pub failed: usize,
+    /// Planned repetitions that never ran.
+    pub missing: usize,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct SeriesJson<'a> {
+    pub repetition: u32,
+    /// Whether the report marks reconnects (false when most transactions connect).
+    pub mark_connects: bool,
+    pub intervals: &'a [IntervalSummary],
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct Quantile {
+    pub quantile: f64,
+    pub value: f64,
+}
+
+/// The schema of `run --json` and `report --json` (one of the two), generated from the
+/// types (committed as docs/schema/run.schema.json; a test keeps them equal).
+pub fn schema() -> serde_json::Value {
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    #[serde(untagged)]
+    enum RunOrReport<'a> {
+        Run(super::suite::RunJson<'a>),
+        Report(ReportJson<'a>),
+    }
+    crate::units::output_schema::<RunOrReport<'static>>()
 }

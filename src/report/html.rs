@@ -544,6 +544,15 @@ fn environment(o: &mut String, r: &RunReport) {
     };
     item("connbench", &e.connbench_version);
     item("PostgreSQL", e.server_version.as_deref().unwrap_or("unknown"));
+    item(
+        "server settings",
+        &if e.server_settings.is_empty() {
+            "not read".to_string()
+        } else {
+            e.server_settings.join(", ")
+        },
+    );
+    item("comparisons", &crate::report::suite::method_line(&r.result));
     item("PgBouncer", e.pgbouncer_version.as_deref().unwrap_or("not used"));
     item(
         "TLS negotiated",
@@ -552,7 +561,7 @@ fn environment(o: &mut String, r: &RunReport) {
     item("CPUs", &e.cpus.to_string());
     item("kernel", &e.kernel);
     item("seed", &s.seed.to_string());
-    o.push_str("</dl>\n<table><thead><tr><th>configuration</th><th>settings</th><th>repetitions counted</th></tr></thead><tbody>");
+    o.push_str("</dl>\n<table><thead><tr><th>configuration</th><th>settings</th><th>rounds counted</th></tr></thead><tbody>");
     for (i, (c, d)) in s.cells.iter().zip(&r.cells).enumerate() {
         let settings = c
             .settings
@@ -567,7 +576,7 @@ fn environment(o: &mut String, r: &RunReport) {
             if i == s.baseline { " (baseline)" } else { "" },
             esc(&settings),
             d.succeeded,
-            s.repetitions
+            d.succeeded + d.failed + d.missing
         );
     }
     o.push_str("</tbody></table>\n");

@@ -93,7 +93,7 @@ pub fn rows(r: &SuiteResult) -> Vec<Row> {
                 .unwrap_or_else(|| "-".into());
             let vs = match (&c.comparison, c.baseline) {
                 (_, true) => "baseline".to_string(),
-                (Some(cmp), _) => format!("{} ({})", cmp.phrase, format_p(cmp.welch)),
+                (Some(cmp), _) => format!("{} ({})", cmp.phrase, format_p(cmp.p_value)),
                 (None, _) => "-".to_string(),
             };
             Row {
@@ -112,7 +112,7 @@ pub fn verdict_word(v: Verdict) -> &'static str {
     match v {
         Verdict::Faster => "faster",
         Verdict::Slower => "slower",
-        Verdict::NoSignificantDifference => "no significant difference",
+        Verdict::NoDifference => "no difference beyond the noise threshold",
         Verdict::Inconclusive => "inconclusive",
     }
 }
@@ -162,11 +162,17 @@ pub fn markdown(results: &[SuiteResult]) -> String {
         let e = &r.environment;
         let _ = writeln!(
             o,
-            "\n_Run {} · {} · ratios are mean / baseline mean · connbench {} · PostgreSQL {} · {} CPUs · {}_",
+            "\n_Run {} · {} · {} · connbench {} · PostgreSQL {}{} · {} CPUs · {}_",
             r.run_id,
             super::suite::design(s),
+            super::suite::method_line(r),
             e.connbench_version,
             e.server_version.as_deref().unwrap_or("unknown"),
+            if e.server_settings.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.server_settings.join(", "))
+            },
             e.cpus,
             e.kernel
         );
@@ -207,13 +213,19 @@ baseline = "target=tcp"
 target = ["unix", "tcp", "pool, |odd| \"name\""]
 "#;
         let suite = crate::experiment::suite::Suite::parse(text, "fixture").unwrap();
-        let series = |tps: [f64; 5], p95: [f64; 5]| {
-            let mut m = BTreeMap::new();
-            m.insert("tps".to_string(), tps.to_vec());
-            m.insert("latency_p95_ms".to_string(), p95.to_vec());
-            m
+        use crate::experiment::runner::Outcome;
+        let series = |tps: [f64; 5], p95: [f64; 5]| -> Vec<Outcome> {
+            (0..5)
+                .map(|i| Outcome {
+                    round: i as u32 + 1,
+                    result: Ok(BTreeMap::from([
+                        ("tps".to_string(), tps[i]),
+                        ("latency_p95_ms".to_string(), p95[i]),
+                    ])),
+                })
+                .collect()
         };
-        let values = vec![
+        let outcomes = vec![
             series(
                 [2650.0, 2641.5, 2670.2, 2655.9, 2660.3],
                 [6.1, 6.2, 6.0, 6.3, 6.1],
@@ -222,12 +234,12 @@ target = ["unix", "tcp", "pool, |odd| \"name\""]
                 [2510.4, 2498.8, 2521.6, 2505.0, 2515.1],
                 [6.6, 6.5, 6.7, 6.6, 6.8],
             ),
-            BTreeMap::new(),
-        ];
-        let errors = vec![
-            vec![],
-            vec![],
-            vec!["load: no transaction completed".to_string(); 5],
+            (1..=5)
+                .map(|round| Outcome {
+                    round,
+                    result: Err("load: no transaction completed".to_string()),
+                })
+                .collect(),
         ];
         let env = crate::experiment::store::Environment {
             connbench_version: "0.1.0".into(),
@@ -236,8 +248,9 @@ target = ["unix", "tcp", "pool, |odd| \"name\""]
             cpus: 2,
             kernel: "Linux 6.1 x86_64".into(),
             tls: None,
+            server_settings: vec!["synchronous_commit=off".into()],
         };
-        crate::experiment::runner::summarize(&suite, 7, values, errors, false, env)
+        crate::experiment::runner::summarize(&suite, 7, outcomes, false, env)
     }
 
     #[test]

@@ -2,11 +2,16 @@
 //! sentence per cell with its verdict, a table of each cell's figure with its confidence
 //! interval, and warnings (outliers, failed repetitions, spreads too wide to conclude).
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use super::style::{paint, visible_len, wrap, Paint};
-use crate::experiment::runner::SuiteResult;
-use crate::stats::compare::Verdict;
+use crate::experiment::runner::{CellResult, SuiteResult};
+use crate::experiment::store::Environment;
+use crate::experiment::suite::Suite;
+use crate::stats::compare::{Comparison, Described, Verdict};
 use crate::stats::model::DistancePrediction;
 
 fn fmt_value(figure: &str, v: f64) -> String {
@@ -42,12 +47,22 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
 }
 
 /// How a suite repeats its cells: "3 repetitions per cell, interleaved, pre-warm pass
-/// discarded".
+/// discarded", and for an adaptive run "at least 3 rounds, more for undecided answers
+/// within 240 s (at most 30)".
 pub fn design(s: &crate::experiment::suite::Suite) -> String {
+    let rounds = match s.budget_s {
+        None => format!(
+            "{} repetition{} per cell",
+            s.repetitions,
+            if s.repetitions == 1 { "" } else { "s" }
+        ),
+        Some(b) => format!(
+            "at least {} rounds, more for undecided answers within {b:.0} s (at most {})",
+            s.repetitions, s.max_rounds
+        ),
+    };
     format!(
-        "{} repetition{} per cell, {}{}",
-        s.repetitions,
-        if s.repetitions == 1 { "" } else { "s" },
+        "{rounds}, {}{}",
         match s.order {
             crate::experiment::suite::Order::Interleaved => "interleaved",
             crate::experiment::suite::Order::Sequential => "sequential",
@@ -61,7 +76,7 @@ pub fn design(s: &crate::experiment::suite::Suite) -> String {
 }
 
 /// The cells with a round-trip model prediction (load cells with a distance).
-pub fn predicted(r: &SuiteResult) -> Vec<(&crate::experiment::runner::CellResult, &DistancePrediction)> {
+pub fn predicted(r: &SuiteResult) -> Vec<(&CellResult, &DistancePrediction)> {
     r.cells
         .iter()
         .filter_map(|c| c.prediction.as_ref().map(|p| (c, p)))
@@ -91,20 +106,48 @@ pub fn prediction_columns(p: &DistancePrediction) -> [String; 4] {
 /// The width the terminal summaries are laid out for.
 const COLUMNS: usize = 80;
 
+/// How the comparisons were made, in one line: the method, the noise threshold, and why
+/// the run stopped adding rounds.
+pub fn method_line(r: &SuiteResult) -> String {
+    let method = r
+        .cells
+        .iter()
+        .find_map(|c| c.comparison.as_ref().map(|c| c.method.clone()))
+        .unwrap_or_else(|| "no comparison".into());
+    let fallbacks = r
+        .cells
+        .iter()
+        .filter(|c| c.comparison.as_ref().is_some_and(|c| c.fallback.is_some()))
+        .count();
+    format!(
+        "ratios A/B with intervals on the log scale ({method}{}); noise threshold {:.0}%; stopped: {}",
+        if fallbacks > 0 {
+            format!("; {fallbacks} unpaired for incomplete rounds")
+        } else {
+            String::new()
+        },
+        r.suite.noise_threshold * 100.0,
+        r.stopped
+    )
+}
+
 /// A comparison for the terminal: the verdict phrase, coloured by verdict, and its p.
-fn vs_text(c: &crate::experiment::runner::CellResult) -> String {
+fn vs_text(c: &CellResult) -> String {
     if c.baseline {
         return "baseline".to_string();
     }
     let Some(cmp) = &c.comparison else {
-        return "-".to_string();
+        return format!(
+            "no comparison: {}",
+            c.no_comparison.as_deref().unwrap_or("no results")
+        );
     };
-    let p = crate::stats::compare::format_p(cmp.welch);
+    let p = crate::stats::compare::format_p(cmp.p_value);
     let colored = match cmp.verdict {
         Verdict::Faster => paint(&cmp.phrase, Paint::Good),
         Verdict::Slower => paint(&cmp.phrase, Paint::Bad),
         Verdict::Inconclusive => paint(&cmp.phrase, Paint::Warn),
-        Verdict::NoSignificantDifference => cmp.phrase.clone(),
+        Verdict::NoDifference => cmp.phrase.clone(),
     };
     format!("{colored}, {p}")
 }
@@ -140,6 +183,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
     for line in answer(r) {
         o.push_str(&wrap(&line, "  answer: ", "          ", COLUMNS));
     }
+    o.push_str(&wrap(&method_line(r), "  method: ", "          ", COLUMNS));
     let fig = &s.figure;
     let width = name_width(r.cells.iter().map(|c| c.name.as_str()));
     // The figure is named on a line of its own, so the value column stays narrow.
@@ -157,21 +201,26 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             Some(d) => {
                 let half = d.mean.ci_high - d.mean.point;
                 let v = if half.is_finite() {
-                    format!("{} ± {}", fmt_value(fig, d.mean.point), fmt_value(fig, half))
+                    format!(
+                        "{} ± {} (median {})",
+                        fmt_value(fig, d.mean.point),
+                        fmt_value(fig, half),
+                        fmt_value(fig, d.median)
+                    )
                 } else {
                     format!("{} (one value)", fmt_value(fig, d.mean.point))
                 };
                 (
                     v,
                     format!("{:.1}%", d.cv * 100.0),
-                    d.mean.n.to_string(),
+                    c.rounds.to_string(),
                     vs_text(c),
                 )
             }
             None => (
                 "no results".to_string(),
                 "-".to_string(),
-                "0".to_string(),
+                c.rounds.to_string(),
                 vs_text(c),
             ),
         })
@@ -216,7 +265,6 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         }
         match vs.as_str() {
             "baseline" => o.push_str("      (the baseline)\n"),
-            "-" => o.push_str("      vs baseline: no comparison without results\n"),
             _ => o.push_str(&wrap(vs, "      vs baseline: ", "        ", COLUMNS)),
         }
     }
@@ -324,34 +372,90 @@ pub fn compare_text(
 
 /// The suite report as JSON.
 pub fn json(r: &SuiteResult) -> String {
-    serde_json::to_string_pretty(&json_value(r)).expect("serialisable") + "\n"
+    serde_json::to_string_pretty(&RunJson::of(r)).expect("serialisable") + "\n"
 }
 
-/// The suite report as a JSON value.
-pub fn json_value(r: &SuiteResult) -> serde_json::Value {
-    let cells: Vec<serde_json::Value> = r
-        .cells
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "name": c.name,
-                "baseline": c.baseline,
-                "values": c.figures,
-                "described": c.described,
-                "comparison": c.comparison,
-                "prediction": c.prediction,
-                "errors": c.errors,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "connbench_version": env!("CARGO_PKG_VERSION"),
-        "command": "run",
-        "run_id": r.run_id,
-        "suite": r.suite,
-        "environment": r.environment,
-        "interrupted": r.interrupted,
-        "answer": answer(r),
-        "cells": cells,
-    })
+/// What every run's JSON opens with (`run --json`, and each run of `report --json`).
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct RunHead<'a> {
+    pub connbench_version: &'static str,
+    pub command: &'static str,
+    pub run_id: i64,
+    pub suite: &'a Suite,
+    pub environment: &'a Environment,
+    /// True when Ctrl-C ended the run; finished repetitions are in the store.
+    pub interrupted: bool,
+    /// Why the run stopped adding rounds, or that its rounds were fixed.
+    pub stopped: &'a str,
+    /// The comparison method in words.
+    pub method: String,
+    /// One sentence per compared cell.
+    pub answer: Vec<String>,
+}
+
+/// One cell of a run's JSON.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct CellJson<'a> {
+    pub name: &'a str,
+    pub baseline: bool,
+    /// Per figure, the value of each counted repetition.
+    pub values: &'a BTreeMap<String, Vec<f64>>,
+    pub described: &'a BTreeMap<String, Described>,
+    /// Counted rounds the cell ran, failed ones included.
+    pub rounds: usize,
+    pub comparison: Option<&'a Comparison>,
+    /// Why a non-baseline cell has no comparison.
+    pub no_comparison: Option<&'a str>,
+    pub prediction: Option<&'a DistancePrediction>,
+    /// Messages of failed repetitions (left out of the statistics).
+    pub errors: &'a [String],
+}
+
+/// `run --json`.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct RunJson<'a> {
+    #[serde(flatten)]
+    pub head: RunHead<'a>,
+    pub cells: Vec<CellJson<'a>>,
+}
+
+impl<'a> RunHead<'a> {
+    pub fn of(r: &'a SuiteResult) -> RunHead<'a> {
+        RunHead {
+            connbench_version: env!("CARGO_PKG_VERSION"),
+            command: "run",
+            run_id: r.run_id,
+            suite: &r.suite,
+            environment: &r.environment,
+            interrupted: r.interrupted,
+            stopped: &r.stopped,
+            method: method_line(r),
+            answer: answer(r),
+        }
+    }
+}
+
+impl<'a> CellJson<'a> {
+    pub fn of(c: &'a CellResult) -> CellJson<'a> {
+        CellJson {
+            name: &c.name,
+            baseline: c.baseline,
+            values: &c.figures,
+            described: &c.described,
+            rounds: c.rounds,
+            comparison: c.comparison.as_ref(),
+            no_comparison: c.no_comparison.as_deref(),
+            prediction: c.prediction.as_ref(),
+            errors: &c.errors,
+        }
+    }
+}
+
+impl<'a> RunJson<'a> {
+    pub fn of(r: &'a SuiteResult) -> RunJson<'a> {
+        RunJson {
+            head: RunHead::of(r),
+            cells: r.cells.iter().map(CellJson::of).collect(),
+        }
+    }
 }

@@ -1,28 +1,36 @@
 //! Statistics across repetitions: how sure we are of a cell's figure, and whether one
-//! configuration really beats another.
+//! configuration really beats another. `docs/statistics.md` says the same in plain words.
 //!
-//! Methods (all on per-repetition values, e.g. one tps figure per repetition):
-//! - **Confidence interval of a mean**: Student's t, `mean ± t(1-α/2, n-1) · s/√n`, with
-//!   the sample standard deviation `s` (n - 1). Exact for normal data; repetitions of a
-//!   benchmark are close enough to that for a handful of runs, and the interval widens
-//!   honestly when n is small.
-//! - **Outliers**: the modified z-score of Iglewicz and Hoaglin,
-//!   `0.6745 · (x - median) / MAD`, flagged beyond 3.5. Flagged values are reported, not
-//!   dropped: a slow repetition is a finding.
-//! - **A vs B**: Welch's t-test (unequal variances, Welch–Satterthwaite degrees of
-//!   freedom), two-sided p-value. The ratio of means gets a confidence interval by the
-//!   delta method: the ratio's relative standard error is the root-sum-square of the two
-//!   means' relative standard errors, with Welch–Satterthwaite degrees of freedom for the
-//!   t quantile.
-//! - **Verdict**: "faster"/"slower" needs both p < α and a ratio beyond the noise
-//!   threshold; otherwise "no significant difference". When the ratio's interval is too
-//!   wide to tell a change of the threshold's size from none, the verdict says so and
-//!   names the fix (more repetitions, longer runs).
+//! - **A cell's figure**: the mean of its repetitions with Student's t interval,
+//!   `mean ± t(1-α/2, n-1) · s/√n`, the median beside it, and outliers flagged by the
+//!   modified z-score of Iglewicz and Hoaglin (`0.6745 · (x - median) / MAD` beyond 3.5;
+//!   reported, not dropped: a slow repetition is a finding).
+//! - **A against the baseline B, one computation**: figures are positive (tps, latency),
+//!   so they are compared as the ratio A/B on the log scale. Rounds are interleaved, so
+//!   the test is paired: per round, `d = ln A - ln B`, which cancels what the round's
+//!   cells share (machine load, drift, a checkpoint); then Student's t on the d's, `n - 1`
+//!   degrees of freedom. Where a round is incomplete (one of the two failed), it falls
+//!   back to Welch's t on the logs, and says so. The interval is
+//!   `exp(mean d ± t · se)` from the same t, se and degrees of freedom as the p-value, so
+//!   "the interval excludes 1" holds exactly when p < α; it can never go negative, and
+//!   inverting the ratio (lower-is-better figures) inverts the interval.
+//! - **Many comparisons**: a suite compares k cells with one baseline. Holm's step-down
+//!   adjustment controls the family-wise error; each interval is printed at the level
+//!   its adjusted p-value implies (`1 - α · p_raw / p_adjusted`), so the interval shown
+//!   is the one the verdict used.
+//! - **Looking more than once**: an adaptive run looks after its minimum rounds and
+//!   after each added round. Look `j` may spend `α · 6/(π² j²)` of the error (the shares
+//!   sum to α over any number of looks), so stopping when an answer looks decided does
+//!   not inflate false verdicts.
+//! - **Verdict** (criterion's rule): faster or slower only when the whole interval lies
+//!   beyond the noise threshold; "no difference beyond the noise threshold" only when it
+//!   lies wholly inside; otherwise inconclusive, with an estimate of the rounds that
+//!   would decide it.
 
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 /// A mean with its uncertainty.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Estimate {
     pub point: f64,
     pub ci_low: f64,
@@ -33,7 +41,7 @@ pub struct Estimate {
 }
 
 /// What repetitions of one cell say about one figure.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Described {
     pub mean: Estimate,
     pub stddev: f64,
@@ -127,51 +135,8 @@ pub fn describe(values: &[f64], confidence: f64) -> Option<Described> {
     })
 }
 
-/// Welch's t-test of two samples.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Welch {
-    pub t: f64,
-    pub df: f64,
-    /// Two-sided.
-    pub p_value: f64,
-}
-
-/// Welch's t-test; `None` when either sample has fewer than 2 values.
-///
-/// When neither sample has any spread (counts bound by think time repeat exactly), the
-/// difference is certain: p = 0 if the means differ (t infinite), p = 1 if they do not.
-pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (ma, mb) = (mean(a), mean(b));
-    let (va, vb) = (variance(a, ma) / a.len() as f64, variance(b, mb) / b.len() as f64);
-    let se2 = va + vb;
-    if se2 <= 0.0 {
-        let df = (a.len() + b.len() - 2) as f64;
-        return Some(if ma == mb {
-            Welch {
-                t: 0.0,
-                df,
-                p_value: 1.0,
-            }
-        } else {
-            Welch {
-                t: f64::INFINITY.copysign(ma - mb),
-                df,
-                p_value: 0.0,
-            }
-        });
-    }
-    let t = (ma - mb) / se2.sqrt();
-    let df = se2.powi(2) / (va.powi(2) / (a.len() - 1) as f64 + vb.powi(2) / (b.len() - 1) as f64);
-    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
-    let p_value = 2.0 * (1.0 - dist.cdf(t.abs()));
-    Some(Welch { t, df, p_value })
-}
-
 /// Which way is better for a figure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Better {
     Higher,
@@ -179,37 +144,25 @@ pub enum Better {
 }
 
 /// The answer to "is A different from B?".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Faster,
     Slower,
-    NoSignificantDifference,
-    /// The spread is too wide to tell a change of the threshold's size from none.
+    /// The whole interval lies inside the noise threshold.
+    NoDifference,
+    /// The interval reaches both inside and beyond the noise threshold.
     Inconclusive,
 }
 
-/// A compared to B (the baseline).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Comparison {
-    /// mean(A) / mean(B), with its confidence interval.
-    pub ratio: Estimate,
-    pub welch: Option<Welch>,
-    pub verdict: Verdict,
-    /// "1.07 ± 0.02 times faster than B (p = 0.003)", and the like.
-    pub sentence: String,
-    /// The verdict without names, for tables: "1.07 ± 0.02 times faster",
-    /// "inconclusive (ratio 0.97 ± 1.09)".
-    pub phrase: String,
-}
-
-/// A p-value as reports print it: `p < 0.001`, `p = 0.034`, or why there is none.
-pub fn format_p(w: Option<Welch>) -> String {
-    match w {
-        Some(w) if w.p_value < 0.001 => "p < 0.001".to_string(),
-        Some(w) => format!("p = {:.3}", w.p_value),
-        None => "too few repetitions for a test".to_string(),
-    }
+/// How the rounds of two cells were analysed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pairing {
+    /// Round by round: Student's t on the per-round log ratios.
+    Paired,
+    /// Welch's t on the two cells' logs (a round was incomplete, or the runs differ).
+    Unpaired,
 }
 
 /// How a comparison decides.
@@ -217,120 +170,384 @@ pub fn format_p(w: Option<Welch>) -> String {
 pub struct Rule {
     /// The good direction of the figure (tps: higher; latency: lower).
     pub better: Better,
-    /// Confidence level of intervals, e.g. 0.95.
+    /// Confidence level of a cell's own interval, e.g. 0.95.
     pub confidence: f64,
-    /// Significance level of the test, e.g. 0.05.
+    /// Family-wise error rate of the comparisons, e.g. 0.05.
     pub alpha: f64,
-    /// Noise threshold as a fraction: smaller differences are no difference (0.02 = 2%).
+    /// Noise threshold as a fraction: a ratio within 1 ± this is no difference (0.02 = 2%).
     pub threshold: f64,
+    /// Whether the run looked repeatedly (adaptive rounds), so each look spends a share
+    /// of α.
+    pub sequential: bool,
 }
 
-/// Compares repetitions `a` with the baseline's `b` under `rule`.
-pub fn compare(a: &[f64], b: &[f64], rule: Rule, a_name: &str, b_name: &str) -> Option<Comparison> {
-    let Rule {
-        better,
-        confidence,
-        alpha,
-        threshold,
-    } = rule;
-    if a.is_empty() || b.is_empty() {
+/// One cell's test against the baseline on the log scale, before any adjustment.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LogTest {
+    pub pairing: Pairing,
+    /// Why the unpaired test was used, when it was.
+    pub fallback: Option<String>,
+    /// Pairs (paired), or the smaller of the two cells' repetitions (unpaired).
+    pub rounds: usize,
+    /// The estimate of ln(A/B).
+    pub mean_log: f64,
+    /// Its standard error.
+    pub se_log: f64,
+    pub df: f64,
+    /// Two-sided, before any adjustment.
+    pub p_raw: f64,
+    /// The median of the per-round ratios (paired), or median(A) / median(B).
+    pub median_ratio: f64,
+}
+
+fn two_sided_p(t: f64, df: f64) -> f64 {
+    if t.is_infinite() {
+        return 0.0;
+    }
+    match StudentsT::new(0.0, 1.0, df.max(1e-9)) {
+        Ok(d) => (2.0 * (1.0 - d.cdf(t.abs()))).clamp(0.0, 1.0),
+        Err(_) => 1.0,
+    }
+}
+
+/// A t statistic's p-value from an estimate and its standard error; no spread at all
+/// decides by the estimate alone (p = 0 when it is not zero, 1 when it is).
+fn p_of(mean: f64, se: f64, df: f64) -> f64 {
+    if se > 0.0 {
+        two_sided_p(mean / se, df)
+    } else if mean != 0.0 {
+        0.0
+    } else {
+        1.0
+    }
+}
+
+fn sorted_median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    median(&v)
+}
+
+/// Tests repetitions `a` against the baseline's `b`, each as (round, value or failure).
+/// Paired over rounds when every round both ran is complete; else Welch's t on the logs.
+pub fn log_test(a: &[(u32, Option<f64>)], b: &[(u32, Option<f64>)]) -> Result<LogTest, String> {
+    let ok = |v: &[(u32, Option<f64>)]| {
+        v.iter()
+            .filter_map(|(r, x)| x.map(|x| (*r, x)))
+            .collect::<Vec<_>>()
+    };
+    let (oa, ob) = (ok(a), ok(b));
+    if oa.is_empty() || ob.is_empty() {
+        return Err("no results to compare".into());
+    }
+    if oa.iter().chain(&ob).any(|(_, x)| !(*x > 0.0 && x.is_finite())) {
+        return Err("a value is not a positive number, so no ratio is defined".into());
+    }
+    let b_round = |r: u32| b.iter().find(|(rb, _)| *rb == r).map(|(_, x)| *x);
+    let mut pairs = Vec::new();
+    let mut incomplete = 0;
+    for (r, x) in a {
+        match (x, b_round(*r)) {
+            (Some(x), Some(Some(y))) => pairs.push(x.ln() - y.ln()),
+            (None, Some(Some(_))) | (Some(_), Some(None)) => incomplete += 1,
+            // The baseline did not run in this round (it always does in connbench's plans),
+            // or both failed: no pair, and nothing is lost by it.
+            _ => {}
+        }
+    }
+    if incomplete == 0 && pairs.len() >= 2 {
+        let n = pairs.len();
+        let m = mean(&pairs);
+        let se = (variance(&pairs, m) / n as f64).sqrt();
+        let df = (n - 1) as f64;
+        return Ok(LogTest {
+            pairing: Pairing::Paired,
+            fallback: None,
+            rounds: n,
+            mean_log: m,
+            se_log: se,
+            df,
+            p_raw: p_of(m, se, df),
+            median_ratio: sorted_median(pairs.iter().map(|d| d.exp()).collect()),
+        });
+    }
+    let fallback = if incomplete > 0 {
+        format!(
+            "{incomplete} round{} had only one of the two cells, so the cells were compared unpaired",
+            if incomplete == 1 { "" } else { "s" }
+        )
+    } else {
+        "too few complete rounds to pair, so the cells were compared unpaired".to_string()
+    };
+    let la: Vec<f64> = oa.iter().map(|(_, x)| x.ln()).collect();
+    let lb: Vec<f64> = ob.iter().map(|(_, x)| x.ln()).collect();
+    let mut t = welch_logs(&la, &lb).ok_or("fewer than 2 repetitions in a cell: no spread to judge by")?;
+    t.fallback = Some(fallback);
+    t.median_ratio = sorted_median(oa.iter().map(|(_, x)| *x).collect())
+        / sorted_median(ob.iter().map(|(_, x)| *x).collect());
+    Ok(t)
+}
+
+/// Welch's t-test on two samples of logs (unequal variances, Welch–Satterthwaite
+/// degrees of freedom). Used between two stored runs, and where rounds cannot be paired.
+pub fn welch_logs(la: &[f64], lb: &[f64]) -> Option<LogTest> {
+    if la.len() < 2 || lb.len() < 2 {
         return None;
     }
-    let (ma, mb) = (mean(a), mean(b));
-    if mb == 0.0 {
-        return None;
-    }
-    let ratio = ma / mb;
-    let rel_a = if a.len() > 1 {
-        variance(a, ma) / a.len() as f64 / ma.powi(2)
+    let (ma, mb) = (mean(la), mean(lb));
+    let (va, vb) = (
+        variance(la, ma) / la.len() as f64,
+        variance(lb, mb) / lb.len() as f64,
+    );
+    let se2 = va + vb;
+    let df = if se2 > 0.0 {
+        se2.powi(2) / (va.powi(2) / (la.len() - 1) as f64 + vb.powi(2) / (lb.len() - 1) as f64)
     } else {
-        0.0
+        (la.len() + lb.len() - 2) as f64
     };
-    let rel_b = if b.len() > 1 {
-        variance(b, mb) / b.len() as f64 / mb.powi(2)
-    } else {
-        0.0
-    };
-    let rel_se = (rel_a + rel_b).sqrt();
-    let stderr = ratio * rel_se;
-    let df = if rel_a + rel_b > 0.0 {
-        let da = if a.len() > 1 {
-            rel_a.powi(2) / (a.len() - 1) as f64
-        } else {
-            0.0
-        };
-        let db = if b.len() > 1 {
-            rel_b.powi(2) / (b.len() - 1) as f64
-        } else {
-            0.0
-        };
-        (rel_a + rel_b).powi(2) / (da + db).max(f64::MIN_POSITIVE)
-    } else {
-        f64::INFINITY
-    };
-    let half = if a.len() > 1 && b.len() > 1 {
-        t_quantile(confidence, df) * stderr
-    } else {
-        f64::INFINITY
-    };
-    let w = welch(a, b);
-    // How many times better A is: the ratio itself when higher is better, its inverse
-    // when lower is better.
-    let (times, times_half) = match better {
-        Better::Higher => (ratio, half),
-        Better::Lower => (1.0 / ratio, half / ratio.powi(2)),
-    };
-    let significant = w.is_some_and(|w| w.p_value < alpha);
-    let beyond_noise = (times - 1.0).abs() > threshold;
-    let verdict = if significant && beyond_noise {
-        if times > 1.0 {
-            Verdict::Faster
-        } else {
-            Verdict::Slower
-        }
-    } else if !half.is_finite() || times_half > threshold {
-        Verdict::Inconclusive
-    } else {
-        Verdict::NoSignificantDifference
-    };
-    let p = format_p(w);
-    let phrase = match verdict {
-        Verdict::Faster => format!("{times:.2} ± {times_half:.2} times faster"),
-        Verdict::Slower => format!(
-            "{:.2} ± {:.2} times slower",
-            1.0 / times,
-            times_half / times.powi(2)
-        ),
-        Verdict::NoSignificantDifference => {
-            format!("no significant difference (ratio {times:.2} ± {times_half:.2})")
-        }
-        Verdict::Inconclusive => format!("inconclusive (ratio {times:.2} ± {times_half:.2})"),
-    };
-    let sentence = match verdict {
-        Verdict::Faster | Verdict::Slower => format!("{a_name} is {phrase} than {b_name} ({p})"),
-        Verdict::NoSignificantDifference => format!(
-            "no significant difference between {a_name} and {b_name} (ratio {times:.2} ± {times_half:.2}, {p})"
-        ),
-        Verdict::Inconclusive => format!(
-            "{a_name} vs {b_name}: inconclusive (ratio {times:.2} ± {times_half:.2}, {p}); \
-             the spread is too wide to see a {:.0}% change: add repetitions or lengthen the runs",
-            threshold * 100.0
-        ),
-    };
-    Some(Comparison {
-        ratio: Estimate {
-            point: ratio,
-            ci_low: ratio - half,
-            ci_high: ratio + half,
-            stderr,
-            n: a.len().min(b.len()),
-            confidence,
-        },
-        welch: w,
-        verdict,
-        sentence,
-        phrase,
+    let m = ma - mb;
+    Some(LogTest {
+        pairing: Pairing::Unpaired,
+        fallback: None,
+        rounds: la.len().min(lb.len()),
+        mean_log: m,
+        se_log: se2.sqrt(),
+        df,
+        p_raw: p_of(m, se2.sqrt(), df),
+        median_ratio: (sorted_median(la.to_vec()) - sorted_median(lb.to_vec())).exp(),
     })
+}
+
+/// Holm's step-down adjustment (Holm 1979): sort the p-values, multiply the i-th
+/// smallest by (m - i + 1), keep the running maximum, cap at 1. Rejecting where the
+/// adjusted p < α controls the family-wise error at α. Returned in the input's order.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let mut adjusted = vec![0.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        adjusted[i] = running;
+    }
+    adjusted
+}
+
+/// The share of α that look `j` (1 for the first) may spend: 6/(π² j²). The shares sum
+/// to 1 over any number of looks (Σ 1/j² = π²/6), so by the union bound the chance of a
+/// false verdict at any look stays within α however long a run goes on.
+pub fn look_share(j: u32) -> f64 {
+    6.0 / (std::f64::consts::PI.powi(2) * f64::from(j.max(1)).powi(2))
+}
+
+/// A ratio A/B with its interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct RatioEstimate {
+    /// exp(mean log ratio): the geometric mean of the per-round ratios when paired.
+    pub point: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+    /// The interval's confidence level, after the multiple-comparison and look adjustments.
+    pub confidence: f64,
+}
+
+/// A compared to B (the baseline).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct Comparison {
+    /// A / B, with the interval the verdict used.
+    pub ratio: RatioEstimate,
+    /// The median of the per-round ratios (paired), or of A over the median of B.
+    pub median_ratio: f64,
+    /// The p-value the verdict used: after Holm's adjustment and the look's share.
+    pub p_value: f64,
+    /// Before any adjustment.
+    pub p_raw: f64,
+    /// In words, e.g. "paired log-ratio t, Holm over 3 comparisons".
+    pub method: String,
+    pub pairing: Pairing,
+    /// Why the comparison was not paired, when it was not.
+    pub fallback: Option<String>,
+    /// Rounds (pairs) the comparison used.
+    pub rounds: usize,
+    /// Which look of an adaptive run decided it (1 for a fixed run).
+    pub look: u32,
+    pub verdict: Verdict,
+    /// For an inconclusive verdict: about how many more rounds would decide it, when an
+    /// estimate exists (none when the ratio sits on the noise threshold).
+    pub more_rounds: Option<usize>,
+    /// "1.07 times faster (1.05 to 1.09)", and the like: the verdict without names.
+    pub phrase: String,
+    /// The phrase with names and the p-value, for the answer.
+    pub sentence: String,
+}
+
+/// A p-value as reports print it: `p < 0.001` or `p = 0.034`.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "p < 0.001".to_string()
+    } else {
+        format!("p = {p:.3}")
+    }
+}
+
+/// One member of a family of comparisons against the same baseline.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub name: String,
+    pub test: LogTest,
+    /// The look that decided it: 1 + the rounds it got beyond the minimum.
+    pub look: u32,
+}
+
+/// Decides a family of comparisons with the baseline `base_name` under `rule`: Holm over
+/// the family, each look's share of α, the interval at the level the adjusted p-value
+/// implies, and the verdict by the noise rule. One computation: the interval excludes 1
+/// exactly when `p_value < alpha`.
+pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparison> {
+    let m = family.len();
+    let spent: Vec<f64> = family
+        .iter()
+        .map(|c| {
+            if rule.sequential {
+                (c.test.p_raw / look_share(c.look)).min(1.0)
+            } else {
+                c.test.p_raw
+            }
+        })
+        .collect();
+    let adjusted = holm(&spent);
+    let band = (1.0 + rule.threshold).ln();
+    family
+        .iter()
+        .zip(adjusted)
+        .map(|(c, p_value)| {
+            let t = &c.test;
+            // The level at which this interval excludes 1 exactly when p_value < α: the
+            // raw test at α · p_raw / p_value. Without spread the interval is the point.
+            let gamma = if t.p_raw > 0.0 && p_value > 0.0 {
+                rule.alpha * t.p_raw / p_value
+            } else {
+                rule.alpha
+            };
+            let half = if t.se_log > 0.0 {
+                t_quantile(1.0 - gamma, t.df) * t.se_log
+            } else {
+                0.0
+            };
+            let (lo, hi) = (t.mean_log - half, t.mean_log + half);
+            let up = match rule.better {
+                Better::Higher => true,
+                Better::Lower => false,
+            };
+            let verdict = if lo > band {
+                if up {
+                    Verdict::Faster
+                } else {
+                    Verdict::Slower
+                }
+            } else if hi < -band {
+                if up {
+                    Verdict::Slower
+                } else {
+                    Verdict::Faster
+                }
+            } else if lo >= -band && hi <= band {
+                Verdict::NoDifference
+            } else {
+                Verdict::Inconclusive
+            };
+            // Rounds that would decide it: the half-width must shrink to the distance
+            // between the estimate and the nearest edge of the band, and a half-width
+            // falls with √rounds.
+            let more_rounds = (verdict == Verdict::Inconclusive)
+                .then(|| {
+                    let room = (t.mean_log.abs() - band).abs();
+                    (room > 1e-4 && half.is_finite()).then(|| {
+                        let need = (t.rounds as f64 * (half / room).powi(2)).ceil() as usize;
+                        need.saturating_sub(t.rounds).max(1)
+                    })
+                })
+                .flatten();
+            let method = format!(
+                "{}{}{}",
+                match t.pairing {
+                    Pairing::Paired => "paired log-ratio t",
+                    Pairing::Unpaired => "unpaired log-ratio Welch t",
+                },
+                if m > 1 {
+                    format!(", Holm over {m} comparisons")
+                } else {
+                    String::new()
+                },
+                if rule.sequential {
+                    format!(", look {} of an adaptive run", c.look)
+                } else {
+                    String::new()
+                },
+            );
+            // How many times better A is, and its interval, in the good direction.
+            let (times, times_lo, times_hi) = if up {
+                (t.mean_log.exp(), lo.exp(), hi.exp())
+            } else {
+                ((-t.mean_log).exp(), (-hi).exp(), (-lo).exp())
+            };
+            let band_pct = rule.threshold * 100.0;
+            let phrase = match verdict {
+                Verdict::Faster => format!("{times:.3} times faster ({times_lo:.3} to {times_hi:.3})"),
+                Verdict::Slower => format!(
+                    "{:.3} times slower ({:.3} to {:.3})",
+                    1.0 / times,
+                    1.0 / times_hi,
+                    1.0 / times_lo
+                ),
+                Verdict::NoDifference => format!(
+                    "no difference beyond {band_pct:.0}% (ratio {times:.3}, {times_lo:.3} to {times_hi:.3})"
+                ),
+                Verdict::Inconclusive => {
+                    format!("inconclusive (ratio {times:.3}, {times_lo:.3} to {times_hi:.3})")
+                }
+            };
+            let p = format_p(p_value);
+            let sentence = match verdict {
+                Verdict::Faster | Verdict::Slower => format!("{} is {phrase} than {base_name} ({p})", c.name),
+                Verdict::NoDifference => format!("{} vs {base_name}: {phrase}, {p}", c.name),
+                Verdict::Inconclusive => format!(
+                    "{} vs {base_name}: {phrase}, {p}; {}",
+                    c.name,
+                    match more_rounds {
+                        Some(k) => format!(
+                            "about {k} more round{} (or runs {:.1}x longer) would decide it against the {band_pct:.0}% noise threshold",
+                            if k == 1 { "" } else { "s" },
+                            (t.rounds + k) as f64 / t.rounds as f64
+                        ),
+                        None => format!(
+                            "the ratio sits on the {band_pct:.0}% noise threshold, where more rounds decide slowly"
+                        ),
+                    }
+                ),
+            };
+            Comparison {
+                ratio: RatioEstimate {
+                    point: t.mean_log.exp(),
+                    ci_low: lo.exp(),
+                    ci_high: hi.exp(),
+                    confidence: 1.0 - gamma,
+                },
+                median_ratio: t.median_ratio,
+                p_value,
+                p_raw: t.p_raw,
+                method,
+                pairing: t.pairing,
+                fallback: t.fallback.clone(),
+                rounds: t.rounds,
+                look: c.look,
+                verdict,
+                more_rounds,
+                phrase,
+                sentence,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -338,23 +555,45 @@ mod tests {
     use super::*;
     use crate::load::workload::Rng;
 
-    #[test]
-    fn samples_without_spread_are_decided_by_their_means() {
-        let rule = Rule {
-            better: Better::Higher,
-            confidence: 0.95,
-            alpha: 0.05,
-            threshold: 0.02,
-        };
-        let c = compare(&[93.0, 93.0], &[46.5, 46.5], rule, "two", "one").unwrap();
-        assert_eq!(c.verdict, Verdict::Faster, "{}", c.sentence);
-        assert_eq!(c.welch.unwrap().p_value, 0.0);
-        let same = compare(&[93.0, 93.0], &[93.0, 93.0], rule, "a", "b").unwrap();
-        assert_eq!(same.verdict, Verdict::NoSignificantDifference);
-    }
-
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    fn rule(better: Better, threshold: f64, sequential: bool) -> Rule {
+        Rule {
+            better,
+            confidence: 0.95,
+            alpha: 0.05,
+            threshold,
+            sequential,
+        }
+    }
+
+    fn rounds(v: &[f64]) -> Vec<(u32, Option<f64>)> {
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| (i as u32 + 1, Some(*x)))
+            .collect()
+    }
+
+    fn one(a: &[f64], b: &[f64], r: Rule) -> Comparison {
+        let test = log_test(&rounds(a), &rounds(b)).unwrap();
+        decide(
+            &[Candidate {
+                name: "a".into(),
+                test,
+                look: 1,
+            }],
+            "b",
+            r,
+        )
+        .remove(0)
+    }
+
+    fn normal(rng: &mut Rng, mean: f64, sd: f64) -> f64 {
+        // Box–Muller.
+        let (u1, u2) = (rng.unit(), rng.unit());
+        mean + sd * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
 
     #[test]
@@ -387,27 +626,6 @@ mod tests {
     }
 
     #[test]
-    fn welch_matches_the_textbook_example() {
-        // Welch's t-test, worked example 1 on Wikipedia: t = -2.46, df = 24.99, p = 0.021.
-        let a1 = [
-            27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4,
-        ];
-        let a2 = [
-            27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4,
-        ];
-        let w = welch(&a1, &a2).unwrap();
-        assert!(close(w.t, -2.46, 0.005), "t = {}", w.t);
-        assert!(close(w.df, 24.99, 0.01), "df = {}", w.df);
-        assert!(close(w.p_value, 0.021, 0.0005), "p = {}", w.p_value);
-    }
-
-    fn normal(rng: &mut Rng, mean: f64, sd: f64) -> f64 {
-        // Box–Muller.
-        let (u1, u2) = (rng.unit(), rng.unit());
-        mean + sd * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    #[test]
     fn confidence_intervals_cover_the_true_mean_95_percent_of_the_time() {
         let mut rng = Rng::new(7);
         let trials = 4000;
@@ -424,35 +642,221 @@ mod tests {
         assert!((0.94..=0.96).contains(&rate), "coverage {rate}");
     }
 
+    /// Student's sleep data (Cushny and Peebles, 1905), the textbook paired t-test: R's
+    /// `t.test(extra ~ group, data = sleep, paired = TRUE)` gives t = -4.0621, df = 9,
+    /// p = 0.002833, 95% interval of the mean difference -2.4598858 to -0.7001142. As
+    /// logs of ratios, the same numbers must come out, the interval as exp(...).
     #[test]
-    fn verdicts_need_significance_and_size() {
-        let mut rng = Rng::new(11);
-        let b: Vec<f64> = (0..10).map(|_| normal(&mut rng, 1000.0, 5.0)).collect();
-        let a: Vec<f64> = (0..10).map(|_| normal(&mut rng, 1070.0, 5.0)).collect();
-        let rule = |better| Rule {
-            better,
-            confidence: 0.95,
-            alpha: 0.05,
-            threshold: 0.02,
-        };
-        let c = compare(&a, &b, rule(Better::Higher), "unix", "tcp").unwrap();
-        assert_eq!(c.verdict, Verdict::Faster, "{}", c.sentence);
-        assert!(c.sentence.starts_with("unix is 1.07 ± 0.0"), "{}", c.sentence);
-        assert!(c.sentence.ends_with("(p < 0.001)"), "{}", c.sentence);
-        // Lower-is-better: a higher latency is slower.
-        let c = compare(&a, &b, rule(Better::Lower), "unix", "tcp").unwrap();
-        assert_eq!(c.verdict, Verdict::Slower, "{}", c.sentence);
-        // The same distribution: no significant difference.
-        let same: Vec<f64> = (0..10).map(|_| normal(&mut rng, 1000.0, 5.0)).collect();
-        let c = compare(&same, &b, rule(Better::Higher), "a", "b").unwrap();
-        assert_eq!(c.verdict, Verdict::NoSignificantDifference, "{}", c.sentence);
-        // Two noisy runs each: too wide to conclude, and the fix is named.
-        let c = compare(&[900.0, 1100.0], &[950.0, 1060.0], rule(Better::Higher), "a", "b").unwrap();
-        assert_eq!(c.verdict, Verdict::Inconclusive);
+    fn the_log_scale_interval_matches_the_textbook_paired_t_test() {
+        let g1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0];
+        let g2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4];
+        let a: Vec<f64> = g1.iter().map(|x: &f64| x.exp()).collect();
+        let b: Vec<f64> = g2.iter().map(|x: &f64| x.exp()).collect();
+        let t = log_test(&rounds(&a), &rounds(&b)).unwrap();
+        assert_eq!(t.pairing, Pairing::Paired);
         assert!(
-            c.sentence.contains("add repetitions or lengthen the runs"),
-            "{}",
-            c.sentence
+            close(t.mean_log / t.se_log, -4.0621, 1e-4),
+            "t = {}",
+            t.mean_log / t.se_log
         );
+        assert_eq!(t.df, 9.0);
+        assert!(close(t.p_raw, 0.002833, 1e-6), "p = {}", t.p_raw);
+        let c = one(&a, &b, rule(Better::Higher, 0.02, false));
+        assert!(close(c.ratio.ci_low.ln(), -2.4598858, 1e-6), "{:?}", c.ratio);
+        assert!(close(c.ratio.ci_high.ln(), -0.7001142, 1e-6), "{:?}", c.ratio);
+        assert!(close(c.ratio.confidence, 0.95, 1e-12));
+        assert_eq!(c.verdict, Verdict::Slower);
+        // Lower-is-better inverts the ratio and its interval, and the verdict.
+        let c = one(&a, &b, rule(Better::Lower, 0.02, false));
+        assert_eq!(c.verdict, Verdict::Faster);
+        assert!(
+            c.phrase.starts_with("4.855 times faster (2.014 to 11.70"),
+            "{}",
+            c.phrase
+        );
+    }
+
+    /// R: p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm") = 0.03 0.06 0.06 0.02.
+    #[test]
+    fn holm_matches_a_worked_example() {
+        let adj = holm(&[0.01, 0.04, 0.03, 0.005]);
+        for (x, want) in adj.iter().zip([0.03, 0.06, 0.06, 0.02]) {
+            assert!(close(*x, want, 1e-12), "{adj:?}");
+        }
+        assert_eq!(holm(&[0.7, 0.9]), [1.0, 1.0], "capped at 1");
+        assert_eq!(holm(&[]), Vec::<f64>::new());
+    }
+
+    /// Whatever the data, the interval is positive and agrees with the p-value and the
+    /// verdict: excludes 1 exactly when p < α; faster/slower only beyond the band.
+    #[test]
+    fn interval_p_value_and_verdict_never_disagree() {
+        let mut rng = Rng::new(3);
+        for trial in 0..2000 {
+            let k = 1 + trial % 4;
+            let n = 2 + trial % 6;
+            let family: Vec<Candidate> = (0..k)
+                .map(|i| {
+                    let effect = [1.0, 1.01, 1.05, 0.9][i % 4];
+                    let b: Vec<f64> = (0..n).map(|_| normal(&mut rng, 1000.0, 30.0).max(1.0)).collect();
+                    let a: Vec<f64> = b
+                        .iter()
+                        .map(|x| x * effect * normal(&mut rng, 1.0, 0.03).max(0.01))
+                        .collect();
+                    Candidate {
+                        name: format!("c{i}"),
+                        test: log_test(&rounds(&a), &rounds(&b)).unwrap(),
+                        look: 1 + (trial % 3) as u32,
+                    }
+                })
+                .collect();
+            let r = rule(
+                if trial % 2 == 0 {
+                    Better::Higher
+                } else {
+                    Better::Lower
+                },
+                0.02,
+                trial % 5 == 0,
+            );
+            for c in decide(&family, "base", r) {
+                assert!(c.ratio.ci_low > 0.0 && c.ratio.ci_low <= c.ratio.ci_high, "{c:?}");
+                let excludes_one = c.ratio.ci_low > 1.0 || c.ratio.ci_high < 1.0;
+                assert_eq!(excludes_one, c.p_value < 0.05, "{c:?}");
+                let band = (1.0 / 1.02, 1.02);
+                match c.verdict {
+                    Verdict::Faster | Verdict::Slower => {
+                        assert!(c.ratio.ci_low > band.1 || c.ratio.ci_high < band.0, "{c:?}")
+                    }
+                    Verdict::NoDifference => {
+                        assert!(c.ratio.ci_low >= band.0 && c.ratio.ci_high <= band.1, "{c:?}")
+                    }
+                    Verdict::Inconclusive => {
+                        let beyond = c.ratio.ci_low > band.1 || c.ratio.ci_high < band.0;
+                        let inside = c.ratio.ci_low >= band.0 && c.ratio.ci_high <= band.1;
+                        assert!(!beyond && !inside, "{c:?}")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rounds that share a drift (machine load that moves both cells) and independent
+    /// noise: pairing cancels the drift, so its interval is much narrower than the
+    /// unpaired one, and it still covers the true ratio about 95% of the time.
+    #[test]
+    fn paired_rounds_are_narrower_under_drift_and_still_cover() {
+        let mut rng = Rng::new(17);
+        let (trials, n, truth) = (3000, 6, 1.05f64);
+        let (mut covered, mut paired_width, mut unpaired_width) = (0, 0.0, 0.0);
+        for _ in 0..trials {
+            let mut drift = 1.0;
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for _ in 0..n {
+                drift *= normal(&mut rng, 1.0, 0.15).max(0.3);
+                b.push(1000.0 * drift * normal(&mut rng, 1.0, 0.01));
+                a.push(1000.0 * truth * drift * normal(&mut rng, 1.0, 0.01));
+            }
+            let p = one(&a, &b, rule(Better::Higher, 0.02, false));
+            assert_eq!(p.pairing, Pairing::Paired);
+            if p.ratio.ci_low <= truth && truth <= p.ratio.ci_high {
+                covered += 1;
+            }
+            paired_width += (p.ratio.ci_high / p.ratio.ci_low).ln();
+            let la: Vec<f64> = a.iter().map(|x| x.ln()).collect();
+            let lb: Vec<f64> = b.iter().map(|x| x.ln()).collect();
+            let u = welch_logs(&la, &lb).unwrap();
+            unpaired_width += 2.0 * t_quantile(0.95, u.df) * u.se_log;
+        }
+        let rate = covered as f64 / trials as f64;
+        assert!((0.935..=0.965).contains(&rate), "paired coverage {rate}");
+        assert!(
+            paired_width * 5.0 < unpaired_width,
+            "paired {paired_width:.1} vs unpaired {unpaired_width:.1} (summed log widths)"
+        );
+    }
+
+    /// An incomplete round (one cell failed) falls back to the unpaired test and says so.
+    #[test]
+    fn an_incomplete_round_falls_back_to_unpaired() {
+        let a = [(1, Some(100.0)), (2, None), (3, Some(104.0)), (4, Some(101.0))];
+        let b = [
+            (1, Some(99.0)),
+            (2, Some(98.0)),
+            (3, Some(100.0)),
+            (4, Some(97.0)),
+        ];
+        let t = log_test(&a, &b).unwrap();
+        assert_eq!(t.pairing, Pairing::Unpaired);
+        assert!(t.fallback.unwrap().contains("1 round had only one"));
+        assert!(
+            log_test(&[(1, Some(0.0))], &[(1, Some(1.0))]).is_err(),
+            "zero has no log"
+        );
+    }
+
+    /// A/A: identical cells, an adaptive run that looks after 3 rounds and after every
+    /// round added, up to 20 looks, and stops at the first significant look. With each
+    /// look spending its share of α, false "different" verdicts stay at or below 5%; a
+    /// naive rule (α at every look) would flag far more, which the test shows too.
+    #[test]
+    fn a_a_false_positives_stay_within_alpha_under_repeated_looks() {
+        let mut rng = Rng::new(23);
+        let trials = 2000;
+        let (mut sequential_false, mut naive_false) = (0, 0);
+        for _ in 0..trials {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let (mut seq_hit, mut naive_hit) = (false, false);
+            for round in 1..=22u32 {
+                let drift = normal(&mut rng, 1.0, 0.1).max(0.3);
+                a.push(1000.0 * drift * normal(&mut rng, 1.0, 0.02));
+                b.push(1000.0 * drift * normal(&mut rng, 1.0, 0.02));
+                if round < 3 {
+                    continue;
+                }
+                let look = round - 2;
+                let test = log_test(&rounds(&a), &rounds(&b)).unwrap();
+                let cand = [Candidate {
+                    name: "a".into(),
+                    test,
+                    look,
+                }];
+                // Threshold 0: any significant difference counts as a false verdict, the
+                // hardest case for the rule (a real noise band only makes it rarer).
+                let s = decide(&cand, "b", rule(Better::Higher, 0.0, true)).remove(0);
+                let n = decide(&cand, "b", rule(Better::Higher, 0.0, false)).remove(0);
+                seq_hit |= matches!(s.verdict, Verdict::Faster | Verdict::Slower);
+                naive_hit |= matches!(n.verdict, Verdict::Faster | Verdict::Slower);
+            }
+            sequential_false += usize::from(seq_hit);
+            naive_false += usize::from(naive_hit);
+        }
+        let (seq, naive) = (
+            sequential_false as f64 / trials as f64,
+            naive_false as f64 / trials as f64,
+        );
+        assert!(seq <= 0.05, "sequential false-positive rate {seq}");
+        assert!(naive > 0.10, "peeking without spending α should inflate: {naive}");
+    }
+
+    #[test]
+    fn samples_without_spread_are_decided_by_their_means() {
+        let c = one(&[93.0, 93.0], &[46.5, 46.5], rule(Better::Higher, 0.02, false));
+        assert_eq!(c.verdict, Verdict::Faster, "{}", c.sentence);
+        assert_eq!(c.p_value, 0.0);
+        let same = one(&[93.0, 93.0], &[93.0, 93.0], rule(Better::Higher, 0.02, false));
+        assert_eq!(same.verdict, Verdict::NoDifference);
+    }
+
+    #[test]
+    fn inconclusive_names_the_rounds_that_would_decide() {
+        let c = one(
+            &[900.0, 1100.0, 1000.0],
+            &[950.0, 1060.0, 990.0],
+            rule(Better::Higher, 0.02, false),
+        );
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        assert!(c.more_rounds.is_some_and(|k| k > 0), "{c:?}");
+        assert!(c.sentence.contains("more round"), "{}", c.sentence);
     }
 }

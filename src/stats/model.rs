@@ -60,7 +60,7 @@ pub fn predict(t: &TargetSummary, rtt: Duration) -> Option<Prediction> {
 }
 
 /// A load cell at a distance, predicted from the same cell measured without distance.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct DistancePrediction {
     /// The cell measured without distance that the prediction starts from.
     pub from_cell: String,

@@ -45,9 +45,21 @@ target = ["unix_trust", "pgbouncer_unix_trust"]
     let answer = v["answer"][0].as_str().unwrap();
     assert!(answer.starts_with("target=pgbouncer_unix_trust is "), "{answer}");
     assert!(
-        answer.contains("times faster than target=unix_trust (p"),
+        answer.contains("times faster (") && answer.contains(") than target=unix_trust (p"),
         "{answer}"
     );
+    // The interval, its p-value and its verdict are one computation: the interval is
+    // positive, excludes 1 exactly when p < 0.05, and the method says how it was made.
+    let (lo, hi) = (
+        cmp["ratio"]["ci_low"].as_f64().unwrap(),
+        cmp["ratio"]["ci_high"].as_f64().unwrap(),
+    );
+    let p = cmp["p_value"].as_f64().unwrap();
+    assert!(lo > 0.0 && lo <= hi, "{cmp}");
+    assert_eq!(hi < 1.0 || lo > 1.0, p < 0.05, "{cmp}");
+    assert_eq!(cmp["method"], "paired log-ratio t", "{cmp}");
+    assert_eq!(cmp["rounds"], 3, "{cmp}");
+    assert_eq!(cells[1]["rounds"], 3);
 
     let s = store.display().to_string();
     let o = connbench(&["runs", "list", "--store", &s]);
