@@ -250,6 +250,9 @@ pub struct LabArgs {
     /// Write no HTML report.
     #[arg(long, conflicts_with = "html")]
     pub no_html: bool,
+    /// Run only these built-in suites (comma-separated, e.g. connect,pooling).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub suites: Vec<String>,
     /// Wall-clock limit for the whole lab, shared among its suites as it goes; rounds are
     /// added for undecided answers while it allows [default: 220s with --quick; none
     /// with --full, which runs each suite's repetitions].

@@ -190,6 +190,19 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         .iter()
         .map(|(name, text)| crate::experiment::suite::Suite::parse_profile(text, name, profile))
         .collect::<Result<_>>()?;
+    if !args.suites.is_empty() {
+        let known: Vec<&str> = crate::experiment::suite::BUILTIN
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        if let Some(bad) = args.suites.iter().find(|n| !known.contains(&n.as_str())) {
+            anyhow::bail!(
+                "--suites: no built-in suite {bad:?}; the built-in suites are {}",
+                known.join(", ")
+            );
+        }
+        suites.retain(|s| args.suites.contains(&s.name));
+    }
     // The bridge path creates a namespace and links: root only. Said, not silently dropped.
     if let Err(why) = crate::net::netns::check_supported() {
         suites.retain(|s| {

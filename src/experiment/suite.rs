@@ -190,8 +190,25 @@ pub struct Cell {
     pub name: String,
     /// The axis values of this cell (a target's password redacted).
     pub axes: Vec<(String, String)>,
-    /// Defaults overlaid with the axis values.
+    /// Defaults overlaid with the axis values. Written out (JSON, the store) with a
+    /// target's password redacted; only the running process holds it.
+    #[serde(serialize_with = "ser_redacted_settings")]
+    #[schemars(with = "Settings")]
     pub settings: Settings,
+}
+
+/// Serialises a cell's settings with the password of a `target` conninfo redacted.
+fn ser_redacted_settings<S: serde::Serializer>(settings: &Settings, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(settings.len()))?;
+    for (k, v) in settings {
+        if k == "target" {
+            m.serialize_entry(k, &crate::target::redact(v))?;
+        } else {
+            m.serialize_entry(k, v)?;
+        }
+    }
+    m.end()
 }
 
 /// A validated suite.

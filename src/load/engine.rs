@@ -578,8 +578,17 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         let measured = intended >= t.measure_start;
         let outcome = transaction(&shared, &mut exec, &mut session).await;
         let ended = Instant::now();
+        // A transaction in flight at the window's end finishes just after it: it belongs
+        // to the window's last interval, not to a new interval a few microseconds long
+        // (whose tps would be absurd).
         let index = (ended.saturating_duration_since(t.measure_start).as_nanos()
             / plan.interval.as_nanos().max(1)) as usize;
+        let index = match plan.end {
+            End::Duration(d) => {
+                index.min((d.as_nanos().div_ceil(plan.interval.as_nanos().max(1)) as usize).saturating_sub(1))
+            }
+            End::TransactionsPerClient(_) => index,
+        };
         match outcome {
             Ok((bytes, connect)) => {
                 if measured {

@@ -525,7 +525,8 @@ fn method(o: &mut String, r: &SuiteResult) {
         Kind::Connect => "Each repetition opens connections one after another; the first is kept apart \
              (first_connection_us). A connection's time runs from the start of the socket connect to \
              ReadyForQuery (or to the first query's result when one is set); phases are split where \
-             the protocol messages cross the wire, and round trips are counted on the socket."
+             the protocol messages cross the wire, and round trips are counted on the socket (TCP's \
+             handshake, which the kernel completes out of the socket's sight, is assumed to be one)."
             .to_string(),
     };
     let _ = writeln!(

@@ -37,7 +37,7 @@ pub fn connect_report(settings: &ConnectSettings, targets: &[TargetSummary], int
     }
     let _ = writeln!(
         out,
-        "\nphases are timed on the wire and add up to total; rt = network round trips counted on the socket"
+        "\nphases are timed on the wire and add up to total; rt = network round trips counted on the socket,\nexcept TCP's handshake: the kernel completes it out of the socket's sight, so its 1 is assumed"
     );
     out
 }

@@ -457,13 +457,15 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                 Verdict::Inconclusive
             };
             // Rounds that would decide it: the half-width must shrink to the distance
-            // between the estimate and the nearest edge of the band, and a half-width
-            // falls with √rounds.
+            // between the estimate and the nearest edge of the band. A half-width falls
+            // with √rounds, and its t quantile towards the normal one as the degrees of
+            // freedom grow, so the estimate takes both into account (at this level).
             let more_rounds = (verdict == Verdict::Inconclusive)
                 .then(|| {
                     let room = (t.mean_log.abs() - band).abs();
                     (room > 1e-4 && half.is_finite()).then(|| {
-                        let need = (t.rounds as f64 * (half / room).powi(2)).ceil() as usize;
+                        let shrink = t_quantile(1.0 - gamma, f64::INFINITY) / t_quantile(1.0 - gamma, t.df);
+                        let need = (t.rounds as f64 * (half * shrink / room).powi(2)).ceil() as usize;
                         need.saturating_sub(t.rounds).max(1)
                     })
                 })

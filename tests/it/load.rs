@@ -342,3 +342,68 @@ fn ctrl_c_during_load_still_reports() {
     );
     assert!(text.contains("latency       mean"), "{text}");
 }
+
+/// Warm-up transactions run but are not recorded: the server's own count of tpcb-like
+/// history rows (one per transaction, in a schema only this test writes to) exceeds the
+/// transactions the report counts, and the series starts when the measurement does.
+/// `--series` prints one row per interval.
+#[test]
+fn warmup_runs_but_is_not_recorded_and_series_prints_per_interval() {
+    let schema = "cb_warmup_test";
+    let o = connbench(&["init", &conninfo("unix"), "--schema", schema]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let history = || {
+        sql(&format!("SELECT count(*) FROM {schema}.history"))[0]
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = history();
+    let v = load_json(&[
+        &conninfo("unix"),
+        "--schema",
+        schema,
+        "-c",
+        "2",
+        "--warmup",
+        "700ms",
+        "-T",
+        "1",
+    ]);
+    let recorded = v["summary"]["transactions"].as_u64().unwrap();
+    let ran = history() - before;
+    assert!(recorded > 0, "{v}");
+    assert!(
+        ran > recorded + 10,
+        "the server saw {ran} transactions, the report counts {recorded}: warm-up ones must be left out"
+    );
+    assert_eq!(v["settings"]["warmup_s"], 0.7);
+    assert_eq!(
+        v["series"][0]["start_s"], 0.0,
+        "the series starts with the measurement"
+    );
+    let o = connbench(&[
+        "load",
+        &conninfo("unix"),
+        "--schema",
+        schema,
+        "-S",
+        "-T",
+        "2",
+        "--series",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let header = text
+        .lines()
+        .position(|l| l.contains("from s") && l.contains("connects"))
+        .unwrap_or_else(|| panic!("no series table: {text}"));
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(header + 1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(rows.len(), 2, "one row per 1 s interval of a 2 s run: {rows:#?}");
+    assert!(rows[0].trim_start().starts_with("0.0"), "{rows:#?}");
+    let o = connbench(&["init", &conninfo("unix"), "--schema", schema, "--drop"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

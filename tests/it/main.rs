@@ -9,4 +9,5 @@ mod load;
 mod netpath;
 mod relay;
 mod report;
+mod secrets;
 mod suites;

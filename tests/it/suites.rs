@@ -318,3 +318,58 @@ fn bad_settings_are_named_the_same_from_a_suite_and_from_flags() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The README's first command, on a reduced set of suites: a sandbox of its own, every
+/// answer printed, the runs stored and done, an HTML report written, nothing left behind.
+#[test]
+fn lab_quick_answers_stores_and_reports() {
+    let dir = std::env::temp_dir().join(format!("cb-lab-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("lab.sqlite");
+    let html = dir.join("lab.html");
+    let o = connbench(&[
+        "lab",
+        "--quick",
+        "--suites",
+        "connect,pooling",
+        "--budget",
+        "60s",
+        "--store",
+        store.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("lab (quick profile) answered 2 questions"), "{out}");
+    for suite in ["connect (run 1): ", "pooling (run 2): "] {
+        assert!(out.contains(suite), "{suite}: {out}");
+    }
+    assert!(out.contains("method: ratios A/B"), "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<svg") && page.contains("pooling"),
+        "an HTML report with charts"
+    );
+    let list = stdout(&connbench(&["runs", "list", "--store", store.to_str().unwrap()]));
+    assert_eq!(list.matches(" done ").count(), 2, "{list}");
+    assert!(err.contains("sandbox: started in"), "{err}");
+    let sandbox_dir = err
+        .lines()
+        .find_map(|l| l.strip_prefix("sandbox: started in "))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        !std::path::Path::new(&sandbox_dir).exists(),
+        "the lab removed its sandbox"
+    );
+    let o = connbench(&["lab", "--quick", "--suites", "nosuch"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("the built-in suites are connect, transport"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
