@@ -176,25 +176,33 @@ pub struct RunArgs {
     /// The schema of connbench's tables (load suites).
     #[arg(long, default_value = "connbench")]
     pub schema: String,
-    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
-    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
-    /// for connection-path questions.
-    #[arg(long)]
-    pub durable: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 /// Adaptive rounds: after the suite's repetitions, more interleaved rounds for the
 /// answers still undecided, within a wall-clock budget.
 #[derive(Debug, Args)]
 pub struct AdaptiveArgs {
-    /// Wall-clock limit for the whole run (e.g. 4m); rounds are added for undecided
-    /// answers while the budget allows. Without it, a suite runs exactly its repetitions.
+    /// Wall-clock limit for the whole run (e.g. 4m; a lab shares it among its suites);
+    /// rounds are added for undecided answers while it allows. Without one, a suite runs
+    /// exactly its repetitions [default: 230s for lab --quick, else none].
     #[arg(long, value_name = "DURATION", value_parser = options::parse_length)]
     pub budget: Option<Duration>,
-    /// With --budget: also add rounds until every ratio's interval is within ± this
-    /// fraction of it (e.g. 0.05), not only until it is decided.
+    /// With a budget: also add rounds until every ratio's interval is within ± this
+    /// fraction of it, not only until it is decided [default: 0.05 for lab, else none].
     #[arg(long, value_name = "FRACTION", value_parser = options::parse_precision)]
     pub precision: Option<f64>,
+}
+
+/// How a sandbox's PostgreSQL is set up.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
+    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
+    /// for connection-path questions.
+    #[arg(long)]
+    pub durable: bool,
 }
 
 #[derive(Debug, Args)]
@@ -253,20 +261,10 @@ pub struct LabArgs {
     /// Run only these built-in suites (comma-separated, e.g. connect,pooling).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub suites: Vec<String>,
-    /// Wall-clock limit for the whole lab, shared among its suites as it goes; rounds are
-    /// added for undecided answers while it allows [default: 220s with --quick; none
-    /// with --full, which runs each suite's repetitions].
-    #[arg(long, value_name = "DURATION", value_parser = options::parse_length)]
-    pub budget: Option<Duration>,
-    /// With a budget: add rounds until every ratio's interval is within ± this fraction
-    /// [default: 0.05].
-    #[arg(long, value_name = "FRACTION", value_parser = options::parse_precision)]
-    pub precision: Option<f64>,
-    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
-    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
-    /// for connection-path questions.
-    #[arg(long)]
-    pub durable: bool,
+    #[command(flatten)]
+    pub adaptive: AdaptiveArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -306,11 +304,8 @@ pub struct LoadArgs {
     /// Start a throwaway sandbox, create the tables at scale -s, and load it.
     #[arg(long)]
     pub sandbox: bool,
-    /// Sandbox only: keep PostgreSQL's durable defaults (synchronous_commit=on,
-    /// checkpoints and autovacuum as usual) instead of the quiet settings connbench uses
-    /// for connection-path questions.
-    #[arg(long)]
-    pub durable: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
 
     /// Concurrent clients (database sessions when connections are persistent).
     #[arg(short = 'c', long, default_value = "1", value_parser = options::parse_clients)]

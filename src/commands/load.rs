@@ -24,7 +24,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let mut sandbox = None;
     let target = if args.sandbox {
         let sb = Sandbox::start(&SandboxOptions {
-            durable: args.durable,
+            durable: args.server.durable,
             ..SandboxOptions::default()
         })
         .await?;

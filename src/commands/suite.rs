@@ -162,7 +162,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         &args.targets,
         &args.schema,
         store,
-        args.durable,
+        args.server.durable,
     )
     .await?;
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
@@ -223,10 +223,11 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     // for the report and the sandbox's removal); the full lab runs each suite's
     // repetitions.
     let budget = args
+        .adaptive
         .budget
         .or((!args.full).then(|| std::time::Duration::from_secs(230)));
-    let precision = args.precision.or(Some(0.05));
-    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, args.durable).await?;
+    let precision = args.adaptive.precision.or(Some(0.05));
+    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, args.server.durable).await?;
     let mut answers = Vec::new();
     let mut interrupted = false;
     let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();

@@ -204,8 +204,10 @@ fn two_sided_p(t: f64, df: f64) -> f64 {
     if t.is_infinite() {
         return 0.0;
     }
+    // The survival function, not 1 - cdf: far out in the tail 1 - cdf rounds to 0,
+    // and an exact 0 would lose the level its interval is printed at.
     match StudentsT::new(0.0, 1.0, df.max(1e-9)) {
-        Ok(d) => (2.0 * (1.0 - d.cdf(t.abs()))).clamp(0.0, 1.0),
+        Ok(d) => (2.0 * d.sf(t.abs())).clamp(0.0, 1.0),
         Err(_) => 1.0,
     }
 }
@@ -416,18 +418,29 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
         })
         .collect();
     let adjusted = holm(&spent);
+    // Holm's multiplier of each member (m for the smallest p, m - 1 for the next, ...),
+    // for a p-value so small it is 0 in floating point.
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| spent[i].total_cmp(&spent[j]));
+    let mut multiplier = vec![1.0; m];
+    for (rank, &i) in order.iter().enumerate() {
+        multiplier[i] = (m - rank) as f64;
+    }
     let band = (1.0 + rule.threshold).ln();
     family
         .iter()
         .zip(adjusted)
-        .map(|(c, p_value)| {
+        .zip(multiplier)
+        .map(|((c, p_value), multiplier)| {
             let t = &c.test;
             // The level at which this interval excludes 1 exactly when p_value < α: the
-            // raw test at α · p_raw / p_value. Without spread the interval is the point.
+            // raw test at α · p_raw / p_value. When p_raw is 0 in floating point (the
+            // interval excludes 1 at any level), the level Holm and the look give it.
+            let share = if rule.sequential { look_share(c.look) } else { 1.0 };
             let gamma = if t.p_raw > 0.0 && p_value > 0.0 {
                 rule.alpha * t.p_raw / p_value
             } else {
-                rule.alpha
+                rule.alpha * share / multiplier
             };
             let half = if t.se_log > 0.0 {
                 t_quantile(1.0 - gamma, t.df) * t.se_log
@@ -839,6 +852,38 @@ mod tests {
         );
         assert!(seq <= 0.05, "sequential false-positive rate {seq}");
         assert!(naive > 0.10, "peeking without spending α should inflate: {naive}");
+    }
+
+    /// However small a p-value gets, its interval is printed at the level the family's
+    /// adjustment gives it, never at the unadjusted 95%.
+    #[test]
+    fn decisive_comparisons_keep_their_adjusted_level() {
+        let b = [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0, 998.0, 1001.0];
+        let family: Vec<Candidate> = [3.0, 30.0, 300.0]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let a: Vec<f64> = b
+                    .iter()
+                    .enumerate()
+                    .map(|(j, x)| x * k * (1.0 + 0.001 * j as f64))
+                    .collect();
+                Candidate {
+                    name: format!("c{i}"),
+                    test: log_test(&rounds(&a), &rounds(&b)).unwrap(),
+                    look: 2,
+                }
+            })
+            .collect();
+        let decided = decide(&family, "b", rule(Better::Higher, 0.02, true));
+        for c in &decided {
+            // At least the look's share of α, and Holm's multiplier on top for the most
+            // significant: 1 - α·share/3, then /2, then /1.
+            assert!(c.ratio.confidence >= 1.0 - 0.05 * look_share(2) - 1e-12, "{c:?}");
+            assert_eq!(c.verdict, Verdict::Faster);
+        }
+        let top = decided.iter().map(|c| c.ratio.confidence).fold(0.0, f64::max);
+        assert!(top >= 1.0 - 0.05 * look_share(2) / 3.0 - 1e-12, "{decided:?}");
     }
 
     #[test]

@@ -40,29 +40,10 @@ fn an_inline_password_never_leaves_the_process() {
     )
     .unwrap();
     let unix = format!("unix={target}");
-    check(
-        "run",
-        &[
-            "run",
-            suite_file.to_str().unwrap(),
-            "--target",
-            &unix,
-            "--store",
-            store_s,
-        ],
-    );
-    check(
-        "run --json",
-        &[
-            "run",
-            suite_file.to_str().unwrap(),
-            "--target",
-            &unix,
-            "--store",
-            store_s,
-            "--json",
-        ],
-    );
+    let suite_path = suite_file.to_str().unwrap();
+    let run_args = ["run", suite_path, "--target", &unix, "--store", store_s];
+    check("run", &run_args);
+    check("run --json", &[&run_args[..], &["--json"]].concat());
     let (html, json, csv, md) = (
         dir.join("r.html"),
         dir.join("r.json"),
