@@ -22,8 +22,11 @@ cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
 RTTS=${RTTS:-"1 2 5 10 50 100 200"}
 
-cargo build --release --quiet
-CB=$PWD/target/release/connbench
+if [ -z "${CONNBENCH:-}" ]; then cargo build --release --quiet; fi
+CB=${CONNBENCH:-$PWD/target/release/connbench}
+misses=0
+# Prints a bar's line and counts it when it says MISS.
+bar() { echo "$1"; case $1 in *MISS*) misses=$((misses + 1)) ;; esac; }
 WORK=$(mktemp -d /tmp/cbr.XXXXXX)
 export TMPDIR=$WORK
 RELAY_PID=""
@@ -74,9 +77,9 @@ start_relay 0ms
 for pair in $(seq 1 "$PAIRS"); do
     d=$(cb_load_p50 "$CI" 3); r=$(cb_load_p50 "$RCI" 3)
     pd=$(pgb_latency "$CI" 20000); pr=$(pgb_latency "$RCI" 20000)
-    awk -v p="$pair" -v d="$d" -v r="$r" -v pd="$pd" -v pr="$pr" 'BEGIN {
-        printf "  pair %d  connbench load p50: direct %.1f us, relay %.1f us, +%.1f us   pgbench avg: direct %.1f us, relay %.1f us, +%.1f us\n",
-            p, d * 1000, r * 1000, (r - d) * 1000, pd * 1000, pr * 1000, (pr - pd) * 1000 }'
+    bar "$(awk -v p="$pair" -v d="$d" -v r="$r" -v pd="$pd" -v pr="$pr" 'BEGIN {
+        printf "  pair %d  connbench load p50: direct %.1f us, relay %.1f us, +%.1f us %s   pgbench avg: direct %.1f us, relay %.1f us, +%.1f us",
+            p, d * 1000, r * 1000, (r - d) * 1000, ((r - d) * 1000 <= 50) ? "PASS" : "MISS", pd * 1000, pr * 1000, (pr - pd) * 1000 }')"
 done
 stop_relay
 
@@ -94,9 +97,9 @@ for rtt in $RTTS; do
     q=$(cb_query_p50 "$RCI" "$n")
     pr=$(pgb_latency "$RCI" "$n")
     stop_relay
-    awk -v want="$rtt" -v b="$base" -v r="$r" -v qb="$qbase" -v q="$q" -v pb="$pbase" -v pr="$pr" 'BEGIN {
+    bar "$(awk -v want="$rtt" -v b="$base" -v r="$r" -v qb="$qbase" -v q="$q" -v pb="$pbase" -v pr="$pr" 'BEGIN {
         a = r - b; e = a - want; tol = (0.2 > 0.03 * want) ? 0.2 : 0.03 * want;
-        printf "  %7.1f ms %13.3f ms %+7.3f ms %8s   %13.3f ms %13.3f ms\n", want, a, e, (e <= tol && e >= -tol) ? "ok" : "MISSED", q - qb, pr - pb }'
+        printf "  %7.1f ms %13.3f ms %+7.3f ms %8s   %13.3f ms %13.3f ms", want, a, e, (e <= tol && e >= -tol) ? "PASS" : "MISS", q - qb, pr - pb }')"
 done
 
 echo
@@ -108,8 +111,8 @@ copy() {
 }
 for pair in $(seq 1 "$PAIRS"); do
     d=$(copy "$CI"); r=$(copy "$RCI")
-    awk -v p="$pair" -v d="$d" -v r="$r" 'BEGIN {
-        printf "  pair %d  direct %.3f s (%.0f MB/s), relay %.3f s (%.0f MB/s), speed ratio %.2f\n", p, d, 100 / d, r, 100 / r, d / r }'
+    bar "$(awk -v p="$pair" -v d="$d" -v r="$r" 'BEGIN {
+        printf "  pair %d  direct %.3f s (%.0f MB/s), relay %.3f s (%.0f MB/s), speed ratio %.2f %s", p, d, 100 / d, r, 100 / r, d / r, (d / r >= 0.5) ? "PASS" : "MISS" }')"
 done
 stop_relay
 
@@ -126,7 +129,8 @@ for role in trust scram; do
         "$CB" connect "$RCI" -n 20 --json >"$WORK/meas.json"
         stop_relay
         meas=$(python3 -c "import json; print(json.load(open('$WORK/meas.json'))['targets'][0]['total']['p50_us'] / 1000)")
-        awk -v r="$role" -v q="$rtt" -v p="$pred" -v m="$meas" 'BEGIN {
-            printf "  %-10s %3d ms %11.2f ms %11.2f ms %8.3f %s\n", r, q, p, m, m / p, (m / p > 0.9 && m / p < 1.1) ? "ok" : "MISSED" }'
+        bar "$(awk -v r="$role" -v q="$rtt" -v p="$pred" -v m="$meas" 'BEGIN {
+            printf "  %-10s %3d ms %11.2f ms %11.2f ms %8.3f %s", r, q, p, m, m / p, (m / p > 0.9 && m / p < 1.1) ? "PASS" : "MISS" }')"
     done
 done
+[ "$misses" = 0 ] || { echo "relay: $misses bar(s) missed" >&2; exit 1; }
