@@ -161,11 +161,12 @@ fn echo_server() -> String {
     server
 }
 
-/// Jitter has its effect: one-byte round trips through a 10 ms relay with ±2 ms jitter
+/// Jitter has its effect: one-byte round trips through a 20 ms relay with ±5 ms jitter
 /// per direction spread (the sum of two uniform delays: an interquartile range of about
-/// 2.3 ms), stay within the band jitter allows, and without jitter their interquartile
-/// range is a fraction of that. The quartiles, not the standard deviation: a VM's late
-/// wake-ups put a few outliers into any run.
+/// 5.9 ms), stay within the band jitter allows, and without jitter their interquartile
+/// range is well under half of that. The quartiles, not the standard deviation: a VM's
+/// late wake-ups put a few outliers into any run, and the rest of the test suite runs
+/// beside this test (about 1 to 1.6 ms of spread without any jitter).
 #[test]
 fn jitter_spreads_the_round_trip_within_its_band() {
     let server = echo_server();
@@ -175,7 +176,7 @@ fn jitter_spreads_the_round_trip_within_its_band() {
             &server.parse().unwrap(),
             Shape {
                 jitter,
-                ..Shape::rtt(Duration::from_millis(10))
+                ..Shape::rtt(Duration::from_millis(20))
             },
         )
         .unwrap();
@@ -196,16 +197,16 @@ fn jitter_spreads_the_round_trip_within_its_band() {
         let q = |f: f64| ms[((ms.len() - 1) as f64 * f).round() as usize];
         (q(0.75) - q(0.25), ms[0], q(0.5))
     };
-    let (iqr, min, median) = spread(Duration::from_millis(2));
+    let (iqr, min, median) = spread(Duration::from_millis(5));
     assert!(
-        (1.2..3.6).contains(&iqr),
-        "±2 ms per direction: round-trip IQR {iqr:.2} ms"
+        (3.5..9.0).contains(&iqr),
+        "±5 ms per direction: round-trip IQR {iqr:.2} ms"
     );
-    assert!(min >= 6.0, "never below 10 - 4 ms: {min:.2} ms");
-    assert!((8.5..12.5).contains(&median), "centred on 10 ms: {median:.2} ms");
+    assert!(min >= 10.0, "never below 20 - 10 ms: {min:.2} ms");
+    assert!((18.0..24.0).contains(&median), "centred on 20 ms: {median:.2} ms");
     let (iqr0, _, _) = spread(Duration::ZERO);
     assert!(
-        iqr0 < iqr / 3.0,
+        iqr0 < iqr / 2.0,
         "without jitter the spread is small: IQR {iqr0:.2} ms against {iqr:.2}"
     );
 }
@@ -526,15 +527,15 @@ path = ["direct", "sidecar-tcp"]
             );
             assert!((predicted - local - 4.0 * rts).abs() < 1e-6, "{p}");
             // Tight enough to fail without the local term: here the local time (a SCRAM
-            // connect and a query, ~5 ms) is a quarter of the whole, so a model of
-            // RTT × round trips alone would be off by more than 15%.
+            // connect and a query, 5 to 9 ms) is a quarter or more of the whole, so a
+            // model of RTT × round trips alone would be off by more than 25%.
             assert!(
-                measured / (4.0 * rts) > 1.15,
+                measured / (4.0 * rts) > 1.25,
                 "{name}: the local term must matter in this test: {p}"
             );
             let ratio = p["ratio"].as_f64().unwrap();
             assert!(
-                (0.85..1.15).contains(&ratio),
+                (0.8..1.2).contains(&ratio),
                 "{name}: measured / predicted = {ratio}"
             );
         } else {
