@@ -270,8 +270,7 @@ fn dry_run_and_bad_suites() {
 /// naming the setting, exit 2, and no panic in a worker thread.
 #[test]
 fn bad_settings_are_named_the_same_from_a_suite_and_from_flags() {
-    let dir = std::env::temp_dir().join(format!("cb-bad-settings-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("bad-settings");
     let suite = |duration: &str, cell: &str| {
         let path = dir.join("s.toml");
         std::fs::write(
@@ -323,8 +322,7 @@ fn bad_settings_are_named_the_same_from_a_suite_and_from_flags() {
 /// answer printed, the runs stored and done, an HTML report written, nothing left behind.
 #[test]
 fn lab_quick_answers_stores_and_reports() {
-    let dir = std::env::temp_dir().join(format!("cb-lab-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::scratch("lab");
     let store = dir.join("lab.sqlite");
     let html = dir.join("lab.html");
     let o = connbench(&[
