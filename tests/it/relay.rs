@@ -104,6 +104,24 @@ fn forwards_large_payloads_byte_exact_with_half_close() {
     }
 }
 
+/// `n` one-byte round trips through a TCP relay to an echo server, one after another.
+fn pings(relay: &Relay, n: usize) -> Vec<Duration> {
+    let Addr::Tcp(at) = relay.addr().clone() else {
+        unreachable!()
+    };
+    let mut s = TcpStream::connect(at).unwrap();
+    s.set_nodelay(true).unwrap();
+    (0..n)
+        .map(|_| {
+            let t0 = Instant::now();
+            s.write_all(b"x").unwrap();
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).unwrap();
+            t0.elapsed()
+        })
+        .collect()
+}
+
 #[test]
 fn delay_is_added_to_each_round_trip_and_never_early() {
     // An echo server; 30 one-byte pings through a 10 ms relay.
@@ -123,19 +141,7 @@ fn delay_is_added_to_each_round_trip_and_never_early() {
         Shape::rtt(rtt),
     )
     .unwrap();
-    let Addr::Tcp(at) = relay.addr().clone() else {
-        unreachable!()
-    };
-    let mut s = TcpStream::connect(at).unwrap();
-    s.set_nodelay(true).unwrap();
-    let mut rtts = Vec::new();
-    for _ in 0..30 {
-        let t0 = Instant::now();
-        s.write_all(b"x").unwrap();
-        let mut b = [0u8; 1];
-        s.read_exact(&mut b).unwrap();
-        rtts.push(t0.elapsed());
-    }
+    let mut rtts = pings(&relay, 30);
     rtts.sort();
     assert!(rtts[0] >= rtt, "a round trip came back early: {:?}", rtts[0]);
     // Accuracy is the bench script's job (bench/relay.sh); this bounds gross errors only.
@@ -180,19 +186,7 @@ fn jitter_spreads_the_round_trip_within_its_band() {
             },
         )
         .unwrap();
-        let Addr::Tcp(at) = relay.addr().clone() else {
-            unreachable!()
-        };
-        let mut s = TcpStream::connect(at).unwrap();
-        s.set_nodelay(true).unwrap();
-        let mut ms = Vec::new();
-        for _ in 0..60 {
-            let t0 = Instant::now();
-            s.write_all(b"x").unwrap();
-            let mut b = [0u8; 1];
-            s.read_exact(&mut b).unwrap();
-            ms.push(t0.elapsed().as_secs_f64() * 1e3);
-        }
+        let mut ms: Vec<f64> = pings(&relay, 60).iter().map(|d| d.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
         let q = |f: f64| ms[((ms.len() - 1) as f64 * f).round() as usize];
         (q(0.75) - q(0.25), ms[0], q(0.5))
