@@ -7,13 +7,14 @@
 //! connected in timed phases) -> `connect` and `load` (the measurement loops, producing
 //! plain timelines and per-worker recorders) -> `experiment` (suites, their runner and
 //! the results store) -> `stats` (summaries, comparisons) -> `report` (text, JSON,
-//! Markdown, CSV, HTML). `units` and `scratch` are leaves every stage may use. No module
+//! Markdown, CSV, HTML). `units`, `scratch` and `host` (what the machine did) are leaves every stage may use. No module
 //! reaches back up the pipeline; only `commands` (one file per command) and `report`
 //! see the whole. [`run`] is the whole program, callable in-process by tests; `main.rs`
 //! only parses arguments and prints errors.
 
 pub mod units;
 pub mod scratch;
+pub mod host;
 pub mod cli;
 pub mod options;
 pub mod target;

@@ -394,6 +394,7 @@ impl LoadOptions {
             progress,
             scale,
             netns,
+            relay_threads: Vec::new(),
         })
     }
 

@@ -40,7 +40,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         parse_target(args.target.as_deref())?
     };
     let direct = Endpoint::new(target)?;
-    let (mut routed_subjects, _routes) = routed(
+    let (mut routed_subjects, routes) = routed(
         vec![Subject {
             endpoint: direct.clone(),
             description: None,
@@ -51,7 +51,8 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     .await?;
     let endpoint = routed_subjects.remove(0).endpoint;
     let scale = options.dataset_scale(&direct, i64::from(args.scale)).await?;
-    let plan = options.plan(endpoint, scale, None, args.progress)?;
+    let mut plan = options.plan(endpoint, scale, None, args.progress)?;
+    plan.relay_threads = routes.iter().flat_map(|r| r.relay_threads()).collect();
     let settings = report::load::LoadSettings {
         target: plan.endpoint.target.name(),
         conninfo: plan.endpoint.target.conninfo(),
@@ -104,6 +105,18 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         )
     };
     emit(&text);
+    if let Some(m) = summary
+        .machine
+        .filter(|m| m.steal_percent > stats::load::STEAL_LIMIT_PERCENT)
+    {
+        eprintln!(
+            "warning: the hypervisor took {:.0}% of this machine's CPU during the measurement (steal time): \
+             another tenant ran on our cores, so the figures are slower than the path; re-run, and compare \
+             runs with `connbench run`, which retakes a repetition above {}%",
+            m.steal_percent,
+            stats::load::STEAL_LIMIT_PERCENT
+        );
+    }
     let prepared_trouble = summary
         .failures
         .iter()

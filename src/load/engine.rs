@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch, Notify};
 
+use crate::host::{MachineCpu, MachineUse};
 use crate::load::record::{Interval, Recorder};
 use crate::load::workload::{Executor, QueryMode, Script};
 use crate::net::transport::{Counters, TlsInfo};
@@ -91,6 +92,8 @@ pub struct LoadPlan {
     /// A network namespace the worker threads enter before they open any socket (the
     /// `bridge` net path); `None` for the host's.
     pub netns: Option<Arc<std::fs::File>>,
+    /// Threads beside the clients whose CPU the run reports apart (the route's relays).
+    pub relay_threads: Vec<i32>,
 }
 
 /// A progress report: the transactions that ended in one progress period.
@@ -112,6 +115,12 @@ pub struct LoadRun {
     /// Client CPU (user + system) of the worker threads during the measurement.
     pub cpu_user: Duration,
     pub cpu_system: Duration,
+    /// CPU (user, system) of the route's relays during the measurement; `None` without
+    /// relays, or when their threads could not be read.
+    pub relay_cpu: Option<(Duration, Duration)>,
+    /// How the whole machine's CPUs were spent during the measurement (steal above all);
+    /// `None` where `/proc/stat` cannot be read.
+    pub machine: Option<MachineUse>,
     /// Connections opened before the measurement (persistent policy), and their time.
     pub setup_connects: u64,
     pub setup_connect_ns: u64,
@@ -130,6 +139,32 @@ struct Times {
     end: Option<Instant>,
 }
 
+/// Readings of the machine and the relays' threads at one end of the measurement.
+#[derive(Debug, Clone, Copy)]
+struct WindowEnd {
+    machine: Option<MachineCpu>,
+    relays: Option<(Duration, Duration)>,
+}
+
+impl WindowEnd {
+    fn read(relay_threads: &[i32]) -> WindowEnd {
+        WindowEnd {
+            machine: MachineCpu::read(),
+            relays: if relay_threads.is_empty() {
+                None
+            } else {
+                crate::host::threads_cpu(relay_threads)
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: WindowEnd,
+    end: WindowEnd,
+}
+
 enum Msg {
     Progress { tick: u64, period: Interval },
 }
@@ -139,6 +174,8 @@ struct WorkerResult {
     recorder: Recorder,
     last_end: Option<Instant>,
     cpu: (Duration, Duration),
+    /// Worker 0 alone reads the machine and the relays at the window's ends.
+    window: Option<Window>,
     setup_connects: u64,
     setup_connect_ns: u64,
     first_error: Option<String>,
@@ -233,6 +270,8 @@ pub async fn run(
         measured: Duration::ZERO,
         cpu_user: Duration::ZERO,
         cpu_system: Duration::ZERO,
+        relay_cpu: None,
+        machine: None,
         setup_connects: 0,
         setup_connect_ns: 0,
         interrupted: false,
@@ -245,6 +284,14 @@ pub async fn run(
         recorder += &r.recorder;
         run.cpu_user += r.cpu.0;
         run.cpu_system += r.cpu.1;
+        if let Some(w) = r.window {
+            if let (Some(a), Some(b)) = (w.start.machine, w.end.machine) {
+                run.machine = b.since(&a);
+            }
+            if let (Some(a), Some(b)) = (w.start.relays, w.end.relays) {
+                run.relay_cpu = Some((b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
+            }
+        }
         run.setup_connects += r.setup_connects;
         run.setup_connect_ns += r.setup_connect_ns;
         run.interrupted |= r.interrupted;
@@ -360,10 +407,14 @@ fn worker(
     let t = *times.get().expect("the coordinator sets the clock before go");
     *shared.times.borrow_mut() = Some(t);
     local.block_on(&rt, async move {
-        // CPU is read on this thread at the start and end of the measurement.
+        // CPU is read on this thread at the start and end of the measurement, and by the
+        // first worker, the machine's and the relays'.
+        let reads_window = ids.first() == Some(&0);
+        let relay_threads = plan.relay_threads.clone();
         let cpu_start = tokio::task::spawn_local(async move {
             tokio::time::sleep_until(t.measure_start.into()).await;
-            thread_cpu()
+            let window = reads_window.then(|| WindowEnd::read(&relay_threads));
+            (thread_cpu(), window)
         });
         let ticker = plan.progress.map(|period| {
             let shared = shared.clone();
@@ -427,7 +478,11 @@ fn worker(
         stopper.abort();
         let interrupted = shared.stopped.get();
         let cpu_end = thread_cpu();
-        let cpu_start = cpu_start.await.unwrap_or(cpu_end);
+        let window_end = reads_window.then(|| WindowEnd::read(&plan.relay_threads));
+        let (cpu_start, window_start) = cpu_start.await.unwrap_or((cpu_end, None));
+        let window = window_start
+            .zip(window_end)
+            .map(|(start, end)| Window { start, end });
         if let Some(t) = ticker {
             t.abort();
         }
@@ -447,6 +502,7 @@ fn worker(
                 cpu_end.0.saturating_sub(cpu_start.0),
                 cpu_end.1.saturating_sub(cpu_start.1),
             ),
+            window,
             setup_connects,
             setup_connect_ns,
             first_error: shared.first_error.borrow().clone(),

@@ -152,6 +152,8 @@ pub struct RelayStats {
 /// A relay running on its own thread; dropping it stops it and removes its socket file.
 pub struct Relay {
     addr: Addr,
+    /// The relay thread's id, for reading its CPU time apart from the clients'.
+    thread_id: i32,
     stop: Option<watch::Sender<bool>>,
     thread: Option<std::thread::JoinHandle<()>>,
     pub stats: Arc<RelayStats>,
@@ -184,7 +186,7 @@ impl Relay {
         let stats = Arc::new(RelayStats::default());
         let thread_stats = stats.clone();
         let upstream = upstream.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<i32>>();
         let thread = std::thread::Builder::new()
             .name("connbench-relay".into())
             .spawn(move || {
@@ -204,17 +206,18 @@ impl Relay {
                             return;
                         }
                     };
-                    let _ = ready_tx.send(Ok(()));
+                    let _ = ready_tx.send(Ok(crate::host::current_thread_id()));
                     serve(listener, upstream, shape, upstream_tls, stop_rx, thread_stats).await
                 });
             })
             .context("relay: cannot start its thread")?;
-        ready_rx
+        let thread_id = ready_rx
             .recv()
             .map_err(|_| anyhow!("relay: its thread ended before it was ready"))?
             .context("relay: cannot start its runtime")?;
         Ok(Relay {
             addr,
+            thread_id,
             stop: Some(stop_tx),
             thread: Some(thread),
             stats,
@@ -224,6 +227,11 @@ impl Relay {
     /// The address clients connect to (with the port the system chose for port 0).
     pub fn addr(&self) -> &Addr {
         &self.addr
+    }
+
+    /// The id of the thread all of this relay's work runs on (see [`crate::host`]).
+    pub fn thread_id(&self) -> i32 {
+        self.thread_id
     }
 }
 

@@ -88,6 +88,14 @@ impl Drop for Route {
     }
 }
 
+impl Route {
+    /// The threads of this route's relays, whose CPU a run reports apart from the
+    /// client's (a sidecar costs CPU on the application's machine too).
+    pub fn relay_threads(&self) -> Vec<i32> {
+        self.relays.iter().map(Relay::thread_id).collect()
+    }
+}
+
 /// The server's address as a relay's upstream.
 fn upstream_of(t: &Target) -> Addr {
     match &t.host {

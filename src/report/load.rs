@@ -6,10 +6,13 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::{format_bytes, format_ns};
+use crate::host::MachineUse;
 use crate::load::engine::{End, Policy};
 use crate::load::workload::QueryMode;
 use crate::net::transport::TlsInfo;
-use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary};
+use crate::stats::load::{
+    FailureSummary, IntervalSummary, Latency, LoadSummary, RelayCpu, STEAL_LIMIT_PERCENT,
+};
 
 /// What was run, as the report states it.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -102,6 +105,13 @@ struct Summary<'a> {
     cpu_user_s: f64,
     cpu_system_s: f64,
     cpu_per_transaction_us: Option<f64>,
+    /// The route's relays (a sidecar, a distance), apart from the client; null without
+    /// relays or when their threads could not be read.
+    relay_cpu: Option<RelayCpu>,
+    /// The whole machine during the measurement: cores busy, and the hypervisor's steal
+    /// (above 5% the figures describe the neighbour as much as the path); null where
+    /// /proc/stat cannot be read.
+    machine: Option<MachineUse>,
     round_trips_per_transaction: Option<f64>,
     bytes_sent: u64,
     bytes_received: u64,
@@ -170,6 +180,8 @@ pub fn json(
             cpu_user_s: s.cpu_user_s,
             cpu_system_s: s.cpu_system_s,
             cpu_per_transaction_us: s.cpu_per_transaction_us,
+            relay_cpu: s.relay_cpu,
+            machine: s.machine,
             round_trips_per_transaction: s.round_trips_per_transaction,
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
@@ -305,6 +317,34 @@ pub fn text(
         "client CPU    {:.2} s (user {:.2} s, system {:.2} s){per}",
         cpu, s.cpu_user_s, s.cpu_system_s
     );
+    if let Some(r) = &s.relay_cpu {
+        let per = r
+            .per_transaction_us
+            .map(|us| format!(": {} per transaction", format_ns(us * 1e3)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "relay CPU     {:.2} s (user {:.2} s, system {:.2} s){per}, apart from the client's",
+            r.user_s + r.system_s,
+            r.user_s,
+            r.system_s
+        );
+    }
+    if let Some(m) = &s.machine {
+        let _ = writeln!(
+            o,
+            "machine       {:.1} of {} cores busy (every process); hypervisor steal {:.1}%{}",
+            m.busy_cores,
+            m.cores,
+            m.steal_percent,
+            if m.steal_percent > STEAL_LIMIT_PERCENT {
+                " - above 5%: another tenant took CPU during the run, so these figures are slower \
+                 than the path; re-run"
+            } else {
+                ""
+            }
+        );
+    }
     let n = s.transactions.max(1) as f64;
     let _ = writeln!(
         o,

@@ -119,15 +119,29 @@ pub fn method_line(r: &SuiteResult) -> String {
         .iter()
         .filter(|c| c.comparison.as_ref().is_some_and(|c| c.fallback.is_some()))
         .count();
+    let retaken: f64 = r
+        .cells
+        .iter()
+        .filter_map(|c| c.figures.get("steal_retakes"))
+        .flatten()
+        .sum();
     format!(
-        "ratios A/B with intervals on the log scale ({method}{}); noise threshold {:.0}%; stopped: {}",
+        "ratios A/B with intervals on the log scale ({method}{}); noise threshold {:.0}%; stopped: {}{}",
         if fallbacks > 0 {
             format!("; {fallbacks} unpaired for incomplete rounds")
         } else {
             String::new()
         },
         r.suite.noise_threshold * 100.0,
-        r.stopped
+        r.stopped,
+        if retaken > 0.0 {
+            format!(
+                "; {retaken:.0} repetition(s) retaken for hypervisor steal above {}%",
+                crate::stats::load::STEAL_LIMIT_PERCENT
+            )
+        } else {
+            String::new()
+        }
     )
 }
 

@@ -100,6 +100,10 @@ pub struct LoadSummary {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub cpu_per_transaction_us: Option<f64>,
+    /// The route's relays' CPU, apart from the client's; `None` without relays.
+    pub relay_cpu: Option<RelayCpu>,
+    /// The whole machine during the measurement (busy cores, steal).
+    pub machine: Option<crate::host::MachineUse>,
     /// Network round trips per successful transaction, counted on the socket (its
     /// statements and any connect it made): what a distance multiplies.
     pub round_trips_per_transaction: Option<f64>,
@@ -107,6 +111,19 @@ pub struct LoadSummary {
     pub bytes_received: u64,
     pub series: Vec<IntervalSummary>,
 }
+
+/// CPU of the relays a route put between client and server (a sidecar's cost).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
+pub struct RelayCpu {
+    pub user_s: f64,
+    pub system_s: f64,
+    pub per_transaction_us: Option<f64>,
+}
+
+/// Steal above this share of the machine's CPU time (percent) marks a window as
+/// disturbed by the hypervisor: quiet windows on this project's VM read 0-2%, the
+/// disturbed ones that halved throughput 20-38%.
+pub const STEAL_LIMIT_PERCENT: f64 = 5.0;
 
 /// The SQLSTATE class name of the classes a load run meets (PostgreSQL manual,
 /// appendix A).
@@ -178,6 +195,13 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         cpu_user_s: run.cpu_user.as_secs_f64(),
         cpu_system_s: run.cpu_system.as_secs_f64(),
         cpu_per_transaction_us: (r.transactions > 0).then(|| cpu * 1e6 / r.transactions as f64),
+        relay_cpu: run.relay_cpu.map(|(u, s)| RelayCpu {
+            user_s: u.as_secs_f64(),
+            system_s: s.as_secs_f64(),
+            per_transaction_us: (r.transactions > 0)
+                .then(|| (u + s).as_secs_f64() * 1e6 / r.transactions as f64),
+        }),
+        machine: run.machine,
         round_trips_per_transaction: (r.transactions > 0)
             .then(|| r.round_trips as f64 / r.transactions as f64),
         bytes_sent: r.bytes.bytes_sent,

@@ -544,6 +544,16 @@ path = ["direct", "sidecar-tcp"]
             assert!(c["prediction"].is_null());
             assert!(values.get("rtt_achieved_ms").is_none());
         }
+        // Every repetition carries the machine's steal and how often it was retaken; a
+        // cell with relays (a sidecar or a distance), their CPU apart from the client's.
+        assert_eq!(values["steal_percent"].as_array().unwrap().len(), 2, "{name}");
+        assert_eq!(values["steal_retakes"].as_array().unwrap().len(), 2, "{name}");
+        let relayed = name.contains("sidecar") || name.contains("distance=4ms");
+        assert_eq!(
+            values.get("relay_cpu_per_transaction_us").is_some(),
+            relayed,
+            "{name}: {values}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -632,9 +642,34 @@ fn connect_and_load_take_a_distance_and_a_sidecar_from_the_command_line() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["summary"]["transactions"].as_u64().unwrap() > 0);
+    crate::common::check_schema("load", &v);
+    let s = &v["summary"];
+    assert!(s["transactions"].as_u64().unwrap() > 0);
     assert!(
         v["settings"]["conninfo"].as_str().unwrap().contains("host=/"),
         "{v}"
     );
+    // The sidecar's CPU is its own figure: positive, and no more than one thread can use
+    // in the window (the relay runs on one thread).
+    let relay = &s["relay_cpu"];
+    let relay_s = relay["user_s"].as_f64().unwrap() + relay["system_s"].as_f64().unwrap();
+    assert!(
+        relay_s > 0.0 && relay_s <= s["measured_s"].as_f64().unwrap() * 1.05,
+        "{relay}"
+    );
+    let per = relay["per_transaction_us"].as_f64().unwrap();
+    assert!((1.0..10_000.0).contains(&per), "{relay}");
+    // The machine's window: some cores busy, steal a share.
+    let m = &s["machine"];
+    assert!(m["busy_cores"].as_f64().unwrap() > 0.0, "{m}");
+    assert!(
+        (0.0..=100.0).contains(&m["steal_percent"].as_f64().unwrap()),
+        "{m}"
+    );
+    // Direct, there is no relay, and its CPU is null rather than zero.
+    let o = connbench(&["load", &conninfo("tcp_trust"), "-S", "-T", "1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["summary"]["relay_cpu"].is_null(), "{}", v["summary"]);
+    assert!(v["summary"]["machine"]["cores"].as_u64().unwrap() >= 1);
 }
