@@ -46,7 +46,7 @@ if s["failed_transactions"] or not s["transactions"]:
     print("FAIL"); sys.exit()
 m = s["machine"] or {}
 steal = m.get("steal_percent")
-relay = (s["relay_cpu"] or {}).get("per_transaction_us")
+relay = s["relay_cpu_per_transaction_us"]
 print(f"{s['tps']:.1f} {steal if steal is not None else -1:.1f} {s['cpu_per_transaction_us']:.1f} {relay if relay is not None else -1:.1f}")
 PY
 )

@@ -415,6 +415,15 @@ pub struct LoadArgs {
     /// 50ms); the achieved round trip is measured and printed first.
     #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub distance: Option<Duration>,
+    /// Measure the CPU of a local server connbench did not start: its main process (the
+    /// postmaster: `head -1 $PGDATA/postmaster.pid`); every descendant is counted,
+    /// including backends that exit during the run. The sandbox's are measured anyway.
+    #[arg(long, value_name = "PID", conflicts_with = "server_cgroup")]
+    pub server_pid: Option<u32>,
+    /// Measure the CPU of the processes in this cgroup as the server's (e.g. a
+    /// container's: /sys/fs/cgroup/system.slice/docker-ID.scope); v2 or v1 cpuacct.
+    #[arg(long, value_name = "PATH")]
+    pub server_cgroup: Option<std::path::PathBuf>,
 }
 
 impl LoadArgs {

@@ -1,6 +1,19 @@
 //! What the machine did while connbench measured: CPU time by state for the whole
-//! machine (above all the hypervisor's *steal*), and the CPU time of threads connbench
-//! runs beside its measuring clients (the in-process relays).
+//! machine (above all the hypervisor's *steal*) and its context switches, and the CPU
+//! time of each group of processes on the path: the server (a process and all its
+//! descendants, or a cgroup), the pooler, and the threads connbench runs beside its
+//! measuring clients (the in-process relays).
+//!
+//! Why the process tree and not a cgroup by default: the sandbox's servers run as
+//! children of connbench, without root a cgroup cannot be made, and the kernel already
+//! keeps what a tree needs. A process's `cutime`/`cstime` in `/proc/PID/stat` hold the CPU
+//! of its children once it has reaped them, so a tree's total is, over every live
+//! process in it, its own time plus its reaped children's. A PostgreSQL backend that
+//! starts and exits inside the window (one per transaction under `-C`) is counted
+//! through the postmaster's `cutime` after the postmaster reaps it, which it does at
+//! once on SIGCHLD. Between two readings a process that exits while the tree is being
+//! read can be missed or counted twice, one backend's CPU at most. A cgroup
+//! (`--server-cgroup`, e.g. a container's) is read from its own counters instead.
 //!
 //! Why steal: on a shared virtual machine the hypervisor sometimes runs another tenant
 //! on our physical core. The guest sees it only as "steal" in `/proc/stat`; its threads
@@ -20,6 +33,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MachineCpu {
     ticks: [u64; 8],
+    /// Context switches since boot, every CPU (`ctxt`).
+    context_switches: u64,
 }
 
 /// How the machine's CPUs were spent over a window.
@@ -31,6 +46,8 @@ pub struct MachineUse {
     pub busy_cores: f64,
     /// Share of the machine's CPU time the hypervisor gave to someone else, in percent.
     pub steal_percent: f64,
+    /// Context switches on every CPU during the window.
+    pub context_switches: u64,
 }
 
 impl MachineCpu {
@@ -51,7 +68,14 @@ impl MachineCpu {
             // Kernels before 2.6.11 had no steal column; treat a missing one as absent.
             *t = fields.next()?.parse().ok()?;
         }
-        Some(MachineCpu { ticks })
+        let context_switches = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ctxt "))
+            .and_then(|v| v.trim().parse().ok())?;
+        Some(MachineCpu {
+            ticks,
+            context_switches,
+        })
     }
 
     /// What happened between `earlier` and this reading; `None` when no time passed.
@@ -73,6 +97,7 @@ impl MachineCpu {
             cores,
             busy_cores: busy as f64 / total as f64 * cores as f64,
             steal_percent: d[7] as f64 * 100.0 / total as f64,
+            context_switches: self.context_switches.saturating_sub(earlier.context_switches),
         })
     }
 }
@@ -111,18 +136,139 @@ pub fn threads_cpu(tids: &[i32]) -> Option<(Duration, Duration)> {
         })
 }
 
+/// CPU time, user and system.
+pub type Cpu = (Duration, Duration);
+
+/// Where a group of processes' CPU time is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A process and all its descendants, live or reaped (e.g. a postmaster).
+    Tree(u32),
+    /// A cgroup directory: v2 (`cpu.stat`) or v1's cpuacct (`cpuacct.stat`).
+    Cgroup(std::path::PathBuf),
+    /// Threads of this process (the relays).
+    Threads(Vec<i32>),
+}
+
+impl Source {
+    /// The group's CPU time so far; `None` when it cannot be read (the process is gone,
+    /// the cgroup has no CPU counters), so a figure is absent rather than wrong.
+    pub fn cpu(&self) -> Option<Cpu> {
+        match self {
+            Source::Tree(pid) => tree_cpu(*pid),
+            Source::Cgroup(dir) => cgroup_cpu(dir),
+            Source::Threads(tids) => threads_cpu(tids),
+        }
+    }
+
+    /// Checks that the source can be read now, naming it when not.
+    pub fn check(&self) -> Result<(), String> {
+        match (self, self.cpu()) {
+            (_, Some(_)) => Ok(()),
+            (Source::Tree(pid), None) => Err(format!(
+                "--server-pid {pid}: no such process in /proc (give the postmaster's pid: `head -1 $PGDATA/postmaster.pid`)"
+            )),
+            (Source::Cgroup(dir), None) => Err(format!(
+                "--server-cgroup {}: neither cpu.stat (cgroup v2) nor cpuacct.stat (v1) can be read there",
+                dir.display()
+            )),
+            (Source::Threads(_), None) => Err("the relays' threads cannot be read".into()),
+        }
+    }
+}
+
+fn clock_ticks() -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then_some(hz as f64)
+}
+
+/// Fields of `/proc/PID/stat` after the name: (ppid, utime + cutime, stime + cstime) in
+/// ticks.
+fn proc_stat(pid: u32) -> Option<(u32, u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+    let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some((n(1)? as u32, n(11)? + n(13)?, n(12)? + n(14)?))
+}
+
+fn tree_cpu(root: u32) -> Option<Cpu> {
+    let (_, mut user, mut system) = proc_stat(root)?;
+    // Every process's parent, read once, then the tree walked from the root.
+    let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    let mut stats = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Some((ppid, u, s)) = proc_stat(pid) {
+            children.entry(ppid).or_default().push(pid);
+            stats.insert(pid, (u, s));
+        }
+    }
+    let mut todo = children.get(&root).cloned().unwrap_or_default();
+    while let Some(pid) = todo.pop() {
+        if let Some((u, s)) = stats.get(&pid) {
+            user += u;
+            system += s;
+        }
+        todo.extend(children.get(&pid).into_iter().flatten());
+    }
+    let hz = clock_ticks()?;
+    let d = |t: u64| Duration::from_secs_f64(t as f64 / hz);
+    Some((d(user), d(system)))
+}
+
+fn cgroup_cpu(dir: &std::path::Path) -> Option<Cpu> {
+    let field = |text: &str, key: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    if let Ok(text) = std::fs::read_to_string(dir.join("cpu.stat")) {
+        if let (Some(u), Some(s)) = (field(&text, "user_usec"), field(&text, "system_usec")) {
+            return Some((Duration::from_micros(u), Duration::from_micros(s)));
+        }
+    }
+    let text = std::fs::read_to_string(dir.join("cpuacct.stat")).ok()?;
+    let hz = clock_ticks()?;
+    let d = |t: u64| Duration::from_secs_f64(t as f64 / hz);
+    Some((d(field(&text, "user")?), d(field(&text, "system")?)))
+}
+
+/// Whose CPU a run reads besides its own clients': the groups of processes on the path.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Accounting {
+    /// The database server (the sandbox's postmaster, `--server-pid`, `--server-cgroup`).
+    pub server: Option<Source>,
+    /// Why the server's CPU is not measured, when `server` is `None` (said in the output
+    /// and kept in JSON beside the null).
+    pub server_not_measured: Option<String>,
+    /// A pooler on the path (the sandbox's PgBouncer).
+    pub pooler: Option<Source>,
+    /// The route's relay threads.
+    pub relays: Vec<i32>,
+}
+
+/// `b - a`, per part.
+pub fn cpu_between(a: Cpu, b: Cpu) -> Cpu {
+    (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn steal_and_busy_cores_come_from_the_differences() {
-        let a = MachineCpu::parse("cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 1 2 3").unwrap();
-        let b = MachineCpu::parse("cpu  160 0 90 1060 0 0 0 40 0 0\n").unwrap();
+        let a = MachineCpu::parse("cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 1 2 3\nctxt 500\n").unwrap();
+        let b = MachineCpu::parse("cpu  160 0 90 1060 0 0 0 40 0 0\nctxt 800\n").unwrap();
         let u = b.since(&a).unwrap();
         // 200 ticks passed: 100 busy, 60 idle, 40 stolen.
         assert!((u.steal_percent - 20.0).abs() < 1e-9);
         assert!((u.busy_cores - 0.5 * u.cores as f64).abs() < 1e-9);
+        assert_eq!(u.context_switches, 300);
         assert_eq!(b.since(&b), None);
         assert_eq!(MachineCpu::parse("intr 1 2 3"), None);
         assert_eq!(MachineCpu::parse("cpu 1 2 3"), None);
@@ -142,5 +288,32 @@ mod tests {
         assert!(after.0 + after.1 > before.0 + before.1, "{before:?} -> {after:?}");
         assert_eq!(thread_cpu(i32::MAX), None);
         assert_eq!(threads_cpu(&[tid, i32::MAX]), None);
+    }
+}
+
+#[cfg(test)]
+mod tree_tests {
+    use super::*;
+
+    #[test]
+    fn a_trees_cpu_includes_children_that_exited_and_were_reaped() {
+        // This test process is the root; a child burns CPU and exits; after reaping, the
+        // root's tree has grown by about what the child used.
+        let me = std::process::id();
+        let before = tree_cpu(me).unwrap();
+        let status = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let after = tree_cpu(me).unwrap();
+        let grown = (after.0 + after.1).saturating_sub(before.0 + before.1);
+        assert!(grown >= Duration::from_millis(50), "the tree grew by {grown:?}");
+        assert_eq!(tree_cpu(u32::MAX), None);
+        assert!(Source::Tree(u32::MAX)
+            .check()
+            .unwrap_err()
+            .contains("--server-pid"));
+        assert!(Source::Cgroup("/nonexistent".into()).check().is_err());
     }
 }

@@ -19,11 +19,13 @@ use anyhow::{anyhow, bail, Context as _, Result};
 
 use crate::connect::ConnectSettings;
 use crate::experiment::suite::Settings;
+use crate::host::{Accounting, Source};
 use crate::load::engine::{End, LoadPlan, Policy};
 use crate::load::workload::{Builtin, QueryMode, Script};
 use crate::net::route::{PathKind, RouteSpec};
 use crate::proto::Endpoint;
-use crate::target::SslMode;
+use crate::sandbox::SandboxInfo;
+use crate::target::{Host, SslMode, Target};
 use crate::units::parse_duration;
 
 /// How clients get connections.
@@ -394,7 +396,7 @@ impl LoadOptions {
             progress,
             scale,
             netns,
-            relay_threads: Vec::new(),
+            accounting: Default::default(),
         })
     }
 
@@ -442,6 +444,49 @@ pub fn netpath(s: &Settings) -> Result<NetPath> {
 }
 
 /// A cell's route from its `path` and `distance` settings.
+/// Whose CPU a run on `target` reads besides the client's: the sandbox's PostgreSQL (and
+/// PgBouncer when the target is the pooler) when the target is the sandbox's; else the
+/// server the user named (`--server-pid`, `--server-cgroup`); else none, with the reason
+/// the output gives instead of a number.
+pub fn accounting(
+    target: &Target,
+    sandbox: Option<&SandboxInfo>,
+    user: Option<Source>,
+) -> Result<Accounting> {
+    if let Some(source) = user {
+        source.check().map_err(|e| anyhow!("{e}"))?;
+        return Ok(Accounting {
+            server: Some(source),
+            ..Default::default()
+        });
+    }
+    if let Some(sb) = sandbox.filter(|sb| [sb.postgres_port, sb.pgbouncer_port].contains(&target.port)) {
+        return Ok(Accounting {
+            server: Some(Source::Tree(sb.postgres_pid)),
+            pooler: (target.port == sb.pgbouncer_port).then_some(Source::Tree(sb.pgbouncer_pid)),
+            ..Default::default()
+        });
+    }
+    let local = match &target.host {
+        Host::Unix(_) => true,
+        Host::Tcp(h) => {
+            h == "localhost"
+                || target
+                    .hostaddr
+                    .or_else(|| h.parse().ok())
+                    .is_some_and(|a: std::net::IpAddr| a.is_loopback())
+        }
+    };
+    Ok(Accounting {
+        server_not_measured: Some(if local {
+            "not measured: a local server connbench did not start; give --server-pid (the postmaster's pid) or --server-cgroup".into()
+        } else {
+            "not measured (remote)".into()
+        }),
+        ..Default::default()
+    })
+}
+
 pub fn route_spec(s: &Settings) -> Result<RouteSpec> {
     Ok(RouteSpec {
         path: get(s, "path", |v| PathKind::parse(v).map_err(|e| format!("{e:#}")))?
@@ -458,6 +503,29 @@ pub fn sslmode(s: &Settings) -> Result<Option<SslMode>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_connbench_did_not_start_is_not_measured_and_says_why() {
+        let remote = Target::parse("host=db.example.com dbname=x user=u").unwrap();
+        let a = accounting(&remote, None, None).unwrap();
+        assert_eq!(a.server, None);
+        assert_eq!(a.server_not_measured.as_deref(), Some("not measured (remote)"));
+        for local in [
+            "host=/tmp dbname=x user=u",
+            "host=127.0.0.1 dbname=x user=u",
+            "host=localhost dbname=x user=u",
+        ] {
+            let a = accounting(&Target::parse(local).unwrap(), None, None).unwrap();
+            assert!(a.server_not_measured.unwrap().contains("--server-pid"), "{local}");
+        }
+        // A source the user names must be readable now, or the run does not start.
+        let me = Source::Tree(std::process::id());
+        assert_eq!(
+            accounting(&remote, None, Some(me.clone())).unwrap().server,
+            Some(me)
+        );
+        assert!(accounting(&remote, None, Some(Source::Tree(u32::MAX))).is_err());
+    }
 
     #[test]
     fn every_bad_value_names_its_setting() {

@@ -52,7 +52,17 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let endpoint = routed_subjects.remove(0).endpoint;
     let scale = options.dataset_scale(&direct, i64::from(args.scale)).await?;
     let mut plan = options.plan(endpoint, scale, None, args.progress)?;
-    plan.relay_threads = routes.iter().flat_map(|r| r.relay_threads()).collect();
+    let user_server = match (args.server_pid, &args.server_cgroup) {
+        (Some(pid), _) => Some(crate::host::Source::Tree(pid)),
+        (None, Some(dir)) => Some(crate::host::Source::Cgroup(dir.clone())),
+        (None, None) => None,
+    };
+    plan.accounting = crate::options::accounting(
+        &direct.target,
+        sandbox.as_ref().map(|s: &Sandbox| &s.info),
+        user_server,
+    )?;
+    plan.accounting.relays = routes.iter().flat_map(|r| r.relay_threads()).collect();
     let settings = report::load::LoadSettings {
         target: plan.endpoint.target.name(),
         conninfo: plan.endpoint.target.conninfo(),

@@ -101,6 +101,7 @@ pub async fn suite_context(
         schema: schema.to_string(),
         store,
         pgbouncer_version,
+        sandbox: sb.as_ref().map(|s: &crate::sandbox::Sandbox| s.info.clone()),
         stop: stop_on_signals(),
         scales: Default::default(),
         routes: Default::default(),

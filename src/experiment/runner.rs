@@ -31,6 +31,8 @@ pub struct Context {
     pub schema: String,
     pub store: Store,
     pub pgbouncer_version: Option<String>,
+    /// The sandbox the suite runs against, if any: its servers' CPU is measured.
+    pub sandbox: Option<crate::sandbox::SandboxInfo>,
     pub stop: watch::Receiver<bool>,
     /// The dataset's scale per target conninfo, looked up once per run, not before every
     /// repetition.
@@ -700,7 +702,8 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     };
     let clients = options.clients;
     let mut plan = options.plan(endpoint.clone(), scale, ctx.client_namespace(s)?, None)?;
-    plan.relay_threads = ctx.relay_threads(s)?;
+    plan.accounting = options::accounting(&ctx.direct_endpoint(s)?.target, ctx.sandbox.as_ref(), None)?;
+    plan.accounting.relays = ctx.relay_threads(s)?;
     let run = engine::run(plan, ctx.stop.clone(), |_| {}).await?;
     let summary = crate::stats::load::summarize_load(&run, clients, 1.0);
     let Some(lat) = summary.latency else {
@@ -722,8 +725,21 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     if let Some(cpu) = summary.cpu_per_transaction_us {
         f.insert("cpu_per_transaction_us".into(), cpu);
     }
-    if let Some(us) = summary.relay_cpu.and_then(|r| r.per_transaction_us) {
-        f.insert("relay_cpu_per_transaction_us".into(), us);
+    for (name, cpu) in [
+        ("relay", &summary.relay_cpu),
+        ("server", &summary.server_cpu),
+        ("pooler", &summary.pooler_cpu),
+    ] {
+        if let Some(c) = cpu {
+            if let Some(us) = c.per_transaction_us {
+                f.insert(format!("{name}_cpu_per_transaction_us"), us);
+            }
+            f.insert(format!("{name}_cores"), c.cores);
+        }
+    }
+    f.insert("client_cores".into(), summary.client_cores);
+    if let Some(cs) = summary.context_switches_per_transaction {
+        f.insert("context_switches_per_transaction".into(), cs);
     }
     if let Some(rt) = summary.round_trips_per_transaction {
         f.insert("round_trips_per_transaction".into(), rt);
@@ -847,6 +863,7 @@ mod tests {
             cores: 2,
             busy_cores: 1.5,
             steal_percent,
+            context_switches: 0,
         };
         assert!(!retake(&at(0.4), 0, false), "a quiet window is kept");
         assert!(

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch, Notify};
 
-use crate::host::{MachineCpu, MachineUse};
+use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
 use crate::load::record::{Interval, Recorder};
 use crate::load::workload::{Executor, QueryMode, Script};
 use crate::net::transport::{Counters, TlsInfo};
@@ -92,8 +92,9 @@ pub struct LoadPlan {
     /// A network namespace the worker threads enter before they open any socket (the
     /// `bridge` net path); `None` for the host's.
     pub netns: Option<Arc<std::fs::File>>,
-    /// Threads beside the clients whose CPU the run reports apart (the route's relays).
-    pub relay_threads: Vec<i32>,
+    /// The groups of processes beside the clients whose CPU the run reports apart:
+    /// server, pooler, relays.
+    pub accounting: Accounting,
 }
 
 /// A progress report: the transactions that ended in one progress period.
@@ -115,9 +116,15 @@ pub struct LoadRun {
     /// Client CPU (user + system) of the worker threads during the measurement.
     pub cpu_user: Duration,
     pub cpu_system: Duration,
-    /// CPU (user, system) of the route's relays during the measurement; `None` without
-    /// relays, or when their threads could not be read.
-    pub relay_cpu: Option<(Duration, Duration)>,
+    /// Voluntary and involuntary context switches of the worker threads.
+    pub context_switches: (u64, u64),
+    /// CPU (user, system) during the measurement of the server, the pooler and the
+    /// route's relays; `None` where there is none or it could not be read.
+    pub server_cpu: Option<Cpu>,
+    pub pooler_cpu: Option<Cpu>,
+    pub relay_cpu: Option<Cpu>,
+    /// Why the server's CPU was not measured, when it was not.
+    pub server_not_measured: Option<String>,
     /// How the whole machine's CPUs were spent during the measurement (steal above all);
     /// `None` where `/proc/stat` cannot be read.
     pub machine: Option<MachineUse>,
@@ -140,26 +147,30 @@ struct Times {
 }
 
 /// Readings of the machine and the relays' threads at one end of the measurement.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct WindowEnd {
     machine: Option<MachineCpu>,
-    relays: Option<(Duration, Duration)>,
+    server: Option<Cpu>,
+    pooler: Option<Cpu>,
+    relays: Option<Cpu>,
 }
 
 impl WindowEnd {
-    fn read(relay_threads: &[i32]) -> WindowEnd {
+    fn read(a: &Accounting) -> WindowEnd {
         WindowEnd {
             machine: MachineCpu::read(),
-            relays: if relay_threads.is_empty() {
+            server: a.server.as_ref().and_then(Source::cpu),
+            pooler: a.pooler.as_ref().and_then(Source::cpu),
+            relays: if a.relays.is_empty() {
                 None
             } else {
-                crate::host::threads_cpu(relay_threads)
+                crate::host::threads_cpu(&a.relays)
             },
         }
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Window {
     start: WindowEnd,
     end: WindowEnd,
@@ -174,6 +185,7 @@ struct WorkerResult {
     recorder: Recorder,
     last_end: Option<Instant>,
     cpu: (Duration, Duration),
+    context_switches: (u64, u64),
     /// Worker 0 alone reads the machine and the relays at the window's ends.
     window: Option<Window>,
     setup_connects: u64,
@@ -270,7 +282,11 @@ pub async fn run(
         measured: Duration::ZERO,
         cpu_user: Duration::ZERO,
         cpu_system: Duration::ZERO,
+        context_switches: (0, 0),
+        server_cpu: None,
+        pooler_cpu: None,
         relay_cpu: None,
+        server_not_measured: plan.accounting.server_not_measured.clone(),
         machine: None,
         setup_connects: 0,
         setup_connect_ns: 0,
@@ -284,12 +300,21 @@ pub async fn run(
         recorder += &r.recorder;
         run.cpu_user += r.cpu.0;
         run.cpu_system += r.cpu.1;
-        if let Some(w) = r.window {
+        run.context_switches.0 += r.context_switches.0;
+        run.context_switches.1 += r.context_switches.1;
+        if let Some(w) = &r.window {
             if let (Some(a), Some(b)) = (w.start.machine, w.end.machine) {
                 run.machine = b.since(&a);
             }
-            if let (Some(a), Some(b)) = (w.start.relays, w.end.relays) {
-                run.relay_cpu = Some((b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
+            let between = |a: Option<Cpu>, b: Option<Cpu>| a.zip(b).map(|(a, b)| cpu_between(a, b));
+            run.server_cpu = between(w.start.server, w.end.server);
+            run.pooler_cpu = between(w.start.pooler, w.end.pooler);
+            run.relay_cpu = between(w.start.relays, w.end.relays);
+            if run.server_cpu.is_none() && run.server_not_measured.is_none() {
+                if let Some(source) = &plan.accounting.server {
+                    run.server_not_measured =
+                        Some(format!("{source:?} could not be read at both ends of the window"));
+                }
             }
         }
         run.setup_connects += r.setup_connects;
@@ -313,14 +338,24 @@ pub async fn run(
     Ok(run)
 }
 
-/// Per-thread CPU time (user, system) of the calling thread.
-fn thread_cpu() -> (Duration, Duration) {
+/// What the calling thread has used: CPU time (user, system) and context switches
+/// (voluntary, involuntary).
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    cpu: (Duration, Duration),
+    switches: (u64, u64),
+}
+
+fn thread_usage() -> Usage {
     // SAFETY: getrusage fills the struct we pass; RUSAGE_THREAD is Linux's.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
     let tv =
         |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    (tv(ru.ru_utime), tv(ru.ru_stime))
+    Usage {
+        cpu: (tv(ru.ru_utime), tv(ru.ru_stime)),
+        switches: (ru.ru_nvcsw.max(0) as u64, ru.ru_nivcsw.max(0) as u64),
+    }
 }
 
 /// State shared by the clients of one worker (one thread, so `Rc` and `RefCell`).
@@ -410,11 +445,11 @@ fn worker(
         // CPU is read on this thread at the start and end of the measurement, and by the
         // first worker, the machine's and the relays'.
         let reads_window = ids.first() == Some(&0);
-        let relay_threads = plan.relay_threads.clone();
+        let accounting = plan.accounting.clone();
         let cpu_start = tokio::task::spawn_local(async move {
             tokio::time::sleep_until(t.measure_start.into()).await;
-            let window = reads_window.then(|| WindowEnd::read(&relay_threads));
-            (thread_cpu(), window)
+            let window = reads_window.then(|| WindowEnd::read(&accounting));
+            (thread_usage(), window)
         });
         let ticker = plan.progress.map(|period| {
             let shared = shared.clone();
@@ -477,8 +512,8 @@ fn worker(
         }
         stopper.abort();
         let interrupted = shared.stopped.get();
-        let cpu_end = thread_cpu();
-        let window_end = reads_window.then(|| WindowEnd::read(&plan.relay_threads));
+        let cpu_end = thread_usage();
+        let window_end = reads_window.then(|| WindowEnd::read(&plan.accounting));
         let (cpu_start, window_start) = cpu_start.await.unwrap_or((cpu_end, None));
         let window = window_start
             .zip(window_end)
@@ -498,9 +533,10 @@ fn worker(
         Ok(WorkerResult {
             recorder,
             last_end: *shared.last_end.borrow(),
-            cpu: (
-                cpu_end.0.saturating_sub(cpu_start.0),
-                cpu_end.1.saturating_sub(cpu_start.1),
+            cpu: cpu_between(cpu_start.cpu, cpu_end.cpu),
+            context_switches: (
+                cpu_end.switches.0.saturating_sub(cpu_start.switches.0),
+                cpu_end.switches.1.saturating_sub(cpu_start.switches.1),
             ),
             window,
             setup_connects,

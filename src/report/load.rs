@@ -10,9 +10,7 @@ use crate::host::MachineUse;
 use crate::load::engine::{End, Policy};
 use crate::load::workload::QueryMode;
 use crate::net::transport::TlsInfo;
-use crate::stats::load::{
-    FailureSummary, IntervalSummary, Latency, LoadSummary, RelayCpu, STEAL_LIMIT_PERCENT,
-};
+use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary, STEAL_LIMIT_PERCENT};
 
 /// What was run, as the report states it.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -105,12 +103,36 @@ struct Summary<'a> {
     cpu_user_s: f64,
     cpu_system_s: f64,
     cpu_per_transaction_us: Option<f64>,
+    /// Cores the client's threads used on average over the window.
+    client_cores: f64,
+    /// The client's threads' context switches per transaction.
+    client_voluntary_switches_per_transaction: Option<f64>,
+    client_involuntary_switches_per_transaction: Option<f64>,
+    /// Context switches of the whole machine (every CPU, every process) per transaction.
+    context_switches_per_transaction: Option<f64>,
+    /// The server's CPU over the window (every backend, those that exited included, the
+    /// postmaster and its background processes); null when not measured, and then
+    /// `server_cpu_not_measured` says why.
+    server_cpu_s: Option<f64>,
+    server_cpu_user_s: Option<f64>,
+    server_cpu_system_s: Option<f64>,
+    server_cpu_per_transaction_us: Option<f64>,
+    /// Per connection opened during the window (per-transaction or pooled runs), the
+    /// transactions' work included; null when none was opened.
+    server_cpu_per_connect_us: Option<f64>,
+    server_cpu_not_measured: Option<&'a str>,
+    /// A pooler on the path (the sandbox's PgBouncer), apart from the server.
+    pooler_cpu_s: Option<f64>,
+    pooler_cpu_per_transaction_us: Option<f64>,
     /// The route's relays (a sidecar, a distance), apart from the client; null without
-    /// relays or when their threads could not be read.
-    relay_cpu: Option<RelayCpu>,
-    /// The whole machine during the measurement: cores busy, and the hypervisor's steal
-    /// (above 5% the figures describe the neighbour as much as the path); null where
-    /// /proc/stat cannot be read.
+    /// relays.
+    relay_cpu_s: Option<f64>,
+    relay_cpu_per_transaction_us: Option<f64>,
+    /// Where the CPU went in one sentence, and whether the run was CPU-bound.
+    utilisation: Option<String>,
+    /// The whole machine during the measurement: cores busy, context switches, and the
+    /// hypervisor's steal (above 5% the figures describe the neighbour as much as the
+    /// path); null where /proc/stat cannot be read.
     machine: Option<MachineUse>,
     round_trips_per_transaction: Option<f64>,
     bytes_sent: u64,
@@ -180,7 +202,21 @@ pub fn json(
             cpu_user_s: s.cpu_user_s,
             cpu_system_s: s.cpu_system_s,
             cpu_per_transaction_us: s.cpu_per_transaction_us,
-            relay_cpu: s.relay_cpu,
+            client_cores: s.client_cores,
+            client_voluntary_switches_per_transaction: s.client_switches_per_transaction.map(|c| c.0),
+            client_involuntary_switches_per_transaction: s.client_switches_per_transaction.map(|c| c.1),
+            context_switches_per_transaction: s.context_switches_per_transaction,
+            server_cpu_s: s.server_cpu.map(|c| c.total_s()),
+            server_cpu_user_s: s.server_cpu.map(|c| c.user_s),
+            server_cpu_system_s: s.server_cpu.map(|c| c.system_s),
+            server_cpu_per_transaction_us: s.server_cpu.and_then(|c| c.per_transaction_us),
+            server_cpu_per_connect_us: s.server_cpu_per_connect_us,
+            server_cpu_not_measured: s.server_not_measured.as_deref(),
+            pooler_cpu_s: s.pooler_cpu.map(|c| c.total_s()),
+            pooler_cpu_per_transaction_us: s.pooler_cpu.and_then(|c| c.per_transaction_us),
+            relay_cpu_s: s.relay_cpu.map(|c| c.total_s()),
+            relay_cpu_per_transaction_us: s.relay_cpu.and_then(|c| c.per_transaction_us),
+            utilisation: crate::stats::load::utilisation(s),
             machine: s.machine,
             round_trips_per_transaction: s.round_trips_per_transaction,
             bytes_sent: s.bytes_sent,
@@ -317,18 +353,49 @@ pub fn text(
         "client CPU    {:.2} s (user {:.2} s, system {:.2} s){per}",
         cpu, s.cpu_user_s, s.cpu_system_s
     );
-    if let Some(r) = &s.relay_cpu {
-        let per = r
+    let group = |name: &str, c: &crate::stats::load::GroupCpu, extra: &str| {
+        let per = c
             .per_transaction_us
             .map(|us| format!(": {} per transaction", format_ns(us * 1e3)))
             .unwrap_or_default();
+        format!(
+            "{name:<13} {:.2} s (user {:.2} s, system {:.2} s){per}{extra}\n",
+            c.total_s(),
+            c.user_s,
+            c.system_s
+        )
+    };
+    match (&s.server_cpu, &s.server_not_measured) {
+        (Some(c), _) => {
+            let per_connect = s
+                .server_cpu_per_connect_us
+                .map(|us| format!(", {} per new connection", format_ns(us * 1e3)))
+                .unwrap_or_default();
+            o.push_str(&group("server CPU", c, &per_connect));
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(o, "server CPU    {why}");
+        }
+        (None, None) => {}
+    }
+    if let Some(c) = &s.pooler_cpu {
+        o.push_str(&group("pooler CPU", c, ""));
+    }
+    if let Some(c) = &s.relay_cpu {
+        o.push_str(&group("relay CPU", c, ", apart from the client's"));
+    }
+    if let Some(cs) = s.context_switches_per_transaction {
+        let client = s
+            .client_switches_per_transaction
+            .map(|(v, i)| format!("; the client's {v:.2} voluntary, {i:.2} involuntary"))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
-            "relay CPU     {:.2} s (user {:.2} s, system {:.2} s){per}, apart from the client's",
-            r.user_s + r.system_s,
-            r.user_s,
-            r.system_s
+            "switches      {cs:.1} context switches per transaction, whole machine{client}"
         );
+    }
+    if let Some(u) = crate::stats::load::utilisation(s) {
+        let _ = writeln!(o, "cores         {u}");
     }
     if let Some(m) = &s.machine {
         let _ = writeln!(

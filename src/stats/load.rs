@@ -100,8 +100,23 @@ pub struct LoadSummary {
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
     pub cpu_per_transaction_us: Option<f64>,
-    /// The route's relays' CPU, apart from the client's; `None` without relays.
-    pub relay_cpu: Option<RelayCpu>,
+    /// Cores the client's worker threads used on average over the window.
+    pub client_cores: f64,
+    /// Voluntary and involuntary context switches of the client's threads, per
+    /// transaction.
+    pub client_switches_per_transaction: Option<(f64, f64)>,
+    /// Context switches of the whole machine (every CPU, every process) per transaction.
+    pub context_switches_per_transaction: Option<f64>,
+    /// The server's, the pooler's and the route's relays' CPU, apart from the client's;
+    /// `None` where there is none on the path or it was not measured.
+    pub server_cpu: Option<GroupCpu>,
+    pub pooler_cpu: Option<GroupCpu>,
+    pub relay_cpu: Option<GroupCpu>,
+    /// The server's CPU per connection opened during the window (per-transaction and
+    /// pooled runs), the transactions' work included.
+    pub server_cpu_per_connect_us: Option<f64>,
+    /// Why the server's CPU is `None`.
+    pub server_not_measured: Option<String>,
     /// The whole machine during the measurement (busy cores, steal).
     pub machine: Option<crate::host::MachineUse>,
     /// Network round trips per successful transaction, counted on the socket (its
@@ -112,12 +127,61 @@ pub struct LoadSummary {
     pub series: Vec<IntervalSummary>,
 }
 
-/// CPU of the relays a route put between client and server (a sidecar's cost).
+/// CPU of one group of processes on the path (server, pooler, relays) over the window.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
-pub struct RelayCpu {
+pub struct GroupCpu {
     pub user_s: f64,
     pub system_s: f64,
     pub per_transaction_us: Option<f64>,
+    /// Cores used on average over the window.
+    pub cores: f64,
+}
+
+impl GroupCpu {
+    fn of((user, system): crate::host::Cpu, transactions: u64, measured_s: f64) -> GroupCpu {
+        let total = (user + system).as_secs_f64();
+        GroupCpu {
+            user_s: user.as_secs_f64(),
+            system_s: system.as_secs_f64(),
+            per_transaction_us: (transactions > 0).then(|| total * 1e6 / transactions as f64),
+            cores: if measured_s > 0.0 { total / measured_s } else { 0.0 },
+        }
+    }
+
+    pub fn total_s(&self) -> f64 {
+        self.user_s + self.system_s
+    }
+}
+
+/// Where the CPU went, in one sentence: "the server used 1.6 of 2 cores, the client
+/// 0.4, ...", and whether the run was CPU-bound: the machine's busy cores (every
+/// process, measured) at 90% or more of its cores.
+pub fn utilisation(s: &LoadSummary) -> Option<String> {
+    let m = s.machine?;
+    let mut parts = Vec::new();
+    let mut add = |name: &str, cores: f64| parts.push(format!("the {name} {cores:.2}"));
+    if let Some(c) = &s.server_cpu {
+        add("server", c.cores);
+    }
+    if let Some(c) = &s.pooler_cpu {
+        add("pooler", c.cores);
+    }
+    if let Some(c) = &s.relay_cpu {
+        add("relays", c.cores);
+    }
+    add("client", s.client_cores);
+    let bound = m.busy_cores >= 0.9 * m.cores as f64;
+    Some(format!(
+        "of {} cores, {} ({:.2} busy in all, every process counted){}",
+        m.cores,
+        parts.join(", "),
+        m.busy_cores,
+        if bound {
+            ": CPU-bound, so throughput here is what the cores allow"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// Steal above this share of the machine's CPU time (percent) marks a window as
@@ -195,12 +259,30 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         cpu_user_s: run.cpu_user.as_secs_f64(),
         cpu_system_s: run.cpu_system.as_secs_f64(),
         cpu_per_transaction_us: (r.transactions > 0).then(|| cpu * 1e6 / r.transactions as f64),
-        relay_cpu: run.relay_cpu.map(|(u, s)| RelayCpu {
-            user_s: u.as_secs_f64(),
-            system_s: s.as_secs_f64(),
-            per_transaction_us: (r.transactions > 0)
-                .then(|| (u + s).as_secs_f64() * 1e6 / r.transactions as f64),
+        client_cores: if measured_s > 0.0 { cpu / measured_s } else { 0.0 },
+        client_switches_per_transaction: (r.transactions > 0).then(|| {
+            let n = r.transactions as f64;
+            (
+                run.context_switches.0 as f64 / n,
+                run.context_switches.1 as f64 / n,
+            )
         }),
+        context_switches_per_transaction: run
+            .machine
+            .filter(|_| r.transactions > 0)
+            .map(|m| m.context_switches as f64 / r.transactions as f64),
+        server_cpu: run
+            .server_cpu
+            .map(|c| GroupCpu::of(c, r.transactions, measured_s)),
+        pooler_cpu: run
+            .pooler_cpu
+            .map(|c| GroupCpu::of(c, r.transactions, measured_s)),
+        relay_cpu: run.relay_cpu.map(|c| GroupCpu::of(c, r.transactions, measured_s)),
+        server_cpu_per_connect_us: run
+            .server_cpu
+            .filter(|_| r.connects > 0)
+            .map(|(u, s)| (u + s).as_secs_f64() * 1e6 / r.connects as f64),
+        server_not_measured: run.server_not_measured.clone(),
         machine: run.machine,
         round_trips_per_transaction: (r.transactions > 0)
             .then(|| r.round_trips as f64 / r.transactions as f64),

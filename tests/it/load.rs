@@ -407,3 +407,85 @@ fn warmup_runs_but_is_not_recorded_and_series_prints_per_interval() {
     let o = connbench(&["init", &conninfo("unix"), "--schema", schema, "--drop"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn cpu_is_accounted_per_group_and_is_null_with_a_reason_where_not_measured() {
+    crate::common::dataset();
+    let f = |v: &serde_json::Value, k: &str| {
+        v["summary"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("summary.{k} is not a number: {}", v["summary"]))
+    };
+    // The sandbox's own server, saturated by select-only: every group positive, and the
+    // groups together no more than the machine's busy cores (they are part of it) nor
+    // its cores.
+    let v = load_json(&["--sandbox", "unix", "-S", "-c", "4", "-j", "2", "-T", "2"]);
+    for k in [
+        "server_cpu_s",
+        "server_cpu_per_transaction_us",
+        "context_switches_per_transaction",
+        "cpu_per_transaction_us",
+        "client_cores",
+    ] {
+        assert!(f(&v, k) > 0.0, "{k}: {}", v["summary"]);
+    }
+    let measured = f(&v, "measured_s");
+    let used = (f(&v, "cpu_user_s") + f(&v, "cpu_system_s") + f(&v, "server_cpu_s")) / measured;
+    let m = &v["summary"]["machine"];
+    let (busy, cores) = (m["busy_cores"].as_f64().unwrap(), m["cores"].as_f64().unwrap());
+    // Clock ticks are 10 ms: over 2 s that is a few hundredths of a core either way.
+    assert!(
+        used <= busy + 0.05 && used <= cores + 0.05,
+        "client + server {used} cores, busy {busy} of {cores}"
+    );
+    assert!(v["summary"]["pooler_cpu_s"].is_null() && v["summary"]["relay_cpu_s"].is_null());
+    assert!(
+        v["summary"]["utilisation"]
+            .as_str()
+            .unwrap()
+            .contains("the server"),
+        "{}",
+        v["summary"]
+    );
+
+    // A local server connbench did not start: null, and the reason says what to give.
+    let v = load_json(&[&conninfo("unix"), "-S", "-T", "1"]);
+    assert!(v["summary"]["server_cpu_s"].is_null(), "{}", v["summary"]);
+    assert!(v["summary"]["server_cpu_per_transaction_us"].is_null());
+    let why = v["summary"]["server_cpu_not_measured"].as_str().unwrap();
+    assert!(why.contains("--server-pid"), "{why}");
+    let o = connbench(&["load", &conninfo("unix"), "-S", "-T", "1"]);
+    assert!(
+        stdout(&o).contains("server CPU    not measured"),
+        "{}",
+        stdout(&o)
+    );
+    // ... and with its postmaster named, measured.
+    let pid = crate::common::sandbox().postgres_pid.to_string();
+    let v = load_json(&[&conninfo("unix"), "-S", "-T", "1", "--server-pid", &pid]);
+    assert!(f(&v, "server_cpu_s") > 0.0, "{}", v["summary"]);
+    let o = connbench(&[
+        "load",
+        &conninfo("unix"),
+        "-S",
+        "-T",
+        "1",
+        "--server-pid",
+        "999999999",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--server-pid 999999999: no such process"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Through PgBouncer with a connection per transaction: the pooler apart, and the
+    // server's CPU per new connection.
+    let v = load_json(&["--sandbox", "pgbouncer_unix", "-S", "-C", "-T", "1"]);
+    assert!(f(&v, "pooler_cpu_s") > 0.0, "{}", v["summary"]);
+    assert!(f(&v, "pooler_cpu_per_transaction_us") > 0.0);
+    // Direct with a connection per transaction: the server forks a backend each time.
+    let v = load_json(&["--sandbox", "unix", "-S", "-C", "-T", "1"]);
+    assert!(f(&v, "server_cpu_per_connect_us") > 100.0, "{}", v["summary"]);
+}
