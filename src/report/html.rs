@@ -259,6 +259,13 @@ fn charts(o: &mut String, r: &RunReport) {
                 r#"<p class="caption">One line per configuration; points are means over repetitions, bars their 95% confidence intervals.</p>"#,
             );
         }
+        if let Some(svg) = cpu_chart(res) {
+            o.push_str("<h3>Where the CPU goes</h3>\n");
+            o.push_str(&svg);
+            o.push_str(
+                r#"<p class="caption">CPU time (user + system) per transaction over each repetition's measured window: the client's worker threads, the pooler's process, the route's relay threads and the server's processes (the postmaster's tree, backends that exited included), each averaged over repetitions. A part that was not measured (a server connbench did not start) is absent, not zero.</p>"#,
+            );
+        }
     }
     if res.suite.kind == Kind::Connect {
         o.push_str("<h3>Where connection set-up time goes</h3>\n");
@@ -401,6 +408,7 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
             })
             .collect()
     };
+    let switches = line("context_switches_per_transaction");
     let mut out = vec![lines::render(&lines::LineChart {
         title: "Throughput against clients (mean ± 95% CI)",
         x_label: "clients",
@@ -424,6 +432,15 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
             y_label: &format!("latency {name}, ms"),
             lines: &l,
             log_y: lo > 0.0 && hi / lo > 30.0,
+        }));
+    }
+    if switches.iter().any(|l| !l.points.is_empty()) {
+        out.push(lines::render(&lines::LineChart {
+            title: "Context switches per transaction against clients, whole machine (mean ± 95% CI)",
+            x_label: "clients",
+            y_label: "context switches per transaction",
+            lines: &switches,
+            log_y: false,
         }));
     }
     Some(out)
@@ -462,12 +479,56 @@ fn waterfall_chart(r: &SuiteResult) -> String {
                         "no results".to_string()
                     }
                 }),
-                p99: seg("p99"),
-                p50,
+                bars: vec![("p50".into(), p50), ("p99".into(), seg("p99"))],
             }
         })
         .collect();
-    waterfall::render("Connection set-up phases per target, p50 and p99", &phases, &rows)
+    waterfall::render(
+        "Connection set-up phases per target, p50 and p99",
+        "time since the first byte, µs (phases stacked)",
+        &phases,
+        &rows,
+    )
+}
+
+/// CPU per transaction per cell, stacked by where it went (client, pooler, relays,
+/// server), when the run measured more than the client's.
+fn cpu_chart(r: &SuiteResult) -> Option<String> {
+    const PARTS: [(&str, &str); 4] = [
+        ("client", "cpu_per_transaction_us"),
+        ("pooler", "pooler_cpu_per_transaction_us"),
+        ("relays", "relay_cpu_per_transaction_us"),
+        ("server", "server_cpu_per_transaction_us"),
+    ];
+    let measured_beyond_client = r
+        .cells
+        .iter()
+        .any(|c| PARTS[1..].iter().any(|(_, k)| c.described.contains_key(*k)));
+    if !measured_beyond_client {
+        return None;
+    }
+    let rows: Vec<waterfall::Row> = r
+        .cells
+        .iter()
+        .map(|c| {
+            let parts: Vec<(String, f64)> = PARTS
+                .iter()
+                .filter_map(|(name, k)| Some((name.to_string(), c.described.get(*k)?.mean.point)))
+                .collect();
+            waterfall::Row {
+                name: c.name.clone(),
+                missing: parts.is_empty().then(|| "no results".to_string()),
+                bars: vec![(String::new(), parts)],
+            }
+        })
+        .collect();
+    let names: Vec<&str> = PARTS.iter().map(|(n, _)| *n).collect();
+    Some(waterfall::render(
+        "CPU per transaction, by where it went (mean of repetitions)",
+        "CPU per transaction, µs (stacked)",
+        &names,
+        &rows,
+    ))
 }
 
 fn percentile_chart(r: &RunReport) -> String {

@@ -349,6 +349,30 @@ fn lab_quick_answers_stores_and_reports() {
         page.contains("<svg") && page.contains("pooling"),
         "an HTML report with charts"
     );
+    // The pooling suite ran on the lab's sandbox, so its servers' CPU was measured: the
+    // server's in every cell, the pooler's where PgBouncer is on the path.
+    assert!(page.contains("Where the CPU goes"), "the CPU chart");
+    let json = dir.join("pooling.json");
+    let o = connbench(&[
+        "report",
+        "2",
+        "--store",
+        store.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cells = v["runs"][0]["cells"].as_array().unwrap_or_else(|| panic!("{v}"));
+    let has = |c: &serde_json::Value, k: &str| c["values"][k].as_array().is_some_and(|a| !a.is_empty());
+    for c in cells {
+        assert!(has(c, "server_cpu_per_transaction_us"), "{}", c["name"]);
+        assert!(has(c, "context_switches_per_transaction"), "{}", c["name"]);
+    }
+    assert!(
+        cells.iter().any(|c| has(c, "pooler_cpu_per_transaction_us")),
+        "{v}"
+    );
     let list = stdout(&connbench(&["runs", "list", "--store", store.to_str().unwrap()]));
     assert_eq!(list.matches(" done ").count(), 2, "{list}");
     assert!(err.contains("sandbox: started in"), "{err}");
