@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every benchmark with short settings, one after the other (never two at once: they
-# measure the same 2 cores), in about 14 minutes (4 of them the quick lab). Each script
+# measure the same 2 cores), in about 15 minutes (4 of them the quick lab). Each script
 # prints its bars with PASS or MISS and exits non-zero on a miss or a failed run; this
 # one prints a summary line per script, keeps everything they printed in bench/results/DATE-HOST.txt (the figures the
 # README quotes come from there), and exits 1 when any script did not pass.
@@ -34,6 +34,7 @@ run "connect vs pgbench -C" bench/connect_vs_pgbench.sh 3 200
 run "load vs pgbench" env CASES="select tpcb connect" bench/load_vs_pgbench.sh 3 5
 run "relay" bench/relay.sh 2
 run "sidecar" bench/sidecar.sh 5 8
+run "cpu" bench/cpu.sh 3 8
 run "verdicts (lab --quick)" bench/verdicts.sh
 echo "raw output: $out"
 [ "$failed" = 0 ] || exit 1

@@ -400,13 +400,10 @@ pub fn text(
     if let Some(m) = &s.machine {
         let _ = writeln!(
             o,
-            "machine       {:.1} of {} cores busy (every process); hypervisor steal {:.1}%{}",
-            m.busy_cores,
-            m.cores,
+            "steal         {:.1}% of the machine's CPU time went to another tenant (hypervisor steal){}",
             m.steal_percent,
             if m.steal_percent > STEAL_LIMIT_PERCENT {
-                " - above 5%: another tenant took CPU during the run, so these figures are slower \
-                 than the path; re-run"
+                ": above 5%, so these figures are slower than the path; re-run"
             } else {
                 ""
             }
