@@ -580,18 +580,75 @@ pub fn redact(text: &str) -> String {
         }
         return redact_query_password(text);
     }
-    match parse_keyvalue(text) {
-        Ok(pairs) => {
-            let mut out = text.to_string();
-            if let Some((_, v)) = pairs.iter().find(|(k, _)| k == "password") {
-                if !v.is_empty() {
-                    out = out.replace(v.as_str(), "***");
+    redact_keyvalue(text)
+}
+
+/// Replaces every `password` value in key=value text, as written (quotes and escapes
+/// included), with `***`. It scans leniently and never fails, so a string that does not
+/// parse is redacted too, to its end when a quote is left open.
+fn redact_keyvalue(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut it = text.char_indices().peekable();
+    let skip_space = |it: &mut std::iter::Peekable<std::str::CharIndices>| {
+        while it.peek().is_some_and(|(_, c)| c.is_whitespace()) {
+            it.next();
+        }
+    };
+    loop {
+        skip_space(&mut it);
+        let Some(&(key_start, _)) = it.peek() else { break };
+        let mut key_end = text.len();
+        while let Some(&(i, c)) = it.peek() {
+            if c == '=' || c.is_whitespace() {
+                key_end = i;
+                break;
+            }
+            it.next();
+        }
+        let key = &text[key_start..key_end];
+        skip_space(&mut it);
+        if it.peek().map(|&(_, c)| c) != Some('=') {
+            continue;
+        }
+        it.next();
+        skip_space(&mut it);
+        let value_start = it.peek().map_or(text.len(), |&(i, _)| i);
+        let mut value_end = text.len();
+        if it.peek().map(|&(_, c)| c) == Some('\'') {
+            it.next();
+            while let Some((i, c)) = it.next() {
+                match c {
+                    '\\' => {
+                        it.next();
+                    }
+                    '\'' => {
+                        value_end = i + 1;
+                        break;
+                    }
+                    _ => {}
                 }
             }
-            out
+        } else {
+            while let Some(&(i, c)) = it.peek() {
+                if c.is_whitespace() {
+                    value_end = i;
+                    break;
+                }
+                it.next();
+                if c == '\\' {
+                    it.next();
+                }
+            }
         }
-        Err(_) => text.to_string(),
+        if key == "password" && value_end > value_start {
+            out.push_str(&text[copied..value_start]);
+            out.push_str("***");
+            copied = value_end;
+        }
     }
+    out.push_str(&text[copied..]);
+    out
 }
 
 fn redact_query_password(text: &str) -> String {
@@ -621,7 +678,7 @@ pub fn parse_raw(text: &str) -> Result<BTreeMap<String, String>, TargetError> {
 /// single-quoted, with `\'` and `\\` as escapes.
 fn parse_keyvalue(text: &str) -> Result<Vec<(String, String)>, TargetError> {
     let syntax = |why: &str| TargetError::Syntax {
-        text: text.to_string(),
+        text: redact(text),
         why: why.to_string(),
     };
     let mut out = Vec::new();
@@ -998,6 +1055,21 @@ mod tests {
         assert!(!e.to_string().contains("hunter2"), "{e}");
         let e = parse("postgres://u:hunter2@h/d?bogus=1").unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
+        // A string that fails to parse is still redacted (issue 14): an unterminated
+        // quote after the password, and escaped quotes inside a quoted password.
+        let e = parse("password=s3cret host='/tmp").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        let e = parse(r"password='it\'s s3cret' host='/tmp").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        let e = parse(r"host=h password='it\'s s3cret' bogus=1").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        let e = parse("host=h password='s3cret").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        assert_eq!(
+            redact(r"host=h password='a\'b' port=1"),
+            "host=h password=*** port=1"
+        );
+        assert_eq!(redact("password = pw host=h"), "password = *** host=h");
         assert_eq!(redact("postgres://u:pw@h/d"), "postgres://u:***@h/d");
         assert_eq!(
             redact("postgres://h/d?password=pw&x=1"),
