@@ -239,6 +239,12 @@ impl Session {
     /// error of `phase`.
     async fn recv(&mut self, phase: Phase) -> Result<Message, ConnectError> {
         loop {
+            // The length is checked first: the parser would reserve whatever a header
+            // claims, up to 4 GiB.
+            if let Err(e) = self.buffered_message(phase) {
+                self.broken = true;
+                return Err(e);
+            }
             match Message::parse(&mut self.rbuf) {
                 Ok(Some(Message::NoticeResponse(_))) => continue,
                 Ok(Some(Message::ErrorResponse(body))) => {
@@ -483,14 +489,30 @@ impl Session {
             // error, or a row whose value is wanted, is parsed into a message. Splitting
             // every message off the buffer would make the buffer shared (an allocation
             // and atomic reference counts per message).
-            let Some((tag, len)) = self.buffered_message() else {
+            let next = self.buffered_message(p).inspect_err(|_| self.broken = true)?;
+            let Some((tag, len)) = next else {
                 if let Err(e) = self.fill(p).await {
                     return Err(failure.unwrap_or(e));
                 }
                 continue;
             };
+            // Each message's body has the size its kind needs before it is read in place.
+            let short = |need: usize| {
+                ConnectError::new(
+                    p,
+                    ErrorKind::Protocol(format!(
+                        "the server sent a {:?} message of {} bytes; it needs at least {need}",
+                        char::from(tag),
+                        len - 1
+                    )),
+                )
+            };
             match tag {
                 b'Z' => {
+                    if len != 6 {
+                        self.broken = true;
+                        return Err(short(5));
+                    }
                     self.transaction_status = self.rbuf[5];
                     self.rbuf.advance(len);
                     break;
@@ -502,6 +524,10 @@ impl Session {
                 b'C' => {
                     // With no rows returned, count the rows the command affected or
                     // copied ("UPDATE 1", "COPY 100000").
+                    if len < 6 {
+                        self.broken = true;
+                        return Err(short(5));
+                    }
                     if rows == 0 {
                         let body = &self.rbuf[5..len - 1];
                         rows = body
@@ -537,14 +563,27 @@ impl Session {
         }
     }
 
-    /// The tag and total length of the next message when all of it is buffered.
-    fn buffered_message(&self) -> Option<(u8, usize)> {
+    /// The tag and total length of the next message when all of it is buffered. A
+    /// length shorter than its own field, or longer than PostgreSQL ever sends (1 GiB), is
+    /// a protocol violation: waiting for it to fill would stall the reader for good.
+    fn buffered_message(&self, phase: Phase) -> Result<Option<(u8, usize)>, ConnectError> {
+        const MAX_MESSAGE: usize = 1 << 30;
         let b = &self.rbuf;
         if b.len() < 5 {
-            return None;
+            return Ok(None);
         }
-        let len = 1 + u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
-        (b.len() >= len && len >= 5).then_some((b[0], len))
+        let field = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
+        if !(4..=MAX_MESSAGE).contains(&field) {
+            return Err(ConnectError::new(
+                phase,
+                ErrorKind::Protocol(format!(
+                    "the server sent a {:?} message whose length field is {field} (it must be 4 to {MAX_MESSAGE})",
+                    char::from(b[0])
+                )),
+            ));
+        }
+        let len = 1 + field;
+        Ok((b.len() >= len).then_some((b[0], len)))
     }
 
     /// Reads more bytes from the socket into the buffer.
