@@ -55,6 +55,17 @@ fn a_panic_in_the_parent_still_cleans_up() {
 
 /// Starts `connbench connect --sandbox` for a long run and reads its sandbox line.
 fn start_long_connect() -> (std::process::Child, PathBuf, Vec<u32>) {
+    let (child, dir, pids, _) = start_long_connect_keeping_stderr();
+    (child, dir, pids)
+}
+
+/// As [`start_long_connect`], and what the child prints on stderr from then on.
+fn start_long_connect_keeping_stderr() -> (
+    std::process::Child,
+    PathBuf,
+    Vec<u32>,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
         .args([
             "connect",
@@ -99,9 +110,33 @@ fn start_long_connect() -> (std::process::Child, PathBuf, Vec<u32>) {
         }
     };
     // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in err.lines() {});
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = kept.clone();
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            let mut s = sink.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
     std::thread::sleep(Duration::from_millis(500));
-    (child, dir, pids)
+    (child, dir, pids, kept)
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_and_the_watchdog_cleans_up() {
+    let (child, dir, pids, stderr) = start_long_connect_keeping_stderr();
+    // SAFETY: signalling our own child, twice: the second lands during the teardown
+    // (reporting, then stopping the sandbox's servers).
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(30));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    std::thread::sleep(Duration::from_millis(200));
+    let err = stderr.lock().unwrap().clone();
+    assert!(err.contains("second Ctrl-C: quitting now"), "{err}");
+    assert_gone(&pids, &dir, Duration::from_secs(15));
 }
 
 #[test]
