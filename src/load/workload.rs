@@ -822,6 +822,26 @@ mod tests {
     }
 
     #[test]
+    fn arithmetic_that_overflows_wraps_instead_of_panicking() {
+        // i64::MIN / -1 and % -1 overflow (a panic in Rust's `/`), and / 0 or % 0 divide by
+        // zero: a script a user wrote must not bring a worker down.
+        let s = Script::parse(
+            "t",
+            "\\set a -9223372036854775807 - 1\n\\set b :a / -1\n\\set c :a % -1\n\\set d :a / 0\n\\set e -:a * 2\n",
+        )
+        .unwrap();
+        let mut ex = Executor::new(&s, 1, 0, 7);
+        for c in &s.commands {
+            if let Command::Set { var, expr } = c {
+                let v = ex.eval(expr);
+                ex.values[*var] = v;
+            }
+        }
+        let names: Vec<i64> = ex.values[2..7].to_vec();
+        assert_eq!(names, vec![i64::MIN, i64::MIN, 0, 0, 0]);
+    }
+
+    #[test]
     fn integers_format_like_display() {
         for v in [0i64, 7, -7, 10, 99_999, i64::MAX, i64::MIN, -5000] {
             let mut s = String::from("x");

@@ -94,6 +94,44 @@ pub fn check_supported() -> Result<()> {
     Ok(())
 }
 
+/// An id and a subnet (third octet of 10.213.x.0/24) that nothing on the machine uses:
+/// from `seed` on, the first candidate whose names are free (`taken` says whether any of
+/// an id's namespace or links exists) and whose subnet is not in `used`. Two connbench
+/// runs at once, or one left over after a crash, must never share a bridge or a route.
+fn pick_names(
+    seed: u32,
+    taken: impl Fn(&str) -> bool,
+    used: &std::collections::BTreeSet<u8>,
+) -> Option<(String, u32)> {
+    (0..256u32).find_map(|k| {
+        let x = seed.wrapping_add(k.wrapping_mul(0x9e37_79b9));
+        let id = format!("{:05x}", x & 0xf_ffff);
+        let subnet = 16 + (x >> 12) % 224;
+        (!taken(&id) && !used.contains(&(subnet as u8))).then_some((id, subnet))
+    })
+}
+
+/// Whether a namespace or a link named with `id` exists.
+fn name_taken(id: &str) -> bool {
+    std::path::Path::new(&format!("/run/netns/cb-{id}")).exists()
+        || ["cbb", "cbh", "cbc"]
+            .iter()
+            .any(|p| std::path::Path::new(&format!("/sys/class/net/{p}{id}")).exists())
+}
+
+/// Third octets of the 10.213.x.0/24 subnets some interface of this namespace has.
+fn subnets_in_use() -> std::collections::BTreeSet<u8> {
+    let out = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    out.split_whitespace()
+        .filter_map(|w| w.strip_prefix("10.213."))
+        .filter_map(|rest| rest.split('.').next()?.parse().ok())
+        .collect()
+}
+
 impl Bridge {
     /// Creates the namespace, the links and the NAT table.
     pub fn create() -> Result<Bridge> {
@@ -103,8 +141,12 @@ impl Bridge {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let id = format!("{:05x}", (pid ^ nanos) & 0xf_ffff);
-        let subnet = 16 + (pid ^ (nanos >> 8)) % 224;
+        let used = subnets_in_use();
+        let (id, subnet) = pick_names(pid ^ nanos, name_taken, &used).ok_or_else(|| {
+            anyhow::anyhow!(
+                "netpath bridge: no free name and 10.213.x.0/24 subnet after 256 tries (are many cb-* namespaces left over? `ip netns list`)"
+            )
+        })?;
         let gateway = Ipv4Addr::new(10, 213, subnet as u8, 1);
         let client = Ipv4Addr::new(10, 213, subnet as u8, 2);
         let namespace = format!("cb-{id}");
@@ -209,5 +251,27 @@ impl Drop for Bridge {
             drop(stdin);
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_subnets_in_use_are_skipped() {
+        let none = std::collections::BTreeSet::new();
+        let (first, subnet) = pick_names(42, |_| false, &none).unwrap();
+        // The first choice's names exist (a run left over): another id.
+        let (second, _) = pick_names(42, |id| id == first, &none).unwrap();
+        assert_ne!(first, second);
+        // Its subnet is in use: another subnet.
+        let used: std::collections::BTreeSet<u8> = [subnet as u8].into();
+        let (_, other) = pick_names(42, |_| false, &used).unwrap();
+        assert_ne!(other, subnet);
+        assert!((16..240).contains(&other));
+        // Nothing free: no answer rather than a clash.
+        let all: std::collections::BTreeSet<u8> = (0..=255).collect();
+        assert_eq!(pick_names(42, |_| false, &all), None);
     }
 }
