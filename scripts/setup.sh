@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what connbench needs and is missing, from Debian's packages: PostgreSQL
-# (server, client, pgbench), PgBouncer, iproute2 and nftables (the bridge net path), and
+# (server, client, pgbench), PgBouncer, MariaDB (server and client), iproute2 and nftables (the bridge net path), and
 # Chromium, which the tests use to open the HTML report headless. Idempotent: does
 # nothing when all is there.
 # Sourced by scripts/lab.sh and scripts/test.sh.
@@ -10,6 +10,9 @@ need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v pgbench >/dev/null 2>&1 || need+=(postgresql-client)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
+# MariaDB, the second engine (the sandbox starts it beside PostgreSQL), and its client.
+[ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
+command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
 # The bridge net path (netpath = "bridge") creates namespaces and NAT rules with these.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)

@@ -528,11 +528,16 @@ pub struct ConnectArgs {
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Start a sandbox that keeps running after connbench exits, and print its targets
-    /// as conninfo strings that work unchanged with psql and pgbench.
+    /// as conninfo strings that work unchanged with psql and pgbench (and, for MariaDB,
+    /// the `mariadb` command with an option file that holds the password).
     Start {
         /// Print the sandbox description as JSON.
         #[arg(long)]
         json: bool,
+        /// The database engines to start: postgres, mariadb, or both
+        /// [default: postgres,mariadb when MariaDB is installed, else postgres].
+        #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["postgres", "mariadb"])]
+        engines: Vec<String>,
     },
     /// Stop the sandbox started by `sandbox start` and remove its directory.
     Stop,

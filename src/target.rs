@@ -89,6 +89,12 @@ pub enum TargetError {
     Syntax { text: String, why: String },
     #[error("cannot read passfile {path}: {why}")]
     Passfile { path: String, why: String },
+    #[error(
+        "a MySQL/MariaDB URI: connbench measures PostgreSQL only so far (MySQL and \
+         MariaDB are being built); the sandbox's MariaDB targets work today with the `mariadb` client \
+         and sysbench (`connbench sandbox start` prints the commands)"
+    )]
+    OtherEngine { text: String },
 }
 
 fn bad(key: &str, value: &str, why: impl Into<String>) -> TargetError {
@@ -290,6 +296,9 @@ impl Target {
     /// Parses one target argument, resolving defaults from `env`.
     pub fn parse_with_env(text: &str, env: &dyn Env) -> Result<Target, TargetError> {
         let (label, body) = split_label(text);
+        if is_mysql_uri(body) {
+            return Err(TargetError::OtherEngine { text: redact(text) });
+        }
         let mut raw = parse_raw(body)?;
         check_keys(&raw, text)?;
         if let Some(label) = label {
@@ -529,12 +538,16 @@ fn split_label(text: &str) -> (Option<&str>, &str) {
     if let Some((name, rest)) = text.split_once('=') {
         let is_key =
             KNOWN_KEYS.contains(&name) || IGNORED_KEYS.contains(&name) || UNSUPPORTED_KEYS.contains(&name);
-        let rest_is_target = is_uri(rest) || rest.contains('=');
+        let rest_is_target = is_uri(rest) || is_mysql_uri(rest) || rest.contains('=');
         if !is_key && is_label(name) && rest_is_target && !name.contains(' ') {
             return (Some(name), rest);
         }
     }
     (None, text)
+}
+
+fn is_mysql_uri(s: &str) -> bool {
+    s.starts_with("mysql://") || s.starts_with("mariadb://")
 }
 
 fn is_uri(s: &str) -> bool {
@@ -563,7 +576,8 @@ fn check_keys(raw: &BTreeMap<String, String>, text: &str) -> Result<(), TargetEr
 
 /// The target text with any password value replaced, for error messages.
 pub fn redact(text: &str) -> String {
-    if is_uri(text) || text.split_once('=').is_some_and(|(_, r)| is_uri(r)) {
+    let uri = |s: &str| is_uri(s) || is_mysql_uri(s);
+    if uri(text) || text.split_once('=').is_some_and(|(_, r)| uri(r)) {
         // postgres://user:secret@host -> postgres://user:***@host
         if let Some(scheme_end) = text.find("://") {
             let after = &text[scheme_end + 3..];
@@ -1071,6 +1085,17 @@ mod tests {
         );
         assert_eq!(redact("password = pw host=h"), "password = *** host=h");
         assert_eq!(redact("postgres://u:pw@h/d"), "postgres://u:***@h/d");
+        // A MySQL URI is named as such, with its password redacted too.
+        let e = parse("mysql://u:s3cret@h:3306/d").unwrap_err();
+        assert!(matches!(e, TargetError::OtherEngine { .. }), "{e}");
+        assert!(
+            !e.to_string().contains("s3cret") && e.to_string().contains("mariadb"),
+            "{e}"
+        );
+        assert!(matches!(
+            parse("db=mariadb://u@h/d"),
+            Err(TargetError::OtherEngine { .. })
+        ));
         assert_eq!(
             redact("postgres://h/d?password=pw&x=1"),
             "postgres://h/d?password=***&x=1"

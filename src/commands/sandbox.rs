@@ -10,16 +10,31 @@ use crate::Exit;
 
 pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
     match cmd {
-        SandboxCommand::Start { json } => {
+        SandboxCommand::Start { json, engines } => {
             if let Some(info) = crate::sandbox::detached_info()? {
                 bail!(
                     "a sandbox is already running in {}; stop it with `connbench sandbox stop`",
                     info.dir.display()
                 );
             }
+            // PostgreSQL is the sandbox's core (PgBouncer, the built-in suites); MariaDB
+            // is added by default where it is installed.
+            let mariadb = if engines.is_empty() {
+                let installed = crate::sandbox::mariadb::installed();
+                if !installed {
+                    eprintln!("note: MariaDB is not installed, so the sandbox runs PostgreSQL only (Debian: apt-get install mariadb-server)");
+                }
+                installed
+            } else {
+                if !engines.iter().any(|e| e == "postgres") {
+                    bail!("--engines {}: postgres is always started (PgBouncer and the built-in suites use it); give postgres,mariadb", engines.join(","));
+                }
+                engines.iter().any(|e| e == "mariadb")
+            };
             let sb = Sandbox::start(&SandboxOptions {
                 detached: true,
                 durable: false,
+                mariadb,
             })
             .await?;
             if json {
@@ -47,7 +62,11 @@ pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
                 return Ok(Exit::Success);
             };
             let alive = crate::sandbox::pid_alive_in(info.postgres_pid, &info.dir)
-                && crate::sandbox::pid_alive_in(info.pgbouncer_pid, &info.dir);
+                && crate::sandbox::pid_alive_in(info.pgbouncer_pid, &info.dir)
+                && info
+                    .mariadb
+                    .as_ref()
+                    .is_none_or(|m| crate::sandbox::pid_alive_in(m.pid, &info.dir));
             let check = match info.target("unix").and_then(|t| t.target()) {
                 Ok(t) => match Endpoint::new(t) {
                     Ok(ep) => crate::connect::connect_once(&ep, Some("SELECT 1"))
@@ -94,8 +113,23 @@ pub fn describe_sandbox(info: &crate::sandbox::SandboxInfo) -> String {
         info.pgbouncer_pid,
     );
     let width = info.targets.iter().map(|t| t.name.len()).max().unwrap_or(0);
-    for t in &info.targets {
+    for t in info.targets.iter().filter(|t| t.mysql.is_none()) {
         s.push_str(&format!("  {:<width$}  {}\n", t.name, t.conninfo));
+    }
+    if let Some(m) = &info.mariadb {
+        s.push_str(&format!(
+            "  {} on port {}, pid {}, socket {}\n\
+             MariaDB targets (the `mariadb` client; the passwords are in the option files, mode 0600):\n",
+            m.version,
+            m.port,
+            m.pid,
+            m.socket.display()
+        ));
+        for t in &info.targets {
+            if let Some(p) = &t.mysql {
+                s.push_str(&format!("  {:<width$}  {}\n", t.name, p.command));
+            }
+        }
     }
     s
 }

@@ -32,6 +32,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::proto::{postgres, PhaseCursor};
 use crate::target::Target;
 
+pub mod mariadb;
+
 /// The superuser connbench creates (SCRAM-SHA-256 password, kept in the passfile).
 pub const SUPERUSER: &str = "connbench";
 /// A role the server and PgBouncer trust without a password.
@@ -61,6 +63,10 @@ pub struct SandboxTarget {
     pub name: String,
     pub conninfo: String,
     pub description: String,
+    /// A MySQL/MariaDB target's parts (host, port, socket, user, database, option file
+    /// and the `mariadb` command), for tools that take them apart.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub mysql: Option<mariadb::MysqlParts>,
 }
 
 impl SandboxTarget {
@@ -86,6 +92,9 @@ pub struct SandboxInfo {
     pub run_as: String,
     pub ca_cert: PathBuf,
     pub passfile: PathBuf,
+    /// The MariaDB beside PostgreSQL, when the sandbox runs one (`--engines`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mariadb: Option<mariadb::MariaDbInfo>,
     pub targets: Vec<SandboxTarget>,
 }
 
@@ -108,6 +117,8 @@ pub struct SandboxOptions {
     pub detached: bool,
     /// Keep PostgreSQL's durable defaults instead of the quiet settings (see [`QUIET`]).
     pub durable: bool,
+    /// Also start MariaDB (see [`mariadb`]).
+    pub mariadb: bool,
 }
 
 /// The sandbox's PostgreSQL settings for measuring connection paths: commits do not wait
@@ -129,6 +140,7 @@ pub struct Sandbox {
     pub info: SandboxInfo,
     postgres: Option<Child>,
     pgbouncer: Option<Child>,
+    mariadb: Option<mariadb::MariaDb>,
     watchdog: Option<(Child, ChildStdin)>,
     detached: bool,
 }
@@ -170,12 +182,16 @@ impl Sandbox {
                 run_as: run_as.name.clone(),
                 ca_cert: dir.join("ca.crt"),
                 passfile: dir.join("pgpass"),
+                mariadb: None,
                 targets: Vec::new(),
             },
             postgres: None,
             pgbouncer: None,
+            mariadb: None,
             watchdog: None,
-            detached: opts.detached,
+            // Detached only once everything has started: a start that fails halfway
+            // stops what it started rather than leave it running with no pointer to it.
+            detached: false,
         };
         // From here on, dropping `sandbox` cleans up whatever was made so far.
         if !opts.detached {
@@ -185,8 +201,15 @@ impl Sandbox {
         sandbox.start_postgres(&bins, &run_as, opts.durable).await?;
         let secret = sandbox.prepare_roles().await?;
         sandbox.start_pgbouncer(&bins, &run_as, &secret).await?;
+        if opts.mariadb {
+            let bins = mariadb::find_binaries()?;
+            let m = mariadb::start(&dir, &bins, &mariadb::run_as()?, opts.durable).await?;
+            sandbox.info.mariadb = Some(m.info.clone());
+            sandbox.mariadb = Some(m);
+        }
         sandbox.info.targets = targets(&sandbox.info);
         if opts.detached {
+            sandbox.detached = true;
             let state = serde_json::to_string_pretty(&sandbox.info)?;
             fs::write(dir.join("sandbox.json"), state)?;
             fs::write(state_pointer(), dir.display().to_string())?;
@@ -428,6 +451,9 @@ impl Sandbox {
         if self.detached {
             return Ok(());
         }
+        if let Some(m) = self.mariadb.as_mut() {
+            mariadb::stop(m);
+        }
         self.stop_pgbouncer();
         self.stop_postgres();
         let removed = remove_dir(&self.info.dir);
@@ -453,6 +479,11 @@ pub fn stop_detached() -> Result<Option<PathBuf>> {
         return Ok(None);
     };
     let dir = info.dir.clone();
+    if let Some(m) = &info.mariadb {
+        if !stop_pid(m.pid, libc::SIGTERM, &dir, Duration::from_secs(15)) {
+            stop_pid(m.pid, libc::SIGKILL, &dir, Duration::from_secs(3));
+        }
+    }
     stop_pid(info.pgbouncer_pid, libc::SIGTERM, &dir, Duration::from_secs(5));
     if !stop_pid(info.postgres_pid, libc::SIGINT, &dir, Duration::from_secs(10)) {
         stop_pid(info.postgres_pid, libc::SIGQUIT, &dir, Duration::from_secs(3));
@@ -585,6 +616,10 @@ fn server_command(bin: &Path, run_as: &RunAs, cwd: &Path) -> Command {
         "PGPASSWORD",
         "PGSSLMODE",
         "PGOPTIONS",
+        "MYSQL_PWD",
+        "MYSQL_HOST",
+        "MYSQL_TCP_PORT",
+        "MYSQL_UNIX_PORT",
     ] {
         cmd.env_remove(var);
     }
@@ -613,6 +648,7 @@ stop() {
   ours "$pid" && kill -KILL "$pid" 2>/dev/null
   return 0
 }
+stop "$dir/mariadb/mariadbd.pid" TERM
 stop "$dir/pgbouncer.pid" TERM
 stop "$dir/data/postmaster.pid" QUIT
 rm -rf "$dir"
@@ -641,8 +677,9 @@ fn targets(info: &SandboxInfo) -> Vec<SandboxTarget> {
         name: name.to_string(),
         conninfo,
         description: description.to_string(),
+        mysql: None,
     };
-    vec![
+    let mut all = vec![
         t(
             "unix",
             format!("host={d} port={pg} dbname={DATABASE} {su}"),
@@ -693,7 +730,11 @@ fn targets(info: &SandboxInfo) -> Vec<SandboxTarget> {
             format!("host={d} port={pgb} dbname={DATABASE} {tr}"),
             "PgBouncer session mode over its Unix socket, trust",
         ),
-    ]
+    ];
+    if let Some(m) = &info.mariadb {
+        all.extend(mariadb::targets(m, &info.ca_cert));
+    }
+    all
 }
 
 /// A CA and a server certificate for localhost, 127.0.0.1 and ::1, made for this run.
@@ -773,25 +814,31 @@ fn find_binaries() -> Result<Binaries> {
 }
 
 fn run_as_user() -> Result<RunAs> {
+    run_as_named(
+        &std::env::var("CONNBENCH_SANDBOX_USER").unwrap_or_else(|_| "postgres".to_string()),
+        "install the postgresql package (it creates the postgres user) or set CONNBENCH_SANDBOX_USER",
+    )
+    .context("cannot start sandbox")
+}
+
+/// The account a server runs as: this process's own, or as root the named one (the
+/// servers refuse to run as root).
+fn run_as_named(name: &str, fix: &str) -> Result<RunAs> {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
         let name = std::env::var("USER").unwrap_or_else(|_| euid.to_string());
         return Ok(RunAs { name, ids: None });
     }
-    let name = std::env::var("CONNBENCH_SANDBOX_USER").unwrap_or_else(|_| "postgres".to_string());
-    let cname = std::ffi::CString::new(name.clone())?;
+    let cname = std::ffi::CString::new(name)?;
     // SAFETY: getpwnam returns null or a pointer to static storage we read at once.
     let pw = unsafe { libc::getpwnam(cname.as_ptr()) };
     if pw.is_null() {
-        bail!(
-            "cannot start sandbox: running as root, and PostgreSQL refuses to run as root, but there is no user {name:?} to run it as; \
-             install the postgresql package (it creates the postgres user) or set CONNBENCH_SANDBOX_USER"
-        );
+        bail!("running as root, and the servers refuse to run as root, but there is no user {name:?} to run them as; {fix}");
     }
     let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
     Ok(RunAs {
-        name,
+        name: name.to_string(),
         ids: Some((uid, gid)),
     })
 }
