@@ -598,68 +598,58 @@ pub fn redact(text: &str) -> String {
 }
 
 /// Replaces every `password` value in key=value text, as written (quotes and escapes
-/// included), with `***`. It scans leniently and never fails, so a string that does not
-/// parse is redacted too, to its end when a quote is left open.
+/// included), with `***`. It looks for the word itself rather than tokenizing, so text
+/// that does not parse, or parses into other keys (a stray quote before it), is
+/// redacted too, to its end when a quote is left open.
 fn redact_keyvalue(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
-    let mut it = text.char_indices().peekable();
-    let skip_space = |it: &mut std::iter::Peekable<std::str::CharIndices>| {
-        while it.peek().is_some_and(|(_, c)| c.is_whitespace()) {
-            it.next();
-        }
-    };
-    loop {
-        skip_space(&mut it);
-        let Some(&(key_start, _)) = it.peek() else { break };
-        let mut key_end = text.len();
-        while let Some(&(i, c)) = it.peek() {
-            if c == '=' || c.is_whitespace() {
-                key_end = i;
-                break;
-            }
-            it.next();
-        }
-        let key = &text[key_start..key_end];
-        skip_space(&mut it);
-        if it.peek().map(|&(_, c)| c) != Some('=') {
+    let mut from = 0;
+    while let Some(found) = text[from..].find("password") {
+        let mut i = from + found + "password".len();
+        from = i;
+        let rest = &text[i..];
+        let skipped = rest.len() - rest.trim_start().len();
+        i += skipped;
+        if !text[i..].starts_with('=') {
             continue;
         }
-        it.next();
-        skip_space(&mut it);
-        let value_start = it.peek().map_or(text.len(), |&(i, _)| i);
+        i += 1;
+        i += text[i..].len() - text[i..].trim_start().len();
+        let value_start = i;
+        let mut chars = text[i..].char_indices();
         let mut value_end = text.len();
-        if it.peek().map(|&(_, c)| c) == Some('\'') {
-            it.next();
-            while let Some((i, c)) = it.next() {
+        if text[i..].starts_with('\'') {
+            chars.next();
+            while let Some((j, c)) = chars.next() {
                 match c {
                     '\\' => {
-                        it.next();
+                        chars.next();
                     }
                     '\'' => {
-                        value_end = i + 1;
+                        value_end = i + j + 1;
                         break;
                     }
                     _ => {}
                 }
             }
         } else {
-            while let Some(&(i, c)) = it.peek() {
+            while let Some((j, c)) = chars.next() {
                 if c.is_whitespace() {
-                    value_end = i;
+                    value_end = i + j;
                     break;
                 }
-                it.next();
                 if c == '\\' {
-                    it.next();
+                    chars.next();
                 }
             }
         }
-        if key == "password" && value_end > value_start {
+        if value_end > value_start {
             out.push_str(&text[copied..value_start]);
             out.push_str("***");
             copied = value_end;
         }
+        from = value_end.max(from);
     }
     out.push_str(&text[copied..]);
     out
@@ -695,6 +685,15 @@ fn parse_keyvalue(text: &str) -> Result<Vec<(String, String)>, TargetError> {
         text: redact(text),
         why: why.to_string(),
     };
+    // A token is named in an error only when the text holds no password: a stray quote
+    // can make the parser read part of a password as a key.
+    let shown = |token: &str| {
+        if text.contains("password") {
+            "a key".to_string()
+        } else {
+            format!("{token:?}")
+        }
+    };
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     loop {
@@ -716,7 +715,7 @@ fn parse_keyvalue(text: &str) -> Result<Vec<(String, String)>, TargetError> {
             chars.next();
         }
         if chars.next() != Some('=') {
-            return Err(syntax(&format!("missing \"=\" after {key:?}")));
+            return Err(syntax(&format!("missing \"=\" after {}", shown(&key))));
         }
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
@@ -739,7 +738,7 @@ fn parse_keyvalue(text: &str) -> Result<Vec<(String, String)>, TargetError> {
                 }
             }
             if !closed {
-                return Err(syntax(&format!("unterminated quoted value for {key:?}")));
+                return Err(syntax(&format!("unterminated quoted value for {}", shown(&key))));
             }
         } else {
             while let Some(&c) = chars.peek() {
@@ -1084,6 +1083,12 @@ mod tests {
             "host=h password=*** port=1"
         );
         assert_eq!(redact("password = pw host=h"), "password = *** host=h");
+        // Found by the fuzz properties: a label-like prefix and a quote make the parser
+        // read the password as a key; neither the text nor the reason may show it.
+        for text in [r"_='=' password='ZqA0AaaA' ", r"_='=' password='ZqaA0 0\\' "] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(!e.contains("ZqA0AaaA") && !e.contains("ZqaA0"), "{e}");
+        }
         assert_eq!(redact("postgres://u:pw@h/d"), "postgres://u:***@h/d");
         // A MySQL URI is named as such, with its password redacted too.
         let e = parse("mysql://u:s3cret@h:3306/d").unwrap_err();

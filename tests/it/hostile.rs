@@ -11,12 +11,21 @@ use std::time::{Duration, Instant};
 use crate::common::connbench;
 
 /// Serves every connection: reads the startup message, sends AuthenticationOk and
-/// ReadyForQuery, reads one message (the query) and answers `reply`. Returns the port.
+/// ReadyForQuery, reads one message (the query) and answers `reply`, then holds the
+/// connection open. Returns the port.
 fn serve(reply: Vec<u8>) -> u16 {
+    serve_then(reply, true)
+}
+
+/// As [`serve`]; with `hold` false the connection is closed after the reply, so a reader
+/// that wants more bytes meets the end of the stream rather than a silent peer.
+pub fn serve_then(reply: Vec<u8>, hold: bool) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        for conn in listener.incoming() {
+        // Holding: serve every connection (a retrying client comes back). Not holding:
+        // one connection, then the thread ends, so thousands of cases leave no threads.
+        for conn in listener.incoming().take(if hold { usize::MAX } else { 1 }) {
             let Ok(mut c) = conn else { return };
             let reply = reply.clone();
             std::thread::spawn(move || {
@@ -36,7 +45,9 @@ fn serve(reply: Vec<u8>) -> u16 {
                     let _ = c.write_all(&reply);
                 }
                 // Hold the connection open: a reader that waits for more would stall here.
-                std::thread::sleep(Duration::from_secs(20));
+                if hold {
+                    std::thread::sleep(Duration::from_secs(20));
+                }
             });
         }
     });

@@ -5,6 +5,7 @@ mod cleanup;
 mod cli;
 mod common;
 mod connect;
+mod fuzz;
 mod hostile;
 mod load;
 mod netpath;

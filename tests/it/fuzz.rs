@@ -1,0 +1,162 @@
+//! Bounded property runs of every parser of outside text or bytes: targets (key=value
+//! and URIs, with redaction), pgbench-style scripts, suite files and the PostgreSQL
+//! backend reader. Each runs a few hundred generated inputs on every test run; a
+//! failure prints the smallest input proptest finds. The property is always the same:
+//! an error or a value, never a panic or a stall, and never a password in a message.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use connbench::experiment::suite::Suite;
+use connbench::load::workload::Script;
+use connbench::proto::{self, Endpoint, PhaseCursor};
+use connbench::target::{redact, Target};
+
+/// `cases` inputs per property on every test run; `bench/fuzz.sh` raises it with
+/// PROPTEST_CASES for long runs (each run draws new inputs from a fresh seed).
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(cases),
+        // Found failures become explicit regression tests, not files beside the source.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// A value in libpq's key=value syntax: bare with backslash escapes, or single-quoted
+/// with `\'` and `\\`.
+fn quoted(v: &str, quote: bool) -> String {
+    let escaped: String = v
+        .chars()
+        .flat_map(|c| match c {
+            '\'' | '\\' => vec!['\\', c],
+            ' ' if !quote => vec!['\\', ' '],
+            c => vec![c],
+        })
+        .collect();
+    if quote {
+        format!("'{escaped}'")
+    } else {
+        escaped
+    }
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    #[test]
+    fn any_text_as_a_target_is_a_value_or_an_error(s in "\\PC{0,60}") {
+        let _ = Target::parse(&s);
+        let _ = redact(&s);
+    }
+
+    #[test]
+    fn a_password_never_appears_in_a_targets_errors_or_redaction(
+        secret in "Zq[A-Za-z0-9' \\\\]{6,14}",
+        quote in any::<bool>(),
+        before in prop::collection::vec(("[a-z_]{1,9}", "[ -~]{0,8}"), 0..3),
+        after in prop::collection::vec(("[a-z_]{1,9}", "[ -~]{0,8}"), 0..3),
+        truncate in 0usize..3,
+    ) {
+        let pairs = |v: &[(String, String)]| -> String {
+            v.iter().map(|(k, x)| format!("{k}={} ", quoted(x, true))).collect()
+        };
+        let mut text = format!("{}password={} {}", pairs(&before), quoted(&secret, quote), pairs(&after));
+        // Cut the text short: an unterminated quote, a key without its value.
+        for _ in 0..truncate {
+            text.pop();
+        }
+        let core = &secret[2..];
+        prop_assert!(!redact(&text).contains(core), "redact({text:?}) = {:?}", redact(&text));
+        if let Err(e) = Target::parse(&text) {
+            prop_assert!(!e.to_string().contains(core), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn any_script_parses_or_names_its_error(
+        lines in prop::collection::vec(
+            prop_oneof![
+                "\\\\set [a-z]{1,3} [-+*/%() 0-9a-z:]{0,24}",
+                "\\\\set [a-z]{1,2} random\\([-0-9:a-z, *]{0,16}\\)",
+                "\\\\sleep [0-9a-z :]{0,8}",
+                "SELECT [ -~]{0,20};",
+                "[ -~]{0,20}",
+            ],
+            0..8,
+        )
+    ) {
+        let text = lines.join("\n");
+        match Script::parse("fuzz.sql", &text) {
+            Ok(_) => {}
+            Err(e) => prop_assert!(e.to_string().starts_with("fuzz.sql"), "{e}"),
+        }
+    }
+
+    #[test]
+    fn any_suite_file_loads_or_names_its_error(
+        lines in prop::collection::vec(
+            prop_oneof![
+                "(name|question|kind|figure|baseline|duration|warmup|repetitions|noise_threshold) = (\"[ -~&&[^\"\\\\]]{0,12}\"|-?[0-9]{1,4}(\\.[0-9])?)",
+                "\\[(defaults|axes|quick|full)\\]",
+                "\\[\\[cells\\]\\]",
+                "(clients|target|workload|connection|rate|path|distance|pool_size) = (\"[ -~&&[^\"\\\\]]{0,10}\"|[0-9]{1,5}|\\[\"[a-z0-9]{0,5}\", \"[a-z0-9]{0,5}\"\\])",
+            ],
+            0..12,
+        )
+    ) {
+        let _ = Suite::parse(&lines.join("\n"), "fuzz.toml");
+    }
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    #[test]
+    fn any_bytes_after_a_query_are_an_answer_or_an_error_never_a_panic_or_a_stall(
+        reply in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..64),
+            // Well-formed headers with arbitrary bodies reach deeper.
+            (prop::sample::select(vec![b'C', b'D', b'E', b'T', b'Z', b'N', b'I', b'1', b'2', b'n', b'S']),
+             // Bodies of a few bytes, where the length checks matter, half the time.
+             prop_oneof![prop::collection::vec(any::<u8>(), 0..3), prop::collection::vec(any::<u8>(), 0..24)],
+             0u32..40)
+                .prop_map(|(tag, body, extra)| {
+                    let len = (body.len() as u32 + 4).saturating_add(extra % 3);
+                    let mut m = vec![tag];
+                    m.extend_from_slice(&len.to_be_bytes());
+                    m.extend_from_slice(&body);
+                    m
+                }),
+        ]
+    ) {
+        let port = crate::hostile::serve_then(reply, false);
+        let target = Target::parse(&format!("host=127.0.0.1 port={port} user=x dbname=x sslmode=disable")).unwrap();
+        let ep = Endpoint::new(target).unwrap();
+        let outcome = std::thread::spawn(move || {
+            crate::common::runtime().block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), async {
+                    // The peer's handshake is well formed: the connect must succeed, so
+                    // every case reaches the reader under test.
+                    let (mut session, _) = proto::connect(&ep, &PhaseCursor::default())
+                        .await
+                        .map_err(|e| format!("connect: {e}"))?;
+                    let _ = session.simple_query("select 1").await;
+                    Ok::<(), String>(())
+                })
+                .await
+            })
+        })
+        .join();
+        let outcome = outcome.map_err(|_| TestCaseError::fail("the reader panicked"))?;
+        match outcome {
+            Err(_) => prop_assert!(false, "the reader stalled past 10 s after the peer closed"),
+            Ok(Err(e)) => prop_assert!(false, "{e}"),
+            Ok(Ok(())) => {}
+        }
+    }
+}
