@@ -29,12 +29,33 @@
 use std::time::Duration;
 
 /// Cumulative CPU time of the whole machine by state, in clock ticks (`/proc/stat`'s
-/// first line: user nice system idle iowait irq softirq steal).
+/// first line: user nice system idle iowait irq softirq steal), its context switches, and
+/// the packets of every network interface (`/proc/net/dev`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MachineCpu {
     ticks: [u64; 8],
     /// Context switches since boot, every CPU (`ctxt`).
     context_switches: u64,
+    /// Packets received and sent on every interface; `None` without `/proc/net/dev`.
+    packets: Option<(u64, u64)>,
+}
+
+/// Packets received and sent so far, summed over every interface. A packet between two
+/// processes of this machine crosses `lo` and counts once each way; a Unix socket
+/// sends none.
+fn packets(text: &str) -> Option<(u64, u64)> {
+    let mut total = (0u64, 0u64);
+    for line in text.lines().skip(2) {
+        let (_, counters) = line.split_once(':')?;
+        let f: Vec<u64> = counters
+            .split_ascii_whitespace()
+            .map(|v| v.parse().ok())
+            .collect::<Option<_>>()?;
+        // Receive: bytes packets errs drop fifo frame compressed multicast; transmit: the same 8.
+        total.0 += *f.get(1)?;
+        total.1 += *f.get(9)?;
+    }
+    Some(total)
 }
 
 /// How the machine's CPUs were spent over a window.
@@ -48,13 +69,21 @@ pub struct MachineUse {
     pub steal_percent: f64,
     /// Context switches on every CPU during the window.
     pub context_switches: u64,
+    /// Packets received and sent on every interface during the window (loopback
+    /// included); null where `/proc/net/dev` cannot be read.
+    pub packets_received: Option<u64>,
+    pub packets_sent: Option<u64>,
 }
 
 impl MachineCpu {
     /// Reads `/proc/stat` now.
     pub fn read() -> Option<MachineCpu> {
         let text = std::fs::read_to_string("/proc/stat").ok()?;
-        MachineCpu::parse(&text)
+        let mut m = MachineCpu::parse(&text)?;
+        m.packets = std::fs::read_to_string("/proc/net/dev")
+            .ok()
+            .and_then(|t| packets(&t));
+        Some(m)
     }
 
     fn parse(text: &str) -> Option<MachineCpu> {
@@ -75,6 +104,7 @@ impl MachineCpu {
         Some(MachineCpu {
             ticks,
             context_switches,
+            packets: None,
         })
     }
 
@@ -98,6 +128,14 @@ impl MachineCpu {
             busy_cores: busy as f64 / total as f64 * cores as f64,
             steal_percent: d[7] as f64 * 100.0 / total as f64,
             context_switches: self.context_switches.saturating_sub(earlier.context_switches),
+            packets_received: self
+                .packets
+                .zip(earlier.packets)
+                .map(|(a, b)| a.0.saturating_sub(b.0)),
+            packets_sent: self
+                .packets
+                .zip(earlier.packets)
+                .map(|(a, b)| a.1.saturating_sub(b.1)),
         })
     }
 }
@@ -269,6 +307,10 @@ mod tests {
         assert!((u.steal_percent - 20.0).abs() < 1e-9);
         assert!((u.busy_cores - 0.5 * u.cores as f64).abs() < 1e-9);
         assert_eq!(u.context_switches, 300);
+        assert_eq!(u.packets_sent, None, "no /proc/net/dev reading in this test");
+        let dev = "Inter-|   Receive |  Transmit\n face |bytes packets ...\n    lo: 100 7 0 0 0 0 0 0 100 7 0 0 0 0 0 0\n  eth0: 5 2 0 0 0 0 0 0 9 3 0 0 0 0 0 0\n";
+        assert_eq!(packets(dev), Some((9, 10)));
+        assert_eq!(packets("x\ny\n lo: 1 2\n"), None);
         assert_eq!(b.since(&b), None);
         assert_eq!(MachineCpu::parse("intr 1 2 3"), None);
         assert_eq!(MachineCpu::parse("cpu 1 2 3"), None);

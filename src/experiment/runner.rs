@@ -864,6 +864,8 @@ mod tests {
             busy_cores: 1.5,
             steal_percent,
             context_switches: 0,
+            packets_received: None,
+            packets_sent: None,
         };
         assert!(!retake(&at(0.4), 0, false), "a quiet window is kept");
         assert!(

@@ -110,6 +110,11 @@ struct Summary<'a> {
     client_involuntary_switches_per_transaction: Option<f64>,
     /// Context switches of the whole machine (every CPU, every process) per transaction.
     context_switches_per_transaction: Option<f64>,
+    /// Packets the whole machine sent and received (every interface; a packet between
+    /// two local processes crosses loopback and counts once each way; a Unix socket sends
+    /// none) per transaction.
+    packets_sent_per_transaction: Option<f64>,
+    packets_received_per_transaction: Option<f64>,
     /// The server's CPU over the window (every backend, those that exited included, the
     /// postmaster and its background processes); null when not measured, and then
     /// `server_cpu_not_measured` says why.
@@ -206,6 +211,8 @@ pub fn json(
             client_voluntary_switches_per_transaction: s.client_switches_per_transaction.map(|c| c.0),
             client_involuntary_switches_per_transaction: s.client_switches_per_transaction.map(|c| c.1),
             context_switches_per_transaction: s.context_switches_per_transaction,
+            packets_sent_per_transaction: s.packets_per_transaction.map(|p| p.0),
+            packets_received_per_transaction: s.packets_per_transaction.map(|p| p.1),
             server_cpu_s: s.server_cpu.map(|c| c.total_s()),
             server_cpu_user_s: s.server_cpu.map(|c| c.user_s),
             server_cpu_system_s: s.server_cpu.map(|c| c.system_s),
@@ -410,9 +417,15 @@ pub fn text(
         );
     }
     let n = s.transactions.max(1) as f64;
+    let packets = s
+        .packets_per_transaction
+        .map(|(out, back)| {
+            format!("; the machine's packets per transaction: {out:.1} sent, {back:.1} received (every interface)")
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         o,
-        "network       {} sent, {} received ({} and {} per transaction)",
+        "network       {} sent, {} received ({} and {} per transaction){packets}",
         format_bytes(s.bytes_sent as f64),
         format_bytes(s.bytes_received as f64),
         format_bytes(s.bytes_sent as f64 / n),

@@ -107,6 +107,9 @@ pub struct LoadSummary {
     pub client_switches_per_transaction: Option<(f64, f64)>,
     /// Context switches of the whole machine (every CPU, every process) per transaction.
     pub context_switches_per_transaction: Option<f64>,
+    /// Packets sent and received by the whole machine (every interface, loopback
+    /// included) per transaction.
+    pub packets_per_transaction: Option<(f64, f64)>,
     /// The server's, the pooler's and the route's relays' CPU, apart from the client's;
     /// `None` where there is none on the path or it was not measured.
     pub server_cpu: Option<GroupCpu>,
@@ -271,6 +274,10 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
             .machine
             .filter(|_| r.transactions > 0)
             .map(|m| m.context_switches as f64 / r.transactions as f64),
+        packets_per_transaction: run.machine.filter(|_| r.transactions > 0).and_then(|m| {
+            let n = r.transactions as f64;
+            Some((m.packets_sent? as f64 / n, m.packets_received? as f64 / n))
+        }),
         server_cpu: run
             .server_cpu
             .map(|c| GroupCpu::of(c, r.transactions, measured_s)),

@@ -480,6 +480,16 @@ fn cpu_is_accounted_per_group_and_is_null_with_a_reason_where_not_measured() {
         stderr(&o)
     );
 
+    // Packets: over TCP each query and its answer cross loopback (at least one packet
+    // each way per transaction; other tests running beside this one only add to it).
+    let v = load_json(&[&conninfo("tcp_trust"), "-S", "-T", "1"]);
+    assert!(f(&v, "packets_sent_per_transaction") >= 1.0, "{}", v["summary"]);
+    assert!(
+        f(&v, "packets_received_per_transaction") >= 1.0,
+        "{}",
+        v["summary"]
+    );
+
     // Through PgBouncer with a connection per transaction: the pooler apart, and the
     // server's CPU per new connection.
     let v = load_json(&["--sandbox", "pgbouncer_unix", "-S", "-C", "-T", "1"]);
