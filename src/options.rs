@@ -445,7 +445,7 @@ pub fn netpath(s: &Settings) -> Result<NetPath> {
 
 /// A cell's route from its `path` and `distance` settings.
 /// Whose CPU a run on `target` reads besides the client's: the sandbox's PostgreSQL (and
-/// PgBouncer when the target is the pooler) when the target is the sandbox's; else the
+/// PgBouncer when the target is the pooler) or MariaDB when the target is the sandbox's; else the
 /// server the user named (`--server-pid`, `--server-cgroup`); else none, with the reason
 /// the output gives instead of a number.
 pub fn accounting(
@@ -457,6 +457,16 @@ pub fn accounting(
         source.check().map_err(|e| anyhow!("{e}"))?;
         return Ok(Accounting {
             server: Some(source),
+            ..Default::default()
+        });
+    }
+    if let Some(m) = sandbox
+        .and_then(|sb| sb.mariadb.as_ref())
+        .filter(|m| target.engine == crate::target::Engine::Mysql && m.port == target.port)
+    {
+        // mariadbd is one process with a thread per connection: its own times are all.
+        return Ok(Accounting {
+            server: Some(Source::Tree(m.pid)),
             ..Default::default()
         });
     }

@@ -11,6 +11,8 @@
 //! [`Target::conninfo`] and of everything serialised, so it cannot leak into output,
 //! logs, JSON or the results store.
 
+mod mysql;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
@@ -89,12 +91,8 @@ pub enum TargetError {
     Syntax { text: String, why: String },
     #[error("cannot read passfile {path}: {why}")]
     Passfile { path: String, why: String },
-    #[error(
-        "a MySQL/MariaDB URI: connbench measures PostgreSQL only so far (MySQL and \
-         MariaDB are being built); the sandbox's MariaDB targets work today with the `mariadb` client \
-         and sysbench (`connbench sandbox start` prints the commands)"
-    )]
-    OtherEngine { text: String },
+    #[error("cannot read MySQL option file {path}: {why}")]
+    OptionFile { path: String, why: String },
 }
 
 fn bad(key: &str, value: &str, why: impl Into<String>) -> TargetError {
@@ -191,18 +189,30 @@ pub enum ChannelBinding {
     Require,
 }
 
+/// The database engines connbench speaks; a target says which one it is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    #[default]
+    Postgres,
+    /// MySQL and MariaDB: one wire protocol.
+    Mysql,
+}
+
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Host {
     /// A host name or IP address, reached over TCP.
     Tcp(String),
-    /// A directory holding the server's Unix socket (`.s.PGSQL.PORT`).
+    /// PostgreSQL: a directory holding the server's Unix socket (`.s.PGSQL.PORT`).
+    /// MySQL: the socket file itself.
     Unix(PathBuf),
 }
 
 /// A validated target: every value checked, the password looked up.
 #[derive(Clone, PartialEq)]
 pub struct Target {
+    pub engine: Engine,
     pub label: Option<String>,
     pub host: Host,
     pub hostaddr: Option<IpAddr>,
@@ -226,6 +236,7 @@ pub struct Target {
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Target")
+            .field("engine", &self.engine)
             .field("label", &self.label)
             .field("host", &self.host)
             .field("hostaddr", &self.hostaddr)
@@ -296,10 +307,13 @@ impl Target {
     /// Parses one target argument, resolving defaults from `env`.
     pub fn parse_with_env(text: &str, env: &dyn Env) -> Result<Target, TargetError> {
         let (label, body) = split_label(text);
-        if is_mysql_uri(body) {
-            return Err(TargetError::OtherEngine { text: redact(text) });
-        }
         let mut raw = parse_raw(body)?;
+        if is_mysql_uri(body) || mysql::is_mysql_keyvalue(&raw) {
+            if let Some(label) = label {
+                raw.insert("label".to_string(), label.to_string());
+            }
+            return mysql::resolve(raw, text, env);
+        }
         check_keys(&raw, text)?;
         if let Some(label) = label {
             raw.insert("label".to_string(), label.to_string());
@@ -410,6 +424,7 @@ impl Target {
             .map(PathBuf::from)
             .or_else(|| home_file(env, ".pgpass"));
         let mut target = Target {
+            engine: Engine::Postgres,
             label,
             host,
             hostaddr,
@@ -463,6 +478,7 @@ impl Target {
     /// The Unix socket file, for a Unix-socket target.
     pub fn socket_path(&self) -> Option<PathBuf> {
         match &self.host {
+            Host::Unix(file) if self.engine == Engine::Mysql => Some(file.clone()),
             Host::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
             Host::Tcp(_) => None,
         }
@@ -471,6 +487,9 @@ impl Target {
     /// The target as a libpq conninfo string, password left out (a passfile, when one
     /// supplied it, is named instead so the string still works with psql and pgbench).
     pub fn conninfo(&self) -> String {
+        if self.engine == Engine::Mysql {
+            return mysql::uri(self);
+        }
         let mut parts = Vec::new();
         let host = match &self.host {
             Host::Unix(d) => d.display().to_string(),
@@ -536,8 +555,10 @@ fn is_label(s: &str) -> bool {
 fn split_label(text: &str) -> (Option<&str>, &str) {
     let text = text.trim();
     if let Some((name, rest)) = text.split_once('=') {
-        let is_key =
-            KNOWN_KEYS.contains(&name) || IGNORED_KEYS.contains(&name) || UNSUPPORTED_KEYS.contains(&name);
+        let is_key = KNOWN_KEYS.contains(&name)
+            || IGNORED_KEYS.contains(&name)
+            || UNSUPPORTED_KEYS.contains(&name)
+            || mysql::KEYS.contains(&name);
         let rest_is_target = is_uri(rest) || is_mysql_uri(rest) || rest.contains('=');
         if !is_key && is_label(name) && rest_is_target && !name.contains(' ') {
             return (Some(name), rest);
@@ -669,7 +690,7 @@ fn redact_query_password(text: &str) -> String {
 
 /// Parses a target body (URI or key=value) into raw pairs.
 pub fn parse_raw(text: &str) -> Result<BTreeMap<String, String>, TargetError> {
-    let pairs = if is_uri(text) {
+    let pairs = if is_uri(text) || is_mysql_uri(text) {
         parse_uri(text)?
     } else {
         parse_keyvalue(text)?
@@ -1090,17 +1111,13 @@ mod tests {
             assert!(!e.contains("ZqA0AaaA") && !e.contains("ZqaA0"), "{e}");
         }
         assert_eq!(redact("postgres://u:pw@h/d"), "postgres://u:***@h/d");
-        // A MySQL URI is named as such, with its password redacted too.
-        let e = parse("mysql://u:s3cret@h:3306/d").unwrap_err();
-        assert!(matches!(e, TargetError::OtherEngine { .. }), "{e}");
+        // A MySQL URI's password is redacted too, in text and in errors.
+        assert_eq!(redact("mysql://u:s3cret@h:3306/d"), "mysql://u:***@h:3306/d");
+        let e = parse("mysql://u:s3cret@h:3306/d?ssl-mode=sometimes").unwrap_err();
         assert!(
-            !e.to_string().contains("s3cret") && e.to_string().contains("mariadb"),
+            !e.to_string().contains("s3cret") && e.to_string().contains("ssl-mode"),
             "{e}"
         );
-        assert!(matches!(
-            parse("db=mariadb://u@h/d"),
-            Err(TargetError::OtherEngine { .. })
-        ));
         assert_eq!(
             redact("postgres://h/d?password=pw&x=1"),
             "postgres://h/d?password=***&x=1"

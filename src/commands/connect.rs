@@ -24,7 +24,13 @@ pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
     // The sandbox lives until this function returns; its Drop stops and removes it.
     let mut sandbox = None;
     let subjects = if args.sandbox {
-        let sb = Sandbox::start(&SandboxOptions::default()).await?;
+        // MariaDB starts only when a named target is one of its own, so PostgreSQL-only
+        // runs keep their start-up time.
+        let sb = Sandbox::start(&SandboxOptions {
+            mariadb: args.targets.iter().any(|t| crate::sandbox::is_mariadb_target(t)),
+            ..SandboxOptions::default()
+        })
+        .await?;
         eprintln!(
             "sandbox: started in {} (postgres pid {}, pgbouncer pid {}; {}, {})",
             sb.info.dir.display(),

@@ -28,8 +28,12 @@ pub async fn run_init(args: InitArgs) -> Result<Exit> {
             report.replaced.join(", ")
         );
     }
+    let how = match ep.engine() {
+        crate::proto::Engine::Postgres => "loaded with COPY, keys added, vacuumed and analysed",
+        crate::proto::Engine::Mysql => "loaded into InnoDB tables with multi-row INSERTs and analysed",
+    };
     emit(&format!(
-        "init: schema {} at scale {}: {} rows loaded with COPY, keys added, vacuumed and analysed in {:.2} s\n",
+        "init: schema {} at scale {}: {} rows {how} in {:.2} s\n",
         report.schema,
         report.scale,
         report.rows,

@@ -25,6 +25,10 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let target = if args.sandbox {
         let sb = Sandbox::start(&SandboxOptions {
             durable: args.server.durable,
+            mariadb: args
+                .target
+                .as_deref()
+                .is_some_and(crate::sandbox::is_mariadb_target),
             ..SandboxOptions::default()
         })
         .await?;

@@ -85,7 +85,19 @@ pub async fn init_sandbox_tables(sb: &Sandbox, schema: &str, scale: u32) -> Resu
         report.rows,
         report.elapsed.as_secs_f64()
     );
-    crate::load::init::grant(&ep, schema, crate::sandbox::TRUST_ROLE).await
+    crate::load::init::grant(&ep, schema, crate::sandbox::TRUST_ROLE).await?;
+    // MariaDB, when the sandbox runs it: the same tables in the database of that name,
+    // which every MariaDB role of the sandbox is granted.
+    if let Ok(t) = sb.info.target("mariadb_unix") {
+        let ep = Endpoint::new(t.target()?)?;
+        let report = crate::load::init::init(&ep, schema, scale).await?;
+        eprintln!(
+            "sandbox: {} rows at scale {scale} in MariaDB database {schema} ({:.2} s)",
+            report.rows,
+            report.elapsed.as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 /// A channel that turns true on the first Ctrl-C (or SIGTERM), so a run can stop cleanly

@@ -104,14 +104,14 @@ impl Builtin {
                  UPDATE {s}.tellers SET tbalance = tbalance + :delta WHERE tid = :tid;\n\
                  UPDATE {s}.branches SET bbalance = bbalance + :delta WHERE bid = :bid;\n\
                  INSERT INTO {s}.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n\
-                 END;\n"
+                 COMMIT;\n"
             ),
             Builtin::SimpleUpdate => format!(
                 "{head}BEGIN;\n\
                  UPDATE {s}.accounts SET abalance = abalance + :delta WHERE aid = :aid;\n\
                  SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n\
                  INSERT INTO {s}.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n\
-                 END;\n"
+                 COMMIT;\n"
             ),
             Builtin::SelectOnly => format!(
                 "\\set aid random(1, 100000 * :scale)\n\

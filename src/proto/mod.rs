@@ -4,8 +4,8 @@
 //! [`Phase`]s, the [`Timeline`] one connect produces (time and round trips per phase, as
 //! plain data for `stats` and `report`), and [`ConnectError`], which always names the
 //! phase that failed. Each database engine implements its session in a submodule
-//! (`postgres` today; MySQL/MariaDB next) and fills the same `Timeline`, so everything
-//! downstream works for every engine unchanged.
+//! (`postgres`, and `mysql` for MySQL and MariaDB) and fills the same `Timeline`, so
+//! everything downstream works for every engine unchanged.
 //!
 //! The engine seam: an [`Endpoint`] says which [`Engine`] it speaks; [`connect`] opens a
 //! [`Session`] of that engine, and a `Session` is an enum over the engines' sessions, so
@@ -13,6 +13,7 @@
 //! engine themselves. A second engine adds a variant and a submodule; an enum rather than
 //! a trait object keeps the per-statement call on the hot path a static dispatch.
 
+pub mod mysql;
 pub mod postgres;
 
 use std::fmt;
@@ -21,6 +22,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::net::transport::{Counters, TlsInfo, TlsSetup};
+pub use crate::target::Engine;
 use crate::target::Target;
 
 /// The phases of a connection set-up, in wire order, plus the optional first query.
@@ -252,13 +254,6 @@ fn describe_io(e: &io::Error) -> String {
     }
 }
 
-/// The database engines connbench speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    Postgres,
-}
-
 /// A target prepared for many connects: validated, with its TLS context built once.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -275,7 +270,7 @@ impl Endpoint {
 
     /// The wire protocol this endpoint speaks.
     pub fn engine(&self) -> Engine {
-        Engine::Postgres
+        self.target.engine
     }
 }
 
@@ -302,6 +297,7 @@ pub struct QueryOutcome {
 #[derive(Debug)]
 pub enum Session {
     Postgres(postgres::Session),
+    Mysql(mysql::Session),
 }
 
 /// Opens a session of the endpoint's engine, timing every phase. `cursor` tracks the
@@ -311,6 +307,10 @@ pub async fn connect(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(Session, Ti
         Engine::Postgres => {
             let (s, t) = postgres::connect(ep, cursor).await?;
             Ok((Session::Postgres(s), t))
+        }
+        Engine::Mysql => {
+            let (s, t) = mysql::connect(ep, cursor).await?;
+            Ok((Session::Mysql(s), t))
         }
     }
 }
@@ -326,6 +326,10 @@ pub async fn connect_and_query(
             let (s, t) = postgres::connect_and_query(ep, sql, cursor).await?;
             Ok((Session::Postgres(s), t))
         }
+        Engine::Mysql => {
+            let (s, t) = mysql::connect_and_query(ep, sql, cursor).await?;
+            Ok((Session::Mysql(s), t))
+        }
     }
 }
 
@@ -334,6 +338,7 @@ impl Session {
     pub fn server_version(&self) -> Option<&str> {
         match self {
             Session::Postgres(s) => s.server_version.as_deref(),
+            Session::Mysql(s) => s.server_version.as_deref(),
         }
     }
 
@@ -341,6 +346,7 @@ impl Session {
     pub fn is_broken(&self) -> bool {
         match self {
             Session::Postgres(s) => s.is_broken(),
+            Session::Mysql(s) => s.is_broken(),
         }
     }
 
@@ -348,12 +354,15 @@ impl Session {
     pub fn in_failed_transaction(&self) -> bool {
         match self {
             Session::Postgres(s) => s.transaction_status() == b'E',
+            // MySQL keeps a transaction open after an error in it: roll it back.
+            Session::Mysql(s) => s.in_transaction(),
         }
     }
 
     pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
         match self {
             Session::Postgres(s) => s.simple_query(sql).await,
+            Session::Mysql(s) => s.simple_query(sql).await,
         }
     }
 
@@ -361,12 +370,14 @@ impl Session {
     pub async fn query_column(&mut self, sql: &str) -> Result<Vec<String>, ConnectError> {
         match self {
             Session::Postgres(s) => s.query_column(sql).await,
+            Session::Mysql(s) => s.query_column(sql).await,
         }
     }
 
     pub async fn prepare(&mut self, name: &str, sql: &str) -> Result<(), ConnectError> {
         match self {
             Session::Postgres(s) => s.prepare(name, sql).await,
+            Session::Mysql(s) => s.prepare(name, sql).await,
         }
     }
 
@@ -374,6 +385,7 @@ impl Session {
     pub async fn execute(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<u64, ConnectError> {
         match self {
             Session::Postgres(s) => s.execute(stmt, params).await,
+            Session::Mysql(s) => s.execute(stmt, params).await,
         }
     }
 
@@ -381,6 +393,7 @@ impl Session {
     pub fn counters(&self) -> Counters {
         match self {
             Session::Postgres(s) => s.counters(),
+            Session::Mysql(s) => s.counters(),
         }
     }
 
@@ -388,6 +401,7 @@ impl Session {
     pub async fn close(self) {
         match self {
             Session::Postgres(s) => s.close().await,
+            Session::Mysql(s) => s.close().await,
         }
     }
 }

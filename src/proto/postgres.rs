@@ -114,7 +114,7 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
     Ok(session)
 }
 
-async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, ConnectError> {
+pub(super) async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, ConnectError> {
     if let Some(ip) = t.hostaddr {
         return Ok(vec![SocketAddr::new(ip, t.port)]);
     }
@@ -139,7 +139,7 @@ async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, ConnectError
     Ok(addrs)
 }
 
-async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectError> {
+pub(super) async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectError> {
     let path = t.socket_path().expect("a Unix target has a socket path");
     transport::connect_unix(&path).await.map_err(|e| {
         let hint = match e.kind() {
@@ -156,7 +156,7 @@ async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectError> {
 }
 
 /// Tries each address in turn, as libpq does, and reports the last failure.
-async fn connect_socket_tcp(addrs: &[SocketAddr]) -> Result<Stream, ConnectError> {
+pub(super) async fn connect_socket_tcp(addrs: &[SocketAddr]) -> Result<Stream, ConnectError> {
     let mut last = None;
     for addr in addrs {
         match transport::connect_tcp(*addr).await {
@@ -204,7 +204,7 @@ async fn negotiate_tls(t: &Target, mut stream: Stream, tls: &TlsSetup) -> Result
     }
 }
 
-fn tls_cause(e: &std::io::Error) -> String {
+pub(super) fn tls_cause(e: &std::io::Error) -> String {
     match e.get_ref() {
         Some(inner) => inner.to_string(),
         None => e.to_string(),

@@ -110,6 +110,12 @@ impl SandboxInfo {
     }
 }
 
+/// Whether a sandbox target name is one of MariaDB's (`mariadb_unix`, ...), so that a
+/// command naming one starts MariaDB beside PostgreSQL.
+pub fn is_mariadb_target(name: &str) -> bool {
+    name.starts_with("mariadb_")
+}
+
 /// How to start a sandbox.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxOptions {

@@ -8,6 +8,7 @@ mod connect;
 mod fuzz;
 mod hostile;
 mod load;
+mod mysql;
 mod netpath;
 mod relay;
 mod report;

@@ -1,0 +1,856 @@
+//! The MySQL/MariaDB wire session: a phased connect, text queries and binary prepared
+//! statements, on the `mysql_common` crate's packets and authentication plugins (it does
+//! no I/O, so connbench owns the socket and the clock, as for PostgreSQL).
+//!
+//! MySQL's handshake is server-first, so its phases differ from PostgreSQL's in order
+//! and meaning: `connect` (the socket), `startup` (waiting for the server's greeting:
+//! the server accepts the connection and starts its thread), `tls` (SSLRequest and the
+//! handshake, when the target asks for TLS), then `auth`: the handshake response, any
+//! auth-switch request and plugin exchanges (`caching_sha2_password`'s fast path, its
+//! full path with the server's RSA key, `client_ed25519`), up to the OK packet. The OK
+//! packet is the server's only "ready" signal, so it ends `auth` and there is no
+//! separate `ready` phase; docs/statistics.md says so.
+//!
+//! Packets are length-prefixed (3 bytes, then a sequence number). Every length is checked
+//! against [`MAX_PAYLOAD`] before anything is reserved, and every packet is parsed with
+//! bounds checks: a hostile or broken peer gets a protocol error naming the phase, never
+//! a panic.
+
+use std::collections::HashMap;
+
+use bytes::{Buf, BytesMut};
+use mysql_common::auth::plugins::{AuthProc, ChallengeResponsePlugin, Context};
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest};
+use mysql_common::proto::MySerialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::postgres::{connect_socket_tcp, connect_socket_unix, resolve, tls_cause};
+pub use super::Endpoint;
+use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, Statement, Stopwatch, Timeline};
+use crate::net::transport::{self, Counters, Stream};
+use crate::target::{Host, Target};
+
+/// The largest payload connbench accepts (a result row of connbench's workloads is a few
+/// bytes; a server that announces more is broken or hostile).
+const MAX_PAYLOAD: usize = 64 << 20;
+/// What we tell the server we accept, as the `mysql` client does.
+const MAX_PACKET: u32 = 16 << 20;
+/// utf8mb4_general_ci.
+const COLLATION: u8 = 45;
+/// A bound on auth exchanges: each plugin needs at most three.
+const MAX_AUTH_STEPS: usize = 8;
+
+const COM_QUIT: u8 = 0x01;
+const COM_QUERY: u8 = 0x03;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_CLOSE: u8 = 0x19;
+const MYSQL_TYPE_VAR_STRING: u8 = 0xfd;
+
+/// An open, authenticated session, ready for queries.
+#[derive(Debug)]
+pub struct Session {
+    stream: Stream,
+    rbuf: BytesMut,
+    wbuf: Vec<u8>,
+    seq: u8,
+    caps: CapabilityFlags,
+    /// The server's thread id for this connection.
+    pub connection_id: u32,
+    /// The version the server sent in its greeting.
+    pub server_version: Option<String>,
+    status: StatusFlags,
+    statements: HashMap<String, Prepared>,
+    /// Set by any socket or framing error: the session cannot be used again.
+    broken: bool,
+}
+
+/// A statement prepared on this connection: its id, and which of the caller's
+/// parameters each `?` takes (connbench's scripts number them `$1`, `$2`, ...).
+#[derive(Debug, Clone)]
+struct Prepared {
+    id: u32,
+    order: Vec<usize>,
+}
+
+/// What the authentication plugins need to know about the connection.
+struct AuthContext<'a> {
+    pass: &'a [u8],
+    ipc: bool,
+    tls: bool,
+    scramble: &'a [u8],
+}
+
+impl Context for AuthContext<'_> {
+    fn pass(&self) -> &[u8] {
+        self.pass
+    }
+    fn is_ipc_transport(&self) -> bool {
+        self.ipc
+    }
+    fn is_tls_transport(&self) -> bool {
+        self.tls
+    }
+    fn scramble(&self) -> &[u8] {
+        self.scramble
+    }
+    fn server_key_pem(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Opens a session, timing every phase.
+pub async fn connect(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(Session, Timeline), ConnectError> {
+    let mut sw = Stopwatch::start();
+    let session = open(ep, cursor, &mut sw).await?;
+    let timeline = sw.finish(session.stream.counters(), session.stream.tls_info());
+    Ok((session, timeline))
+}
+
+/// Connects and then runs one query as the `query` phase of the same timeline.
+pub async fn connect_and_query(
+    ep: &Endpoint,
+    sql: &str,
+    cursor: &PhaseCursor,
+) -> Result<(Session, Timeline), ConnectError> {
+    let mut sw = Stopwatch::start();
+    let mut session = open(ep, cursor, &mut sw).await?;
+    cursor.set(Phase::Query);
+    session.simple_query(sql).await?;
+    sw.mark(Phase::Query, session.round_trips());
+    let timeline = sw.finish(session.stream.counters(), session.stream.tls_info());
+    Ok((session, timeline))
+}
+
+async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result<Session, ConnectError> {
+    let t = &ep.target;
+    let stream = match &t.host {
+        Host::Unix(_) => {
+            cursor.set(Phase::Connect);
+            let s = connect_socket_unix(t).await?;
+            sw.mark(Phase::Connect, 0);
+            s
+        }
+        Host::Tcp(host) => {
+            cursor.set(Phase::Resolve);
+            let addrs = resolve(t, host).await?;
+            sw.mark(Phase::Resolve, 0);
+            cursor.set(Phase::Connect);
+            let s = connect_socket_tcp(&addrs).await?;
+            sw.mark_network(Phase::Connect, 1);
+            s
+        }
+    };
+    let mut s = Session {
+        stream,
+        rbuf: BytesMut::with_capacity(8 * 1024),
+        wbuf: Vec::with_capacity(1024),
+        seq: 0,
+        caps: CapabilityFlags::empty(),
+        connection_id: 0,
+        server_version: None,
+        status: StatusFlags::empty(),
+        statements: HashMap::new(),
+        broken: false,
+    };
+    cursor.set(Phase::Startup);
+    let greeting = s.greeting().await?;
+    sw.mark(Phase::Startup, s.round_trips());
+    if ep.tls.is_some() {
+        cursor.set(Phase::Tls);
+        s = s.negotiate_tls(ep, &greeting).await?;
+        sw.mark(Phase::Tls, s.round_trips());
+    }
+    cursor.set(Phase::Auth);
+    s.authenticate(t, &greeting).await?;
+    sw.mark(Phase::Auth, s.round_trips());
+    Ok(s)
+}
+
+/// What the greeting told us, owned.
+struct Greeting {
+    caps: CapabilityFlags,
+    nonce: Vec<u8>,
+    plugin: AuthPlugin<'static>,
+    version: (u16, u16, u16),
+}
+
+impl Session {
+    fn round_trips(&self) -> u32 {
+        self.stream.counters().round_trips
+    }
+
+    /// Bytes and round trips on the socket so far.
+    pub fn counters(&self) -> Counters {
+        self.stream.counters()
+    }
+
+    /// Whether a socket or framing error made this session unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Whether the server says a transaction is open (after an error inside one, the
+    /// caller rolls it back).
+    pub fn in_transaction(&self) -> bool {
+        self.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS)
+    }
+
+    /// Sends `payload` as one packet (split at 16 MiB as the protocol requires).
+    async fn send(&mut self, phase: Phase) -> Result<(), ConnectError> {
+        let mut framed = Vec::with_capacity(self.wbuf.len() + 8);
+        let mut chunks = self.wbuf.chunks(0xff_ffff).peekable();
+        if chunks.peek().is_none() {
+            framed.extend_from_slice(&[0, 0, 0, self.seq]);
+            self.seq = self.seq.wrapping_add(1);
+        }
+        while let Some(chunk) = chunks.next() {
+            let n = chunk.len() as u32;
+            framed.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, self.seq]);
+            framed.extend_from_slice(chunk);
+            self.seq = self.seq.wrapping_add(1);
+            if n == 0xff_ffff && chunks.peek().is_none() {
+                framed.extend_from_slice(&[0, 0, 0, self.seq]);
+                self.seq = self.seq.wrapping_add(1);
+            }
+        }
+        self.wbuf.clear();
+        let written = async {
+            self.stream.write_all(&framed).await?;
+            self.stream.flush().await
+        }
+        .await;
+        written.map_err(|e| {
+            self.broken = true;
+            ConnectError::new(phase, ErrorKind::io(e, ""))
+        })
+    }
+
+    /// Starts a command: a new sequence, the command byte first.
+    fn command(&mut self, cmd: u8) {
+        self.seq = 0;
+        self.wbuf.clear();
+        self.wbuf.push(cmd);
+    }
+
+    async fn fill(&mut self, phase: Phase) -> Result<(), ConnectError> {
+        match self.stream.read_buf(&mut self.rbuf).await {
+            Ok(0) => {
+                self.broken = true;
+                Err(ConnectError::new(
+                    phase,
+                    ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""),
+                ))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.broken = true;
+                Err(ConnectError::new(phase, ErrorKind::io(e, "")))
+            }
+        }
+    }
+
+    /// Reads one whole packet's payload (joining a payload split at 16 MiB).
+    async fn packet(&mut self, phase: Phase) -> Result<Vec<u8>, ConnectError> {
+        let mut payload = Vec::new();
+        loop {
+            while self.rbuf.len() < 4 {
+                self.fill(phase).await?;
+            }
+            let len = self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
+            if payload.len() + len > MAX_PAYLOAD {
+                self.broken = true;
+                return Err(protocol(
+                    phase,
+                    format!(
+                        "the server announced a packet of more than {} MiB",
+                        MAX_PAYLOAD >> 20
+                    ),
+                ));
+            }
+            self.seq = self.rbuf[3].wrapping_add(1);
+            self.rbuf.reserve(4 + len);
+            while self.rbuf.len() < 4 + len {
+                self.fill(phase).await?;
+            }
+            self.rbuf.advance(4);
+            payload.extend_from_slice(&self.rbuf[..len]);
+            self.rbuf.advance(len);
+            if len < 0xff_ffff {
+                return Ok(payload);
+            }
+        }
+    }
+
+    /// The server's greeting (Protocol::HandshakeV10), or its error (too many
+    /// connections, host not allowed).
+    async fn greeting(&mut self) -> Result<Greeting, ConnectError> {
+        let p = Phase::Startup;
+        let pkt = self.packet(p).await?;
+        if pkt.first() == Some(&0xff) {
+            return Err(server_error(p, &pkt));
+        }
+        if pkt.first() != Some(&10) {
+            self.broken = true;
+            return Err(protocol(
+                p,
+                format!(
+                    "the server's greeting has protocol version {:?}, not 10 (is this a MySQL or MariaDB server?)",
+                    pkt.first()
+                ),
+            ));
+        }
+        let hs: HandshakePacket = ParseBuf(&pkt)
+            .parse(())
+            .map_err(|e| protocol(p, format!("malformed greeting: {e}")))?;
+        self.connection_id = hs.connection_id();
+        // MariaDB prefixes its version with "5.5.5-" for clients that predate it.
+        let version = hs.server_version_str();
+        self.server_version = Some(version.strip_prefix("5.5.5-").unwrap_or(&version).to_string());
+        let caps = hs.capabilities();
+        if !caps.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
+            return Err(protocol(p, "the server does not speak protocol 4.1".into()));
+        }
+        Ok(Greeting {
+            caps,
+            nonce: hs.nonce(),
+            plugin: hs
+                .auth_plugin()
+                .map(|a| a.into_owned())
+                .unwrap_or(AuthPlugin::MysqlNativePassword),
+            version: hs.server_version_parsed().unwrap_or((5, 5, 0)),
+        })
+    }
+
+    fn client_caps(&self, g: &Greeting, tls: bool) -> CapabilityFlags {
+        let mut want = CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_LONG_PASSWORD
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+            | CapabilityFlags::CLIENT_TRANSACTIONS
+            | CapabilityFlags::CLIENT_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_CONNECT_WITH_DB;
+        if tls {
+            want |= CapabilityFlags::CLIENT_SSL;
+        }
+        want & g.caps
+    }
+
+    /// SSLRequest (the first half of a handshake response), then the TLS handshake.
+    async fn negotiate_tls(mut self, ep: &Endpoint, g: &Greeting) -> Result<Session, ConnectError> {
+        let p = Phase::Tls;
+        let t = &ep.target;
+        if !g.caps.contains(CapabilityFlags::CLIENT_SSL) {
+            if t.sslmode.requires_tls() {
+                return Err(ConnectError::new(
+                    p,
+                    ErrorKind::Tls(
+                        "the server does not support TLS, but the target's ssl-mode requires it".into(),
+                    ),
+                ));
+            }
+            return Ok(self);
+        }
+        if !self.rbuf.is_empty() {
+            // Bytes after the greeting and before TLS were not sent by a server that
+            // waits for us: a man in the middle could inject them.
+            return Err(protocol(
+                p,
+                "the server sent data before the TLS handshake".into(),
+            ));
+        }
+        let tls = ep.tls.as_ref().expect("negotiate_tls is called with a TLS setup");
+        SslRequest::new(self.client_caps(g, true), MAX_PACKET, COLLATION).serialize(&mut self.wbuf);
+        self.send(p).await?;
+        let Session { stream, .. } = self;
+        match transport::handshake_tls(stream, tls).await {
+            Ok(stream) => Ok(Session {
+                stream,
+                caps: self.caps | CapabilityFlags::CLIENT_SSL,
+                ..self
+            }),
+            Err(e) => Err(ConnectError::new(
+                p,
+                ErrorKind::Tls(format!("handshake failed: {}", tls_cause(&e))),
+            )),
+        }
+    }
+
+    /// The handshake response, then every plugin exchange and auth switch, up to OK.
+    async fn authenticate(&mut self, t: &Target, g: &Greeting) -> Result<(), ConnectError> {
+        let p = Phase::Auth;
+        let tls = self.caps.contains(CapabilityFlags::CLIENT_SSL);
+        let ipc = matches!(t.host, Host::Unix(_));
+        let pass = t.password().unwrap_or_default().as_bytes();
+        let mut plugin = g.plugin.clone();
+        let mut nonce = g.nonce.clone();
+        let mut proc = init_plugin(&plugin)?;
+        fn ctx<'a>(pass: &'a [u8], ipc: bool, tls: bool, scramble: &'a [u8]) -> AuthContext<'a> {
+            AuthContext {
+                pass,
+                ipc,
+                tls,
+                scramble,
+            }
+        }
+        let first = proc
+            .run(ctx(pass, ipc, tls, &nonce), &nonce)
+            .map_err(|e| plugin_error(&plugin, e))?;
+        self.caps = self.client_caps(g, tls);
+        let db = (!t.dbname.is_empty()).then_some(t.dbname.as_bytes());
+        HandshakeResponse::new(
+            Some(first.data().unwrap_or_default()),
+            g.version,
+            Some(t.user.as_bytes()),
+            db,
+            Some(plugin.clone()),
+            self.caps,
+            None,
+            MAX_PACKET,
+        )
+        .serialize(&mut self.wbuf);
+        self.send(p).await?;
+        for _ in 0..MAX_AUTH_STEPS {
+            let pkt = self.packet(p).await?;
+            match pkt.first() {
+                Some(0x00) => {
+                    self.status = ok_status(&pkt);
+                    return Ok(());
+                }
+                Some(0xff) => return Err(server_error(p, &pkt)),
+                Some(0xfe) => {
+                    let switch: AuthSwitchRequest = ParseBuf(&pkt)
+                        .parse(())
+                        .map_err(|e| protocol(p, format!("malformed auth switch request: {e}")))?;
+                    plugin = switch.auth_plugin().into_owned();
+                    nonce = switch.plugin_data().to_vec();
+                    proc = init_plugin(&plugin)?;
+                    let r = proc
+                        .run(ctx(pass, ipc, tls, &nonce), &nonce)
+                        .map_err(|e| plugin_error(&plugin, e))?;
+                    self.wbuf.extend_from_slice(r.data().unwrap_or_default());
+                    self.send(p).await?;
+                }
+                Some(0x01) => {
+                    let r = proc
+                        .run(ctx(pass, ipc, tls, &nonce), &pkt[1..])
+                        .map_err(|e| plugin_error(&plugin, e))?;
+                    if let Some(data) = r.data() {
+                        self.wbuf.extend_from_slice(data);
+                        self.send(p).await?;
+                    }
+                }
+                _ => {
+                    self.broken = true;
+                    return Err(protocol(p, "unexpected packet during authentication".into()));
+                }
+            }
+        }
+        self.broken = true;
+        Err(protocol(
+            p,
+            format!("authentication did not finish after {MAX_AUTH_STEPS} exchanges"),
+        ))
+    }
+
+    /// Reads a command's response: OK, an error, or result sets (text or binary rows),
+    /// calling `row` with each row's payload. Returns the rows returned, or the rows
+    /// affected when there were none. A server error leaves the session usable.
+    async fn response(&mut self, phase: Phase, mut row: impl FnMut(&[u8])) -> Result<u64, ConnectError> {
+        let mut total = 0;
+        loop {
+            let pkt = self.packet(phase).await?;
+            let more = match pkt.first() {
+                Some(0x00) => {
+                    let (affected, status) = ok_packet(&pkt);
+                    self.status = status;
+                    total += affected;
+                    status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+                }
+                Some(0xff) => return Err(server_error(phase, &pkt)),
+                Some(0xfb) => {
+                    self.broken = true;
+                    return Err(protocol(
+                        phase,
+                        "the server asked for a LOCAL INFILE, which connbench never sends".into(),
+                    ));
+                }
+                _ => {
+                    let columns = lenenc_int(&pkt).map(|(n, _)| n).ok_or_else(|| {
+                        self.broken = true;
+                        protocol(phase, "malformed result set header".into())
+                    })?;
+                    for _ in 0..columns {
+                        self.packet(phase).await?;
+                    }
+                    self.eof(phase).await?;
+                    loop {
+                        let pkt = self.packet(phase).await?;
+                        match pkt.first() {
+                            Some(0xfe) if pkt.len() < 9 => {
+                                self.status = eof_status(&pkt);
+                                break;
+                            }
+                            Some(0xff) => return Err(server_error(phase, &pkt)),
+                            _ => {
+                                total += 1;
+                                row(&pkt);
+                            }
+                        }
+                    }
+                    self.status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+                }
+            };
+            if !more {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// The EOF packet that ends column definitions (we never ask for CLIENT_DEPRECATE_EOF).
+    async fn eof(&mut self, phase: Phase) -> Result<(), ConnectError> {
+        let pkt = self.packet(phase).await?;
+        if pkt.first() == Some(&0xfe) && pkt.len() < 9 {
+            return Ok(());
+        }
+        self.broken = true;
+        Err(protocol(
+            phase,
+            "expected an EOF packet after the column definitions".into(),
+        ))
+    }
+
+    /// Runs one text query.
+    pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
+        let rows = self.query_column(sql).await?;
+        Ok(QueryOutcome {
+            rows: rows.len() as u64,
+            first_value: rows.into_iter().next(),
+        })
+    }
+
+    /// Runs one text query and returns the first column of every row, as text (NULL as
+    /// an empty string).
+    pub async fn query_column(&mut self, sql: &str) -> Result<Vec<String>, ConnectError> {
+        self.command(COM_QUERY);
+        self.wbuf.extend_from_slice(sql.as_bytes());
+        self.send(Phase::Query).await?;
+        let mut out = Vec::new();
+        self.response(Phase::Query, |row| {
+            out.push(
+                lenenc_str(row)
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default(),
+            )
+        })
+        .await?;
+        Ok(out)
+    }
+
+    /// Prepares `sql` (with `$n` placeholders, as connbench's scripts write them) under
+    /// `name`.
+    pub async fn prepare(&mut self, name: &str, sql: &str) -> Result<(), ConnectError> {
+        let (text, order) = placeholders(sql);
+        let id = self.prepare_statement(&text).await?;
+        self.statements.insert(name.to_string(), Prepared { id, order });
+        Ok(())
+    }
+
+    async fn prepare_statement(&mut self, sql: &str) -> Result<u32, ConnectError> {
+        let p = Phase::Query;
+        self.command(COM_STMT_PREPARE);
+        self.wbuf.extend_from_slice(sql.as_bytes());
+        self.send(p).await?;
+        let pkt = self.packet(p).await?;
+        match pkt.first() {
+            Some(0xff) => return Err(server_error(p, &pkt)),
+            Some(0x00) if pkt.len() >= 12 => {}
+            _ => {
+                self.broken = true;
+                return Err(protocol(p, "malformed COM_STMT_PREPARE response".into()));
+            }
+        }
+        let id = u32::from_le_bytes([pkt[1], pkt[2], pkt[3], pkt[4]]);
+        let columns = u16::from_le_bytes([pkt[5], pkt[6]]);
+        let params = u16::from_le_bytes([pkt[7], pkt[8]]);
+        for n in [params, columns] {
+            if n > 0 {
+                for _ in 0..n {
+                    self.packet(p).await?;
+                }
+                self.eof(p).await?;
+            }
+        }
+        Ok(id)
+    }
+
+    /// Runs one statement; returns the rows it affected or returned.
+    pub async fn execute(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<u64, ConnectError> {
+        match stmt {
+            Statement::Simple(sql) => {
+                self.command(COM_QUERY);
+                self.wbuf.extend_from_slice(sql.as_bytes());
+                self.send(Phase::Query).await?;
+                self.response(Phase::Query, |_| {}).await
+            }
+            Statement::Prepared(name) => {
+                let Some(prepared) = self.statements.get(name).cloned() else {
+                    return Err(ConnectError::new(
+                        Phase::Query,
+                        ErrorKind::Config(format!("statement {name:?} was not prepared on this connection")),
+                    ));
+                };
+                self.execute_prepared(&prepared, params).await
+            }
+            Statement::Extended(sql) => {
+                // MySQL has no unnamed statement: prepare, execute and close each time,
+                // which is what "parse every time" costs on this protocol.
+                let (text, order) = placeholders(sql);
+                let id = self.prepare_statement(&text).await?;
+                let result = self.execute_prepared(&Prepared { id, order }, params).await;
+                self.command(COM_STMT_CLOSE);
+                self.wbuf.extend_from_slice(&id.to_le_bytes());
+                self.send(Phase::Query).await?;
+                result
+            }
+        }
+    }
+
+    /// COM_STMT_EXECUTE with every parameter sent as a string (the server converts it
+    /// to the column's type, as for a text query), binary rows counted.
+    async fn execute_prepared(&mut self, st: &Prepared, params: &[&str]) -> Result<u64, ConnectError> {
+        self.command(COM_STMT_EXECUTE);
+        self.wbuf.extend_from_slice(&st.id.to_le_bytes());
+        self.wbuf.push(0); // CURSOR_TYPE_NO_CURSOR
+        self.wbuf.extend_from_slice(&1u32.to_le_bytes());
+        let n = st.order.len();
+        if n > 0 {
+            self.wbuf.extend(std::iter::repeat_n(0u8, n.div_ceil(8)));
+            self.wbuf.push(1); // new parameters bound: types follow
+            for _ in 0..n {
+                self.wbuf.extend_from_slice(&[MYSQL_TYPE_VAR_STRING, 0]);
+            }
+            for &i in &st.order {
+                let v = params.get(i).copied().unwrap_or_default();
+                put_lenenc_str(&mut self.wbuf, v.as_bytes());
+            }
+        }
+        self.send(Phase::Query).await?;
+        self.response(Phase::Query, |_| {}).await
+    }
+
+    /// Says goodbye (COM_QUIT) and closes the socket.
+    pub async fn close(mut self) {
+        if !self.broken {
+            self.command(COM_QUIT);
+            let _ = self.send(Phase::Query).await;
+        }
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+fn init_plugin(plugin: &AuthPlugin<'_>) -> Result<AuthProc, ConnectError> {
+    AuthProc::init(plugin).map_err(|_| {
+        ConnectError::new(
+            Phase::Auth,
+            ErrorKind::Protocol(format!(
+                "the server asks for authentication plugin {:?}, which connbench does not support",
+                String::from_utf8_lossy(plugin.as_bytes())
+            )),
+        )
+    })
+}
+
+fn plugin_error(plugin: &AuthPlugin<'_>, e: mysql_common::auth::plugins::Error) -> ConnectError {
+    ConnectError::new(
+        Phase::Auth,
+        ErrorKind::Protocol(format!(
+            "authentication plugin {}: {e}",
+            String::from_utf8_lossy(plugin.as_bytes())
+        )),
+    )
+}
+
+fn protocol(phase: Phase, why: String) -> ConnectError {
+    ConnectError::new(phase, ErrorKind::Protocol(why))
+}
+
+/// An ERR packet: `0xff`, the error code, `#` and a five-character SQLSTATE (protocol
+/// 4.1), then the message. The key is `ER<code>/<SQLSTATE>`, e.g. `1045/28000`.
+fn server_error(phase: Phase, pkt: &[u8]) -> ConnectError {
+    let code = pkt
+        .get(1..3)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .unwrap_or(0);
+    let rest = pkt.get(3..).unwrap_or_default();
+    let (state, message) = match rest.split_first() {
+        Some((b'#', r)) if r.len() >= 5 => (String::from_utf8_lossy(&r[..5]).into_owned(), &r[5..]),
+        _ => ("HY000".to_string(), rest),
+    };
+    ConnectError::new(
+        phase,
+        ErrorKind::Server {
+            code: format!("{code}/{state}"),
+            message: String::from_utf8_lossy(message).into_owned(),
+        },
+    )
+}
+
+/// A length-encoded integer at the start of `b`, and the bytes it took.
+fn lenenc_int(b: &[u8]) -> Option<(u64, usize)> {
+    let le = |n: usize| -> Option<u64> {
+        let bytes = b.get(1..1 + n)?;
+        Some(bytes.iter().rev().fold(0u64, |acc, &x| acc << 8 | x as u64))
+    };
+    match *b.first()? {
+        x @ 0..=0xfa => Some((x as u64, 1)),
+        0xfc => Some((le(2)?, 3)),
+        0xfd => Some((le(3)?, 4)),
+        0xfe => Some((le(8)?, 9)),
+        _ => None,
+    }
+}
+
+/// A length-encoded string at the start of `b` (None for NULL or a short packet).
+fn lenenc_str(b: &[u8]) -> Option<&[u8]> {
+    let (n, used) = lenenc_int(b)?;
+    let end = used.checked_add(usize::try_from(n).ok()?)?;
+    b.get(used..end)
+}
+
+fn put_lenenc_str(out: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len() as u64;
+    match n {
+        0..=0xfa => out.push(n as u8),
+        0xfb..=0xffff => {
+            out.push(0xfc);
+            out.extend_from_slice(&(n as u16).to_le_bytes());
+        }
+        0x1_0000..=0xff_ffff => {
+            out.push(0xfd);
+            out.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+        }
+        _ => {
+            out.push(0xfe);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+    out.extend_from_slice(s);
+}
+
+/// An OK packet's affected rows and status flags.
+fn ok_packet(pkt: &[u8]) -> (u64, StatusFlags) {
+    let parse = || {
+        let (affected, a) = lenenc_int(pkt.get(1..)?)?;
+        let (_, b) = lenenc_int(pkt.get(1 + a..)?)?;
+        let s = pkt.get(1 + a + b..3 + a + b)?;
+        Some((
+            affected,
+            StatusFlags::from_bits_truncate(u16::from_le_bytes([s[0], s[1]])),
+        ))
+    };
+    parse().unwrap_or((0, StatusFlags::empty()))
+}
+
+fn ok_status(pkt: &[u8]) -> StatusFlags {
+    ok_packet(pkt).1
+}
+
+/// An EOF packet's status flags (after the warning count).
+fn eof_status(pkt: &[u8]) -> StatusFlags {
+    pkt.get(3..5)
+        .map(|s| StatusFlags::from_bits_truncate(u16::from_le_bytes([s[0], s[1]])))
+        .unwrap_or(StatusFlags::empty())
+}
+
+/// `$n` placeholders to MySQL's `?`, with the parameter each `?` takes. Quoted text and
+/// identifiers are left alone.
+fn placeholders(sql: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(sql.len());
+    let mut order = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"' | '`') => quote = Some(c),
+            (None, '$') if chars.peek().is_some_and(|d| d.is_ascii_digit()) => {
+                let mut n = 0usize;
+                while let Some(d) = chars.peek().and_then(|d| d.to_digit(10)) {
+                    n = n.saturating_mul(10).saturating_add(d as usize);
+                    chars.next();
+                }
+                order.push(n.saturating_sub(1));
+                out.push('?');
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    (out, order)
+}
+
+/// Reads the server's greeting without authenticating: for the sandbox's readiness
+/// check and tests that need the server's version and capabilities.
+pub async fn probe(ep: &Endpoint) -> Result<String, ConnectError> {
+    let mut sw = Stopwatch::start();
+    let cursor = PhaseCursor::default();
+    let s = open(ep, &cursor, &mut sw).await?;
+    let v = s.server_version.clone().unwrap_or_default();
+    s.close().await;
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_question_marks_in_order() {
+        let (sql, order) = placeholders("UPDATE t SET a = a + $1 WHERE id = $2 AND s = '$3'");
+        assert_eq!(sql, "UPDATE t SET a = a + ? WHERE id = ? AND s = '$3'");
+        assert_eq!(order, vec![0, 1]);
+        let (sql, order) = placeholders("SELECT $2, $1, $2");
+        assert_eq!((sql.as_str(), order), ("SELECT ?, ?, ?", vec![1, 0, 1]));
+    }
+
+    #[test]
+    fn short_or_hostile_packets_never_panic() {
+        for pkt in [
+            &[][..],
+            &[0xff],
+            &[0xff, 1],
+            &[0x00],
+            &[0x00, 0xfc],
+            &[0xfe, 0xff],
+            &[0xfd, 1, 2],
+        ] {
+            let _ = server_error(Phase::Query, pkt);
+            let _ = ok_packet(pkt);
+            let _ = eof_status(pkt);
+            let _ = lenenc_int(pkt);
+            let _ = lenenc_str(pkt);
+        }
+        assert_eq!(
+            lenenc_str(&[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            None
+        );
+        let e = server_error(Phase::Auth, b"\xff\x15\x04#28000Access denied");
+        assert_eq!(e.key(), "auth:1045/28000");
+        assert!(e.to_string().contains("Access denied"), "{e}");
+    }
+
+    #[test]
+    fn lenenc_round_trips() {
+        for n in [0usize, 250, 251, 65535, 65536, 70000] {
+            let s = vec![b'x'; n];
+            let mut out = Vec::new();
+            put_lenenc_str(&mut out, &s);
+            assert_eq!(lenenc_str(&out), Some(&s[..]), "{n}");
+        }
+    }
+}
