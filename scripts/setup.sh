@@ -13,6 +13,8 @@ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgb
 # MariaDB, the second engine (the sandbox starts it beside PostgreSQL), and its client.
 [ -x /usr/sbin/mariadbd ] || command -v mariadbd >/dev/null 2>&1 || need+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
+# sysbench, the peer tool of bench/mysql_vs_sysbench.sh.
+command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
 # The bridge net path (netpath = "bridge") creates namespaces and NAT rules with these.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)

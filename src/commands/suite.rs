@@ -64,14 +64,21 @@ pub async fn suite_context(
             targets.entry(name.clone()).or_insert_with(|| all.clone());
         }
     }
-    let needs_sandbox = used
+    let from_sandbox = |t: &String| {
+        (crate::sandbox::TARGET_NAMES.contains(&t.as_str()) || crate::sandbox::is_mariadb_target(t))
+            && !targets.contains_key(t)
+    };
+    let needs_sandbox = used.iter().any(from_sandbox);
+    let needs_mariadb = used
         .iter()
-        .any(|t| crate::sandbox::TARGET_NAMES.contains(&t.as_str()) && !targets.contains_key(t));
+        .filter(|t| from_sandbox(t))
+        .any(|t| crate::sandbox::is_mariadb_target(t));
     let mut sb = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
         let started = Sandbox::start(&SandboxOptions {
             durable,
+            mariadb: needs_mariadb,
             ..SandboxOptions::default()
         })
         .await?;
@@ -215,6 +222,23 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
                 eprintln!("lab: skipping suite {}: {why:#}", s.name);
             }
             !uses_bridge
+        });
+    }
+    // The engines suite needs MariaDB beside PostgreSQL (scripts/setup.sh installs it).
+    if !crate::sandbox::mariadb::installed() {
+        suites.retain(|s| {
+            let uses_mariadb = s.cells.iter().any(|c| {
+                c.settings
+                    .get("target")
+                    .is_some_and(|t| crate::sandbox::is_mariadb_target(t))
+            });
+            if uses_mariadb {
+                eprintln!(
+                    "lab: skipping suite {}: MariaDB is not installed (apt-get install mariadb-server)",
+                    s.name
+                );
+            }
+            !uses_mariadb
         });
     }
     let store = open_store(&args.store)?;

@@ -138,6 +138,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("pooling", include_str!("../../suites/pooling.toml")),
     ("distance", include_str!("../../suites/distance.toml")),
     ("netpath", include_str!("../../suites/netpath.toml")),
+    ("engines", include_str!("../../suites/engines.toml")),
 ];
 
 /// A built-in suite's text by name, or a suite file's text by path.

@@ -55,6 +55,8 @@ pub struct Session {
     stream: Stream,
     rbuf: BytesMut,
     wbuf: Vec<u8>,
+    /// `wbuf` with its packet headers, reused from send to send.
+    frame: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
     /// The server's thread id for this connection.
@@ -147,6 +149,7 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
         stream,
         rbuf: BytesMut::with_capacity(8 * 1024),
         wbuf: Vec::with_capacity(1024),
+        frame: Vec::with_capacity(1024),
         seq: 0,
         caps: CapabilityFlags::empty(),
         connection_id: 0,
@@ -200,7 +203,8 @@ impl Session {
 
     /// Sends `payload` as one packet (split at 16 MiB as the protocol requires).
     async fn send(&mut self, phase: Phase) -> Result<(), ConnectError> {
-        let mut framed = Vec::with_capacity(self.wbuf.len() + 8);
+        let mut framed = std::mem::take(&mut self.frame);
+        framed.clear();
         let mut chunks = self.wbuf.chunks(0xff_ffff).peekable();
         if chunks.peek().is_none() {
             framed.extend_from_slice(&[0, 0, 0, self.seq]);
@@ -222,6 +226,7 @@ impl Session {
             self.stream.flush().await
         }
         .await;
+        self.frame = framed;
         written.map_err(|e| {
             self.broken = true;
             ConnectError::new(phase, ErrorKind::io(e, ""))
@@ -252,15 +257,16 @@ impl Session {
         }
     }
 
-    /// Reads one whole packet's payload (joining a payload split at 16 MiB).
-    async fn packet(&mut self, phase: Phase) -> Result<Vec<u8>, ConnectError> {
-        let mut payload = Vec::new();
+    /// Reads one whole packet's payload (joining a payload split at 16 MiB). The common
+    /// case, one packet already in the read buffer, is split off without a copy.
+    async fn packet(&mut self, phase: Phase) -> Result<BytesMut, ConnectError> {
+        let mut joined: Option<BytesMut> = None;
         loop {
             while self.rbuf.len() < 4 {
                 self.fill(phase).await?;
             }
             let len = self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
-            if payload.len() + len > MAX_PAYLOAD {
+            if joined.as_ref().map_or(0, |j| j.len()) + len > MAX_PAYLOAD {
                 self.broken = true;
                 return Err(protocol(
                     phase,
@@ -271,15 +277,22 @@ impl Session {
                 ));
             }
             self.seq = self.rbuf[3].wrapping_add(1);
-            self.rbuf.reserve(4 + len);
+            if self.rbuf.len() < 4 + len {
+                self.rbuf.reserve(4 + len - self.rbuf.len());
+            }
             while self.rbuf.len() < 4 + len {
                 self.fill(phase).await?;
             }
             self.rbuf.advance(4);
-            payload.extend_from_slice(&self.rbuf[..len]);
-            self.rbuf.advance(len);
-            if len < 0xff_ffff {
-                return Ok(payload);
+            let part = self.rbuf.split_to(len);
+            match (&mut joined, len < 0xff_ffff) {
+                (None, true) => return Ok(part),
+                (Some(j), true) => {
+                    j.extend_from_slice(&part);
+                    return Ok(joined.take().expect("joined"));
+                }
+                (None, false) => joined = Some(part),
+                (Some(j), false) => j.extend_from_slice(&part),
             }
         }
     }

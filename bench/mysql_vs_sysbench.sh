@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# connbench against sysbench 1.0 on the sandbox's MariaDB, interleaved pairs (the tool
+# that goes first alternates), printed as ratios with PASS or MISS.
+#
+# 1. Point selects: connbench `load -S -M prepared -c 4 -j 2` on its accounts table
+#    (100,000 rows) against sysbench's oltp_point_select, 4 threads, prepared statements
+#    (its default), on its own sbtest1 of 100,000 rows. Bar: tps ratio >= 0.95. Client
+#    CPU per transaction (bash `time`, user+sys over the transactions) is printed beside.
+# 2. Connect: connbench `connect -q 'SELECT 1'` (mean total: socket, greeting, auth,
+#    query) against a sysbench Lua event that disconnects, connects and runs SELECT 1
+#    (its mean event latency; sysbench 1.0's con:reconnect() hangs on this build, so the
+#    script closes and opens explicitly). Bar: within 10%. sysbench's event also
+#    includes closing the previous connection (COM_QUIT and the socket close), which
+#    connbench's connect figure does not; the difference is printed.
+#
+# Usage: bench/mysql_vs_sysbench.sh [PAIRS] [SECONDS]   (defaults: 3 pairs, 5 s per run)
+# CONNBENCH=path/to/connbench tests another build. Needs sysbench (Debian's package).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PAIRS=${1:-3}
+SECS=${2:-5}
+command -v sysbench >/dev/null || { echo "mysql_vs_sysbench: sysbench is not installed (apt-get install sysbench)" >&2; exit 2; }
+if [ -z "${CONNBENCH:-}" ]; then cargo build --release --quiet; fi
+CB=${CONNBENCH:-$PWD/target/release/connbench}
+WORK=$(mktemp -d /tmp/cbm.XXXXXX)
+export TMPDIR=$WORK
+trap '"$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+"$CB" sandbox start --engines postgres,mariadb --json >"$WORK/sandbox.json" ||
+    { echo "mysql_vs_sysbench: connbench sandbox start failed" >&2; exit 2; }
+field() { python3 -c "import json,sys; t=[t for t in json.load(open('$WORK/sandbox.json'))['targets'] if t['name']=='mariadb_unix'][0]; print(t['$1'])"; }
+TARGET=$(field conninfo)
+SOCKET=$(field socket)
+CNF=$(field defaults_file)
+PASSWORD=$(sed -n 's/^password=//p' "$CNF")
+SB=(--db-driver=mysql --mysql-socket="$SOCKET" --mysql-user=connbench --mysql-password="$PASSWORD" --mysql-db=connbench)
+"$CB" init "$TARGET" -s 1 >/dev/null || { echo "mysql_vs_sysbench: connbench init failed" >&2; exit 2; }
+sysbench oltp_point_select "${SB[@]}" --tables=1 --table-size=100000 prepare >/dev/null ||
+    { echo "mysql_vs_sysbench: sysbench prepare failed" >&2; exit 2; }
+
+fail() { echo "FAIL  $1" >&2; exit 1; }
+# Runs a command; its output goes to $WORK/out; prints user+sys seconds.
+cpu_of() {
+    local TIMEFORMAT='%U %S' status=0
+    { time "$@" >"$WORK/out" 2>&1 || status=$?; } 2>"$WORK/time"
+    [ "$status" -eq 0 ] || { cat "$WORK/out" >&2; fail "$* (exit $status)"; }
+    awk '{ print $1 + $2 }' "$WORK/time"
+}
+
+misses=0
+bar() { if [ "$2" = 1 ]; then echo "PASS  $1"; else echo "MISS  $1"; misses=$((misses + 1)); fi; }
+
+echo "1. point select, 4 clients, prepared, ${SECS} s per run (bar: connbench/sysbench tps >= 0.95)"
+ratios=()
+for p in $(seq "$PAIRS"); do
+    for tool in $([ $((p % 2)) = 1 ] && echo "sysbench connbench" || echo "connbench sysbench"); do
+        if [ "$tool" = sysbench ]; then
+            cpu=$(cpu_of sysbench oltp_point_select "${SB[@]}" --tables=1 --table-size=100000 --threads=4 --time="$SECS" run)
+            n=$(awk '/transactions:/ { print $2 }' "$WORK/out")
+            grep -q "ignored errors: *0 " "$WORK/out" || fail "sysbench point select, pair $p (errors)"
+            s_tps=$(awk -v n="$n" -v t="$SECS" 'BEGIN { print n / t }')
+            s_cpu=$(awk -v c="$cpu" -v n="$n" 'BEGIN { printf "%.1f", 1e6 * c / n }')
+        else
+            cpu=$(cpu_of "$CB" load "$TARGET" -S -M prepared -c 4 -j 2 -T "$SECS" --json)
+            read -r n c_tps failed < <(python3 -c "import json; s=json.load(open('$WORK/out'))['summary']; print(s['transactions'], s['tps'], s['failed_transactions'])")
+            [ "$failed" = 0 ] || fail "connbench load, pair $p ($failed failed)"
+            c_cpu=$(awk -v c="$cpu" -v n="$n" 'BEGIN { printf "%.1f", 1e6 * c / n }')
+        fi
+    done
+    r=$(awk -v a="$c_tps" -v b="$s_tps" 'BEGIN { printf "%.3f", a / b }')
+    ratios+=("$r")
+    printf '  pair %d  connbench %8.0f tps (%s µs CPU/tx)  sysbench %8.0f tps (%s µs CPU/tx)  ratio %s\n' \
+        "$p" "$c_tps" "$c_cpu" "$s_tps" "$s_cpu" "$r"
+done
+mean=$(printf '%s\n' "${ratios[@]}" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
+bar "point select tps ratio: mean $mean (${ratios[*]})" "$(awk -v m="$mean" 'BEGIN { print (m >= 0.95) }')"
+
+echo
+echo "2. connect + SELECT 1 over the Unix socket, one client (bar: within 10%)"
+cat >"$WORK/reconnect.lua" <<'LUA'
+function thread_init()
+  drv = sysbench.sql.driver()
+  con = drv:connect()
+end
+function event()
+  con:disconnect()
+  con = drv:connect()
+  con:query("SELECT 1")
+end
+LUA
+ratios=()
+for p in $(seq "$PAIRS"); do
+    for tool in $([ $((p % 2)) = 1 ] && echo "sysbench connbench" || echo "connbench sysbench"); do
+        if [ "$tool" = sysbench ]; then
+            cpu_of sysbench "$WORK/reconnect.lua" "${SB[@]}" --threads=1 --time="$SECS" run >/dev/null
+            s_ms=$(awk '/avg:/ { print $2; exit }' "$WORK/out")
+        else
+            cpu_of "$CB" connect "$TARGET" -q 'SELECT 1' -n 2000 --json >/dev/null
+            read -r c_ms fails < <(python3 -c "import json; t=json.load(open('$WORK/out'))['targets'][0]; print(t['total']['mean_us'] / 1000, t['failures'])")
+            [ "$fails" = 0 ] || fail "connbench connect, pair $p ($fails failures)"
+        fi
+    done
+    r=$(awk -v a="$c_ms" -v b="$s_ms" 'BEGIN { printf "%.3f", a / b }')
+    ratios+=("$r")
+    printf '  pair %d  connbench %.3f ms  sysbench %.3f ms (its event also closes the last connection)  ratio %s\n' "$p" "$c_ms" "$s_ms" "$r"
+done
+mean=$(printf '%s\n' "${ratios[@]}" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
+bar "connect ratio: mean $mean (${ratios[*]})" "$(awk -v m="$mean" 'BEGIN { print (m >= 0.9 && m <= 1.1) }')"
+[ "$misses" -eq 0 ] || exit 1
