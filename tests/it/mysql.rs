@@ -10,7 +10,7 @@ use connbench::proto::{Endpoint, ErrorKind, Phase, Timeline};
 use connbench::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
 use connbench::target::Target;
 
-use crate::common::{connbench, runtime, stderr, stdout};
+use crate::common::{check_schema, connbench, runtime, stderr, stdout};
 
 /// One sandbox with MariaDB for this module's tests (never dropped: its watchdog removes
 /// it when the test process ends).
@@ -107,6 +107,41 @@ fn every_mariadb_target_has_its_round_trips_and_phases_add_up() {
             assert!(t.phase(Tls).is_none() && t.tls.is_none(), "{name}");
         }
     }
+}
+
+#[test]
+fn mariadb_connect_json_follows_the_connect_schema() {
+    let out = connbench(&[
+        "connect",
+        &conninfo("mariadb_unix"),
+        &conninfo("mariadb_tls"),
+        "-n",
+        "5",
+        "-q",
+        "SELECT 1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_schema("connect", &v);
+    let phases: Vec<&str> = v["targets"][1]["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["resolve", "connect", "tls", "startup", "auth", "query"],
+        "{v}"
+    );
+    assert_eq!(
+        v["targets"][1]["server_version"]
+            .as_str()
+            .map(|s| s.starts_with("10.")),
+        Some(true),
+        "{v}"
+    );
 }
 
 #[test]
