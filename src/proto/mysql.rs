@@ -409,9 +409,7 @@ impl Session {
                 scramble,
             }
         }
-        let first = proc
-            .run(ctx(pass, ipc, tls, &nonce), &nonce)
-            .map_err(|e| plugin_error(&plugin, e))?;
+        let first = run_plugin(&mut proc, &plugin, ctx(pass, ipc, tls, &nonce), &nonce)?;
         self.caps = self.client_caps(g, tls);
         let db = (!t.dbname.is_empty()).then_some(t.dbname.as_bytes());
         HandshakeResponse::new(
@@ -441,16 +439,12 @@ impl Session {
                     plugin = switch.auth_plugin().into_owned();
                     nonce = switch.plugin_data().to_vec();
                     proc = init_plugin(&plugin)?;
-                    let r = proc
-                        .run(ctx(pass, ipc, tls, &nonce), &nonce)
-                        .map_err(|e| plugin_error(&plugin, e))?;
+                    let r = run_plugin(&mut proc, &plugin, ctx(pass, ipc, tls, &nonce), &nonce)?;
                     self.wbuf.extend_from_slice(r.data().unwrap_or_default());
                     self.send(p).await?;
                 }
                 Some(0x01) => {
-                    let r = proc
-                        .run(ctx(pass, ipc, tls, &nonce), &pkt[1..])
-                        .map_err(|e| plugin_error(&plugin, e))?;
+                    let r = run_plugin(&mut proc, &plugin, ctx(pass, ipc, tls, &nonce), &pkt[1..])?;
                     if let Some(data) = r.data() {
                         self.wbuf.extend_from_slice(data);
                         self.send(p).await?;
@@ -610,13 +604,19 @@ impl Session {
                 self.response(Phase::Query, |_| {}).await
             }
             Statement::Prepared(name) => {
-                let Some(prepared) = self.statements.get(name).cloned() else {
+                // Fields apart, so the statement is borrowed, not cloned, on the hot path.
+                let Some(st) = self.statements.get(name) else {
                     return Err(ConnectError::new(
                         Phase::Query,
                         ErrorKind::Config(format!("statement {name:?} was not prepared on this connection")),
                     ));
                 };
-                self.execute_prepared(&prepared, params).await
+                self.seq = 0;
+                self.wbuf.clear();
+                self.wbuf.push(COM_STMT_EXECUTE);
+                encode_execute(&mut self.wbuf, st, params);
+                self.send(Phase::Query).await?;
+                self.response(Phase::Query, |_| {}).await
             }
             Statement::Extended(sql) => {
                 // MySQL has no unnamed statement: prepare, execute and close each time,
@@ -632,25 +632,10 @@ impl Session {
         }
     }
 
-    /// COM_STMT_EXECUTE with every parameter sent as a string (the server converts it
-    /// to the column's type, as for a text query), binary rows counted.
+    /// COM_STMT_EXECUTE, then its response.
     async fn execute_prepared(&mut self, st: &Prepared, params: &[&str]) -> Result<u64, ConnectError> {
         self.command(COM_STMT_EXECUTE);
-        self.wbuf.extend_from_slice(&st.id.to_le_bytes());
-        self.wbuf.push(0); // CURSOR_TYPE_NO_CURSOR
-        self.wbuf.extend_from_slice(&1u32.to_le_bytes());
-        let n = st.order.len();
-        if n > 0 {
-            self.wbuf.extend(std::iter::repeat_n(0u8, n.div_ceil(8)));
-            self.wbuf.push(1); // new parameters bound: types follow
-            for _ in 0..n {
-                self.wbuf.extend_from_slice(&[MYSQL_TYPE_VAR_STRING, 0]);
-            }
-            for &i in &st.order {
-                let v = params.get(i).copied().unwrap_or_default();
-                put_lenenc_str(&mut self.wbuf, v.as_bytes());
-            }
-        }
+        encode_execute(&mut self.wbuf, st, params);
         self.send(Phase::Query).await?;
         self.response(Phase::Query, |_| {}).await
     }
@@ -662,6 +647,25 @@ impl Session {
             let _ = self.send(Phase::Query).await;
         }
         let _ = self.stream.shutdown().await;
+    }
+}
+
+/// The body of COM_STMT_EXECUTE after its command byte, every parameter sent as a string
+/// (the server converts it to the column's type, as for a text query).
+fn encode_execute(out: &mut Vec<u8>, st: &Prepared, params: &[&str]) {
+    out.extend_from_slice(&st.id.to_le_bytes());
+    out.push(0); // CURSOR_TYPE_NO_CURSOR
+    out.extend_from_slice(&1u32.to_le_bytes());
+    let n = st.order.len();
+    if n > 0 {
+        out.extend(std::iter::repeat_n(0u8, n.div_ceil(8)));
+        out.push(1); // new parameters bound: types follow
+        for _ in 0..n {
+            out.extend_from_slice(&[MYSQL_TYPE_VAR_STRING, 0]);
+        }
+        for &i in &st.order {
+            put_lenenc_str(out, params.get(i).copied().unwrap_or_default().as_bytes());
+        }
     }
 }
 
@@ -677,14 +681,29 @@ fn init_plugin(plugin: &AuthPlugin<'_>) -> Result<AuthProc, ConnectError> {
     })
 }
 
-fn plugin_error(plugin: &AuthPlugin<'_>, e: mysql_common::auth::plugins::Error) -> ConnectError {
-    ConnectError::new(
-        Phase::Auth,
-        ErrorKind::Protocol(format!(
-            "authentication plugin {}: {e}",
-            String::from_utf8_lossy(plugin.as_bytes())
+/// One step of a plugin. The server's data (a nonce, an RSA key) goes into third-party
+/// arithmetic that panics on some malformed inputs (an RSA key too short for the
+/// password), so a panic is caught and becomes this connect's protocol error.
+fn run_plugin(
+    proc: &mut AuthProc,
+    plugin: &AuthPlugin<'_>,
+    ctx: AuthContext<'_>,
+    challenge: &[u8],
+) -> Result<mysql_common::auth::plugins::Response, ConnectError> {
+    let name = String::from_utf8_lossy(plugin.as_bytes()).into_owned();
+    let err = |why: String| {
+        ConnectError::new(
+            Phase::Auth,
+            ErrorKind::Protocol(format!("authentication plugin {name}: {why}")),
+        )
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| proc.run(ctx, challenge))) {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(err(e.to_string())),
+        Err(_) => Err(err(
+            "the server's data made the plugin fail (e.g. an RSA key too short for the password)".into(),
         )),
-    )
+    }
 }
 
 fn protocol(phase: Phase, why: String) -> ConnectError {

@@ -271,3 +271,270 @@ fn mariadb_init_and_load_every_workload_mode_and_policy() {
         "0"
     );
 }
+
+/// MySQL 8's default authentication, `caching_sha2_password`, which no server installable
+/// here speaks (MariaDB 10.11 has no server side for it). This is a **protocol-level test
+/// server**, not a database: it sends a MySQL 8 greeting, checks the client's scramble,
+/// answers with the fast path or the full path (the cleartext password over a Unix
+/// socket, or the server's RSA key over plain TCP, whose OAEP ciphertext it decrypts and
+/// checks), then OK. Everything else in this module runs against real MariaDB.
+mod caching_sha2_test_server {
+    use std::io::{Read, Write};
+    use std::path::PathBuf;
+
+    use connbench::proto::{Endpoint, ErrorKind, Phase};
+    use connbench::target::Target;
+    use mysql_common::auth::plugins::caching_sha2_password::scramble_sha256;
+    use num_bigint::BigUint;
+    use sha1::{Digest, Sha1};
+
+    use crate::common::runtime;
+
+    const PASSWORD: &str = "Sha2-test-pw";
+    const NONCE: &[u8; 20] = b"abcdefghij0123456789";
+    /// A 1024-bit RSA key made for this test only (openssl genrsa 1024).
+    const PUBLIC_PEM: &str = "-----BEGIN PUBLIC KEY-----
+MIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQDP0jxI90N8mqs2/X2lMNdnyzgV
+JyrdO+qpMs3xLNE4hihyp8ZPMeckDDn6z7rV1KwZwyzvUQj0BVhTCH9oHBvdDWVP
+wCgJVWnNak12eDAR2jGBL430nGcwbMTUs0d1HuG/idaE3V1JVor/F5qdu7zU/Jcr
+FlfOmJbHEPb5QOYNWQIDAQAB
+-----END PUBLIC KEY-----
+";
+    const N_HEX: &str = "cfd23c48f7437c9aab36fd7da530d767cb3815272add3beaa932cdf12cd138862872a7c64f31e7240c39facfbad5d4ac19c32cef5108f4055853087f681c1bdd0d654fc028095569cd6a4d76783011da31812f8df49c67306cc4d4b347751ee1bf89d684dd5d49568aff179a9dbbbcd4fc972b1657ce9896c710f6f940e60d59";
+    const D_HEX: &str = "62f4b26bf4011885f55cdbdb461b39965cb7b9aacac8494d757f917c7360b44f7d570af86ca1507463b5ffed8603679f032d626a19e5ef7bd410c58d151fbd4beac08dbc913400e9eb3a061497e32700da234cbc8de71019e91843692d5e595f7d43061fa968e28eded63910fbae0cd661c1322c0c0d301b057ab02b1b731801";
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Path {
+        Fast,
+        FullCleartext,
+        FullRsa,
+    }
+
+    fn write_packet(s: &mut impl Write, seq: u8, payload: &[u8]) {
+        let n = payload.len() as u32;
+        s.write_all(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, seq])
+            .unwrap();
+        s.write_all(payload).unwrap();
+    }
+
+    fn read_packet(s: &mut impl Read) -> (u8, Vec<u8>) {
+        let mut h = [0u8; 4];
+        s.read_exact(&mut h).unwrap();
+        let n = h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16;
+        let mut p = vec![0; n];
+        s.read_exact(&mut p).unwrap();
+        (h[3], p)
+    }
+
+    fn greeting() -> Vec<u8> {
+        // PROTOCOL_41, SECURE_CONNECTION, PLUGIN_AUTH, PLUGIN_AUTH_LENENC_CLIENT_DATA,
+        // LONG_PASSWORD, CONNECT_WITH_DB, TRANSACTIONS, MULTI_RESULTS; no SSL.
+        let caps: u32 =
+            0x0000_0200 | 0x0000_8000 | 0x0008_0000 | 0x0020_0000 | 0x1 | 0x8 | 0x2000 | 0x0002_0000;
+        let mut g = vec![10];
+        g.extend_from_slice(b"8.0.36-connbench-test-server\0");
+        g.extend_from_slice(&7u32.to_le_bytes());
+        g.extend_from_slice(&NONCE[..8]);
+        g.push(0);
+        g.extend_from_slice(&(caps as u16).to_le_bytes());
+        g.push(255);
+        g.extend_from_slice(&2u16.to_le_bytes());
+        g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+        g.push(21);
+        g.extend_from_slice(&[0; 10]);
+        g.extend_from_slice(&NONCE[8..]);
+        g.push(0);
+        g.extend_from_slice(b"caching_sha2_password\0");
+        g
+    }
+
+    /// RSA-OAEP (SHA-1, MGF1) decryption with the test key, as a MySQL 8 server does it.
+    fn oaep_decrypt(c: &[u8]) -> Vec<u8> {
+        let n = BigUint::parse_bytes(N_HEX.as_bytes(), 16).unwrap();
+        let d = BigUint::parse_bytes(D_HEX.as_bytes(), 16).unwrap();
+        let k = 128;
+        let m = BigUint::from_bytes_be(c).modpow(&d, &n).to_bytes_be();
+        let mut em = vec![0u8; k - m.len()];
+        em.extend_from_slice(&m);
+        let mgf1 = |seed: &[u8], len: usize| {
+            let mut out = Vec::new();
+            for counter in 0u32.. {
+                if out.len() >= len {
+                    break;
+                }
+                out.extend_from_slice(&Sha1::digest([seed, &counter.to_be_bytes()].concat()));
+            }
+            out.truncate(len);
+            out
+        };
+        let (masked_seed, masked_db) = em[1..].split_at(20);
+        let seed: Vec<u8> = masked_seed
+            .iter()
+            .zip(mgf1(masked_db, 20))
+            .map(|(a, b)| a ^ b)
+            .collect();
+        let db: Vec<u8> = masked_db
+            .iter()
+            .zip(mgf1(&seed, k - 21))
+            .map(|(a, b)| a ^ b)
+            .collect();
+        assert_eq!(&db[..20], &Sha1::digest([])[..], "OAEP label hash");
+        let one = db[20..].iter().position(|&b| b == 1).unwrap() + 20;
+        db[one + 1..].to_vec()
+    }
+
+    /// Serves one connection, and returns what the server saw of the password: the
+    /// exchange's steps, for the test to compare.
+    fn serve(mut s: impl Read + Write, path: Path) -> Vec<&'static str> {
+        let mut steps = Vec::new();
+        write_packet(&mut s, 0, &greeting());
+        let (seq, resp) = read_packet(&mut s);
+        assert_eq!(seq, 1);
+        // caps, max packet, charset, 23 filler bytes; the user; the lenenc scramble.
+        let rest = &resp[32..];
+        let user_end = rest.iter().position(|&b| b == 0).unwrap();
+        assert_eq!(&rest[..user_end], b"app");
+        let auth_len = rest[user_end + 1] as usize;
+        let auth = &rest[user_end + 2..user_end + 2 + auth_len];
+        assert_eq!(
+            auth,
+            scramble_sha256(NONCE, PASSWORD.as_bytes()).unwrap(),
+            "the fast-path scramble"
+        );
+        steps.push("scramble ok");
+        match path {
+            Path::Fast => write_packet(&mut s, 2, &[0x01, 0x03]),
+            Path::FullCleartext | Path::FullRsa => {
+                write_packet(&mut s, 2, &[0x01, 0x04]);
+                let (_, p) = read_packet(&mut s);
+                let sent = if path == Path::FullRsa {
+                    assert_eq!(p, [0x02], "a client on plain TCP asks for the server's key");
+                    steps.push("key requested");
+                    let mut key = vec![0x01];
+                    key.extend_from_slice(PUBLIC_PEM.as_bytes());
+                    write_packet(&mut s, 4, &key);
+                    let (_, enc) = read_packet(&mut s);
+                    assert_eq!(enc.len(), 128, "one RSA block");
+                    let x = oaep_decrypt(&enc);
+                    x.iter().enumerate().map(|(i, b)| b ^ NONCE[i % 20]).collect()
+                } else {
+                    p
+                };
+                assert_eq!(
+                    sent,
+                    [PASSWORD.as_bytes(), &[0]].concat(),
+                    "the password, NUL-terminated"
+                );
+                steps.push("password ok");
+            }
+        }
+        let ok_seq = match path {
+            Path::Fast => 3,
+            Path::FullCleartext => 4,
+            Path::FullRsa => 6,
+        };
+        write_packet(&mut s, ok_seq, &[0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00]);
+        // COM_QUIT, then the close.
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        steps
+    }
+
+    fn connect(target: &str) -> Result<connbench::proto::Timeline, connbench::proto::ConnectError> {
+        let ep = Endpoint::new(Target::parse(target).unwrap()).unwrap();
+        runtime()
+            .block_on(connbench::connect::connect_once(&ep, None))
+            .map(|(t, _)| t)
+    }
+
+    #[test]
+    fn fast_path_and_full_path_with_the_servers_rsa_key_over_tcp() {
+        for path in [Path::Fast, Path::FullRsa] {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = l.local_addr().unwrap().port();
+            let server = std::thread::spawn(move || serve(l.accept().unwrap().0, path));
+            let t = connect(&format!(
+                "mysql://app:{PASSWORD}@127.0.0.1:{port}/db?ssl-mode=DISABLED"
+            ))
+            .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            let steps = server.join().unwrap();
+            let auth = t.phase(Phase::Auth).unwrap();
+            match path {
+                Path::Fast => {
+                    assert_eq!(steps, ["scramble ok"]);
+                    assert_eq!(auth.round_trips, 1, "{path:?}");
+                }
+                _ => {
+                    assert_eq!(steps, ["scramble ok", "key requested", "password ok"]);
+                    assert_eq!(
+                        auth.round_trips, 3,
+                        "{path:?}: scramble, key request, encrypted password"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn full_path_sends_the_password_in_clear_only_over_a_socket() {
+        let dir = std::env::temp_dir().join(format!("cb-sha2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock: PathBuf = dir.join("mysqld.sock");
+        let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let server = std::thread::spawn(move || serve(l.accept().unwrap().0, Path::FullCleartext));
+        let t = connect(&format!(
+            "mysql://app:{PASSWORD}@localhost/db?socket={}",
+            sock.display()
+        ))
+        .unwrap();
+        assert_eq!(server.join().unwrap(), ["scramble ok", "password ok"]);
+        assert_eq!(t.phase(Phase::Auth).unwrap().round_trips, 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_wrong_password_fails_in_auth_and_a_bad_key_is_an_error_not_a_panic() {
+        // A server that answers the scramble with an ERR packet.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            write_packet(&mut s, 0, &greeting());
+            read_packet(&mut s);
+            write_packet(&mut s, 2, b"\xff\x15\x04#28000Access denied for user 'app'");
+        });
+        let e = connect(&format!(
+            "mysql://app:wrong@127.0.0.1:{port}/db?ssl-mode=DISABLED"
+        ))
+        .unwrap_err();
+        server.join().unwrap();
+        assert_eq!(e.phase, Phase::Auth);
+        assert!(
+            matches!(&e.kind, ErrorKind::Server { code, .. } if code == "1045/28000"),
+            "{e}"
+        );
+        // A server whose "RSA key" is not one.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            write_packet(&mut s, 0, &greeting());
+            read_packet(&mut s);
+            write_packet(&mut s, 2, &[0x01, 0x04]);
+            read_packet(&mut s);
+            write_packet(
+                &mut s,
+                4,
+                b"\x01-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+            );
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+        });
+        let e = connect(&format!(
+            "mysql://app:{PASSWORD}@127.0.0.1:{port}/db?ssl-mode=DISABLED"
+        ))
+        .unwrap_err();
+        server.join().unwrap();
+        assert_eq!(e.phase, Phase::Auth, "{e}");
+    }
+}
