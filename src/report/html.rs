@@ -592,8 +592,9 @@ fn method(o: &mut String, r: &SuiteResult) {
     };
     let _ = writeln!(
         o,
-        r#"<h3>How it was measured</h3><p class="method">{} Figures are means over the counted repetitions with Student-t 95% confidence intervals. Ratios are mean / baseline mean with a delta-method interval; a verdict needs Welch's p &lt; 0.05 and a difference over 2%, otherwise it reads "no significant difference" or "inconclusive". Outliers (MAD) are flagged, never dropped. See docs/statistics.md.</p>"#,
-        esc(&what)
+        r#"<h3>How it was measured</h3><p class="method">{} Figures are means over the counted repetitions with Student-t 95% confidence intervals. Comparisons: {}. "Faster" or "slower" needs the whole interval beyond the noise threshold, "no difference" needs it wholly inside; anything else is "inconclusive". Outliers (MAD) are flagged, never dropped. See docs/statistics.md.</p>"#,
+        esc(&what),
+        esc(&crate::report::suite::method_line(r))
     );
 }
 
