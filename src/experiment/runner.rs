@@ -280,6 +280,24 @@ pub async fn run(
     };
     let mut environment = Environment::here(server_version, ctx.pgbouncer_version.clone(), tls);
     environment.server_settings = server_settings(&probe_endpoint).await;
+    // A suite across engines (the engines suite) states the other engine's server too:
+    // its version and settings, each prefixed with the engine.
+    let mut other_engine_seen = false;
+    for c in &suite.cells {
+        let ep = ctx.direct_endpoint(&c.settings)?;
+        if ep.engine() == probe_endpoint.engine() || other_engine_seen {
+            continue;
+        }
+        other_engine_seen = true;
+        if let Ok((_, Some(version))) = connect::connect_once(&ep, None).await {
+            environment
+                .server_settings
+                .push(format!("mysql: version={version}"));
+        }
+        for setting in server_settings(&ep).await {
+            environment.server_settings.push(format!("mysql: {setting}"));
+        }
+    }
     let run_id = ctx.store.begin_run(suite, &environment)?;
     let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     let mut interrupted = false;
@@ -485,13 +503,21 @@ async fn measure_group(
 /// The settings that shape noise and durability, as the server reports them; empty when
 /// they cannot be read (a pooler that refuses the query, say), never guessed.
 async fn server_settings(ep: &Endpoint) -> Vec<String> {
-    const SQL: &str = "SELECT name || '=' || setting || coalesce(unit, '') FROM pg_settings \
+    const PG: &str = "SELECT name || '=' || setting || coalesce(unit, '') FROM pg_settings \
         WHERE name IN ('synchronous_commit', 'fsync', 'checkpoint_timeout', 'max_wal_size', \
         'autovacuum', 'shared_buffers') ORDER BY name";
+    const MYSQL: &str = "SELECT CONCAT(LOWER(variable_name), '=', variable_value) \
+        FROM information_schema.global_variables WHERE variable_name IN \
+        ('INNODB_FLUSH_LOG_AT_TRX_COMMIT', 'SYNC_BINLOG', 'LOG_BIN', 'INNODB_BUFFER_POOL_SIZE', \
+        'INNODB_DOUBLEWRITE', 'THREAD_HANDLING') ORDER BY variable_name";
+    let sql = match ep.engine() {
+        crate::proto::Engine::Postgres => PG,
+        crate::proto::Engine::Mysql => MYSQL,
+    };
     let Ok((mut session, _)) = crate::proto::connect(ep, &Default::default()).await else {
         return Vec::new();
     };
-    let settings = session.query_column(SQL).await.unwrap_or_default();
+    let settings = session.query_column(sql).await.unwrap_or_default();
     session.close().await;
     settings
 }

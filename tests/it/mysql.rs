@@ -219,6 +219,8 @@ fn mariadb_init_and_load_every_workload_mode_and_policy() {
             "200ms",
         ],
         &["-b", "connect-only"],
+        &["-S", "-R", "400"],
+        &["-S", "--think", "5ms"],
     ];
     for case in cases {
         let before: u64 = server_says("SELECT count(*) FROM connbench.history")
