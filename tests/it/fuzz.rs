@@ -1,6 +1,6 @@
 //! Bounded property runs of every parser of outside text or bytes: targets (key=value
-//! and URIs, with redaction), pgbench-style scripts, suite files and the PostgreSQL
-//! backend reader. Each runs a few hundred generated inputs on every test run; a
+//! and URIs, with redaction), pgbench-style scripts, suite files, the PostgreSQL
+//! backend reader and the MySQL packet reader (greetings and query replies). Each runs a few hundred generated inputs on every test run; a
 //! failure prints the smallest input proptest finds. The property is always the same:
 //! an error or a value, never a panic or a stall, and never a password in a message.
 
@@ -158,5 +158,115 @@ proptest! {
             Ok(Err(e)) => prop_assert!(false, "{e}"),
             Ok(Ok(())) => {}
         }
+    }
+}
+
+/// A MySQL peer for one connection: `greeting` as its first packet(s); OK to any
+/// handshake response, then `reply` to the first command; then it closes. A client that
+/// sends nothing (it waits for the rest of a greeting) is closed on after 200 ms.
+fn mysql_peer(greeting: Vec<u8>, reply: Vec<u8>) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((mut c, _)) = listener.accept() else { return };
+        let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+        let _ = c.write_all(&greeting);
+        let packet = |c: &mut std::net::TcpStream| {
+            let mut h = [0u8; 4];
+            c.read_exact(&mut h).ok()?;
+            let mut body = vec![0u8; h[0] as usize | (h[1] as usize) << 8 | (h[2] as usize) << 16];
+            c.read_exact(&mut body).ok()
+        };
+        if packet(&mut c).is_some() {
+            let _ = c.write_all(&[7, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0]);
+            if packet(&mut c).is_some() {
+                let _ = c.write_all(&reply);
+            }
+        }
+    });
+    port
+}
+
+/// A well-formed MySQL 5.7-style greeting offering mysql_native_password.
+fn mysql_greeting() -> Vec<u8> {
+    let mut g = vec![10];
+    g.extend_from_slice(b"5.7.0-fuzz\0");
+    g.extend_from_slice(&1u32.to_le_bytes());
+    g.extend_from_slice(b"abcdefgh\0");
+    let caps: u32 = 0x0000_0200 | 0x0000_8000 | 0x0008_0000 | 0x0020_0000 | 0x1 | 0x8 | 0x2000 | 0x0002_0000;
+    g.extend_from_slice(&(caps as u16).to_le_bytes());
+    g.push(33);
+    g.extend_from_slice(&2u16.to_le_bytes());
+    g.extend_from_slice(&((caps >> 16) as u16).to_le_bytes());
+    g.push(21);
+    g.extend_from_slice(&[0; 10]);
+    g.extend_from_slice(b"ijklmnopqrst\0");
+    g.extend_from_slice(b"mysql_native_password\0");
+    let n = g.len() as u32;
+    let mut p = vec![n as u8, (n >> 8) as u8, (n >> 16) as u8, 0];
+    p.extend_from_slice(&g);
+    p
+}
+
+/// Bytes framed as MySQL packets (a valid header most of the time, so the parsers behind
+/// the framing are reached), or raw.
+fn mysql_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..48),
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![0x00u8, 0x01, 0x02, 0xfb, 0xfc, 0xfd, 0xfe, 0xff, 10]),
+                prop::collection::vec(any::<u8>(), 0..20),
+                0u8..4,
+            )
+                .prop_map(|(first, body, seq)| {
+                    let n = body.len() as u32 + 1;
+                    let mut p = vec![n as u8, (n >> 8) as u8, (n >> 16) as u8, seq];
+                    p.push(first);
+                    p.extend_from_slice(&body);
+                    p
+                }),
+            1..6,
+        )
+        .prop_map(|ps| ps.concat()),
+    ]
+}
+
+/// Runs a connect (and a query when it succeeds) against a peer within 10 s.
+fn mysql_exchange(port: u16) -> Result<Result<(), String>, String> {
+    let target = Target::parse(&format!("mysql://x:pw@127.0.0.1:{port}/x?ssl-mode=DISABLED")).unwrap();
+    let ep = Endpoint::new(target).unwrap();
+    std::thread::spawn(move || {
+        crate::common::runtime().block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), async {
+                if let Ok((mut session, _)) = proto::connect(&ep, &PhaseCursor::default()).await {
+                    let _ = session.simple_query("select 1").await;
+                    let _ = session.execute(proto::Statement::Simple("select 1"), &[]).await;
+                }
+            })
+            .await
+            .map_err(|_| "stalled past 10 s after the peer closed".to_string())
+        })
+    })
+    .join()
+    .map_err(|_| "the MySQL reader panicked".to_string())
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    #[test]
+    fn any_mysql_greeting_is_a_session_or_an_error_never_a_panic_or_a_stall(greeting in mysql_bytes()) {
+        let port = mysql_peer(greeting, Vec::new());
+        let outcome = mysql_exchange(port).map_err(TestCaseError::fail)?;
+        prop_assert!(outcome.is_ok(), "{outcome:?}");
+    }
+
+    #[test]
+    fn any_mysql_reply_to_a_query_is_an_answer_or_an_error_never_a_panic_or_a_stall(reply in mysql_bytes()) {
+        let port = mysql_peer(mysql_greeting(), reply);
+        let outcome = mysql_exchange(port).map_err(TestCaseError::fail)?;
+        prop_assert!(outcome.is_ok(), "{outcome:?}");
     }
 }
