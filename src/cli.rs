@@ -142,6 +142,27 @@ pub struct RelayArgs {
     /// app's plaintext inside, as a cloud SQL proxy does. Needs a host:port upstream.
     #[arg(long)]
     pub upstream_tls: bool,
+    /// Fault: reset each connection (both sides) once this many bytes have crossed it,
+    /// both directions counted (e.g. 20000).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..), help_heading = "Faults")]
+    pub reset_after: Option<u64>,
+    /// Fault: refuse this share of new connections with a reset (0 to 1, e.g. 0.2).
+    #[arg(long, value_name = "SHARE", default_value = "0", value_parser = parse_share, help_heading = "Faults")]
+    pub refuse: f64,
+    /// Fault: accept connections but never answer or forward (a hung proxy).
+    #[arg(long, help_heading = "Faults")]
+    pub stall: bool,
+    /// Fault: pass each side's EOF on this much later (a slow close).
+    #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration, help_heading = "Faults")]
+    pub slow_close: Duration,
+}
+
+/// A share from 0 to 1.
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a share from 0 to 1 (e.g. 0.2)")),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::proto::{self, Endpoint};
-use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
+use crate::proto::{ConnectError, PhaseCursor, Timeline};
 
 /// Attempts without a single success after which a target is given up.
 pub const GIVE_UP_AFTER: usize = 3;
@@ -202,14 +202,7 @@ pub async fn connect_once(
             None => proto::connect(ep, &cursor).await,
         }
     };
-    let result = match ep.target.connect_timeout {
-        Some(limit) => match tokio::time::timeout(limit, attempt).await {
-            Ok(r) => r,
-            Err(_) => Err(ConnectError::new(cursor.get(), ErrorKind::Timeout(limit))),
-        },
-        None => attempt.await,
-    };
-    let (session, timeline) = result?;
+    let (session, timeline) = attempt.await?;
     let version = session.server_version().map(str::to_string);
     session.close().await;
     Ok((timeline, version))

@@ -13,6 +13,12 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
         one_way: args.rtt / 2,
         jitter: args.jitter,
         bandwidth: args.bandwidth,
+        faults: crate::net::relay::Faults {
+            reset_after: args.reset_after,
+            refuse: args.refuse,
+            stall: args.stall,
+            slow_close: args.slow_close,
+        },
     };
     let tls = match (&upstream, args.upstream_tls) {
         (_, false) => None,
@@ -32,7 +38,7 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     };
     let r = crate::net::relay::Relay::start_with(&listen, &upstream, shape, tls)?;
     eprintln!(
-        "relay: {} -> {}, adding {} each way (round trip +{}){}{}; Ctrl-C stops",
+        "relay: {} -> {}, adding {} each way (round trip +{}){}{}{}; Ctrl-C stops",
         r.addr(),
         upstream,
         crate::report::format_duration(shape.one_way),
@@ -45,14 +51,24 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
         match args.bandwidth {
             Some(b) => format!(", capped at {:.1} Mbit/s", b * 8.0 / 1e6),
             None => String::new(),
-        }
+        },
+        faults_said(&shape.faults)
     );
     let mut stop = stop_on_signals();
     let _ = stop.wait_for(|s| *s).await;
     let st = &r.stats;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let by_faults = if shape.faults.any() {
+        format!(
+            ", {} refused and {} reset by faults",
+            load(&st.refused),
+            load(&st.reset)
+        )
+    } else {
+        String::new()
+    };
     emit(&format!(
-        "relay: {} connection{} ({} refused upstream), {} up, {} down\n",
+        "relay: {} connection{} ({} refused upstream{by_faults}), {} up, {} down\n",
         load(&st.connections),
         if load(&st.connections) == 1 { "" } else { "s" },
         load(&st.upstream_failures),
@@ -61,4 +77,29 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     ));
     drop(r);
     Ok(Exit::Interrupted)
+}
+
+/// The faults in force, for the relay's first line ("" when none).
+fn faults_said(f: &crate::net::relay::Faults) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = f.reset_after {
+        parts.push(format!("reset after {n} bytes"));
+    }
+    if f.refuse > 0.0 {
+        parts.push(format!("refuse {:.0}% of connections", f.refuse * 100.0));
+    }
+    if f.stall {
+        parts.push("stall every connection".to_string());
+    }
+    if !f.slow_close.is_zero() {
+        parts.push(format!(
+            "close {} late",
+            crate::report::format_duration(f.slow_close)
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; faults: {}", parts.join(", "))
+    }
 }

@@ -139,6 +139,10 @@ pub struct LoadRun {
 }
 
 /// The shared clock of a run.
+/// How long after the measured window a client may still wait on the server before the
+/// run stops waiting for it.
+const END_GRACE: Duration = Duration::from_secs(5);
+
 #[derive(Debug, Clone, Copy)]
 struct Times {
     warm_start: Instant,
@@ -372,6 +376,8 @@ struct WorkerShared {
     times: RefCell<Option<Times>>,
     /// Set when Ctrl-C stopped this worker's clients.
     stopped: std::cell::Cell<bool>,
+    /// Set when clients were still waiting on the server [`END_GRACE`] after the window.
+    overran: std::cell::Cell<bool>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -412,6 +418,7 @@ fn worker(
         setup: RefCell::new((0, 0)),
         times: RefCell::new(None),
         stopped: std::cell::Cell::new(false),
+        overran: std::cell::Cell::new(false),
     });
     // Connect every persistent client first; nothing here is timed.
     let sessions: Vec<Option<Session>> = local.block_on(&rt, {
@@ -504,6 +511,29 @@ fn worker(
                 }
             })
         };
+        // A client still waiting on the server well after the window closed (a stalled
+        // server or path) would hold the run open for ever: after a grace period its
+        // wait is ended, said once, and the results so far are reported.
+        let overrun = t.end.map(|end| {
+            let shared = shared.clone();
+            let aborts: Vec<_> = clients.iter().map(|c| c.abort_handle()).collect();
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep_until((end + END_GRACE).into()).await;
+                let waiting = aborts.iter().filter(|a| !a.is_finished()).count();
+                if waiting > 0 {
+                    eprintln!(
+                        "load: {waiting} client{} still waited on the server {} after the measured window closed; \
+                         stopped waiting (a stalled server or path?)",
+                        if waiting == 1 { "" } else { "s" },
+                        crate::units::format_duration(END_GRACE)
+                    );
+                    shared.overran.set(true);
+                }
+                for a in aborts {
+                    a.abort();
+                }
+            })
+        });
         let mut left = Vec::new();
         for c in clients {
             if let Ok(session) = c.await {
@@ -511,6 +541,9 @@ fn worker(
             }
         }
         stopper.abort();
+        if let Some(o) = overrun {
+            o.abort();
+        }
         let interrupted = shared.stopped.get();
         let cpu_end = thread_usage();
         let window_end = reads_window.then(|| WindowEnd::read(&plan.accounting));
@@ -569,13 +602,7 @@ async fn open(shared: &WorkerShared) -> Result<(Session, Timeline), ConnectError
     let ep: &Endpoint = &shared.plan.endpoint;
     let cursor = PhaseCursor::default();
     let attempt = proto::connect(ep, &cursor);
-    let (session, timeline) = match ep.target.connect_timeout {
-        Some(limit) => match tokio::time::timeout(limit, attempt).await {
-            Ok(r) => r?,
-            Err(_) => return Err(ConnectError::new(cursor.get(), ErrorKind::Timeout(limit))),
-        },
-        None => attempt.await?,
-    };
+    let (session, timeline) = attempt.await?;
     if shared.server_version.borrow().is_none() {
         *shared.server_version.borrow_mut() = session.server_version().map(str::to_string);
         *shared.tls.borrow_mut() = timeline.tls.clone();

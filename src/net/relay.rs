@@ -27,6 +27,11 @@
 //! the relay opens TLS to the server itself (SSLRequest, `S`, then the handshake) and
 //! carries the app's bytes inside.
 //!
+//! Faults, in the manner of Toxiproxy's toxics ([`Faults`]): reset a connection after N
+//! bytes, refuse a share of new connections, stall (accept and never answer), and a
+//! slow close (EOF passed on late). They are decided per connection, so the relayed
+//! bytes of a healthy connection take the same path as without them.
+//!
 //! The relay runs on a thread of its own with a current-thread runtime, so it never
 //! competes with the measuring threads' runtimes for a scheduler slot.
 
@@ -92,6 +97,28 @@ pub struct Shape {
     pub jitter: Duration,
     /// A cap in bytes per second, per direction.
     pub bandwidth: Option<f64>,
+    /// Faults to inject; none by default.
+    pub faults: Faults,
+}
+
+/// Faults the relay injects into the connections it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Faults {
+    /// Reset a connection (both sides) once this many bytes have crossed it, both
+    /// directions counted; the chunk that would cross the limit is not forwarded.
+    pub reset_after: Option<u64>,
+    /// The share of new connections refused with a reset, 0 to 1.
+    pub refuse: f64,
+    /// Accept connections but never open the upstream or answer: a hung proxy.
+    pub stall: bool,
+    /// Pass a side's EOF on this much later.
+    pub slow_close: Duration,
+}
+
+impl Faults {
+    pub fn any(&self) -> bool {
+        *self != Faults::default()
+    }
 }
 
 impl Shape {
@@ -101,6 +128,7 @@ impl Shape {
             one_way: rtt / 2,
             jitter: Duration::ZERO,
             bandwidth: None,
+            faults: Faults::default(),
         }
     }
 
@@ -147,6 +175,9 @@ pub struct RelayStats {
     pub upstream_failures: AtomicU64,
     pub bytes_up: AtomicU64,
     pub bytes_down: AtomicU64,
+    /// Connections the relay refused or reset on purpose (faults).
+    pub refused: AtomicU64,
+    pub reset: AtomicU64,
 }
 
 /// A relay running on its own thread; dropping it stops it and removes its socket file.
@@ -409,6 +440,16 @@ async fn relay_one(
     seed: u64,
     stats: &RelayStats,
 ) {
+    let f = shape.faults;
+    if f.refuse > 0.0 && Rng::new(seed | 1).unit() < f.refuse {
+        stats.refused.fetch_add(1, Ordering::Relaxed);
+        reset_on_close(client.fd());
+        return;
+    }
+    if f.stall {
+        // Held open and silent until the relay stops.
+        std::future::pending::<()>().await;
+    }
     if let Some(tls) = tls {
         if relay_tls(client, upstream, shape, tls, seed, stats)
             .await
@@ -431,12 +472,31 @@ async fn relay_one(
     let (client_fd, server_fd) = (client.fd(), server.fd());
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
-    let up = pipe(cr, sw, shape, seed, &stats.bytes_up);
-    let down = pipe(sr, cw, shape, seed ^ 0x5555, &stats.bytes_down);
+    let crossed = AtomicU64::new(0);
+    let up = pipe(cr, sw, shape, seed, &stats.bytes_up, &crossed);
+    let down = pipe(sr, cw, shape, seed ^ 0x5555, &stats.bytes_down, &crossed);
     if both_ways(up, down).await {
+        if f.reset_after
+            .is_some_and(|limit| crossed.load(Ordering::Relaxed) > limit)
+        {
+            stats.reset.fetch_add(1, Ordering::Relaxed);
+        }
         reset_on_close(client_fd);
         reset_on_close(server_fd);
     }
+}
+
+/// Counts `n` more bytes on a connection; an error (a reset) once a `reset_after` fault's
+/// limit is crossed.
+fn cross(crossed: &AtomicU64, n: usize, limit: Option<u64>) -> io::Result<()> {
+    let Some(limit) = limit else { return Ok(()) };
+    if crossed.fetch_add(n as u64, Ordering::Relaxed) + n as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "relay fault: reset after N bytes",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs both directions. Each ends on its own (half-close); an error in either (a reset,
@@ -590,8 +650,16 @@ async fn relay_tls(
     stats.bytes_down.fetch_add(first.len() as u64, Ordering::Relaxed);
     let (cr, cw) = client.split();
     let (sr, sw) = tokio::io::split(&mut stream);
-    let up = pipe(cr, Box::new(sw), shape, seed, &stats.bytes_up);
-    let down = pipe(Box::new(sr), cw, shape, seed ^ 0x5555, &stats.bytes_down);
+    let crossed = AtomicU64::new(0);
+    let up = pipe(cr, Box::new(sw), shape, seed, &stats.bytes_up, &crossed);
+    let down = pipe(
+        Box::new(sr),
+        cw,
+        shape,
+        seed ^ 0x5555,
+        &stats.bytes_down,
+        &crossed,
+    );
     if both_ways(up, down).await {
         reset_on_close(client_fd);
         reset_on_close(server_fd);
@@ -637,15 +705,21 @@ async fn pipe(
     shape: Shape,
     seed: u64,
     bytes: &AtomicU64,
+    crossed: &AtomicU64,
 ) -> io::Result<()> {
+    let (limit, slow_close) = (shape.faults.reset_after, shape.faults.slow_close);
     if shape.is_passthrough() {
         let mut buf = vec![0u8; CHUNK];
         loop {
             let n = r.read(&mut buf).await?;
             if n == 0 {
+                if !slow_close.is_zero() {
+                    tokio::time::sleep(slow_close).await;
+                }
                 let _ = w.shutdown().await;
                 return Ok(());
             }
+            cross(crossed, n, limit)?;
             bytes.fetch_add(n as u64, Ordering::Relaxed);
             w.write_all(&buf[..n]).await?;
         }
@@ -678,9 +752,10 @@ async fn pipe(
                 delay = Duration::from_secs_f64((delay.as_secs_f64() + j).max(0.0));
             }
             if n == 0 {
-                let _ = tx.send(Item::Eof(last_due.max(arrival + delay)));
+                let _ = tx.send(Item::Eof(last_due.max(arrival + delay) + slow_close));
                 return Ok::<(), io::Error>(());
             }
+            cross(crossed, n, limit)?;
             // Hand back the credit the chunk did not use; the writer returns the rest.
             drop(permit);
             reader_credit.forget_permits(n);

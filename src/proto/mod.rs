@@ -202,7 +202,7 @@ pub enum ErrorKind {
     /// An ErrorResponse from the server.
     #[error("{message} ({code})")]
     Server { code: String, message: String },
-    #[error("timed out after {} (connect_timeout)", crate::units::format_duration(*.0))]
+    #[error("timed out after {} (connect_timeout; connbench's bound when none is set is {})", crate::units::format_duration(*.0), crate::units::format_duration(DEFAULT_CONNECT_LIMIT))]
     Timeout(Duration),
     #[error("{0}")]
     Tls(String),
@@ -274,6 +274,20 @@ impl Endpoint {
     }
 }
 
+/// How long a connect may take when the target sets no `connect_timeout`. libpq and the
+/// MySQL clients wait forever by default; connbench bounds every wait on a peer, so a
+/// server or proxy that accepts and never answers ends the connect with a timeout error
+/// instead of hanging the run.
+pub const DEFAULT_CONNECT_LIMIT: Duration = Duration::from_secs(15);
+
+impl Endpoint {
+    /// The bound on one connect: the target's `connect_timeout`, else
+    /// [`DEFAULT_CONNECT_LIMIT`].
+    pub fn connect_limit(&self) -> Duration {
+        self.target.connect_timeout.unwrap_or(DEFAULT_CONNECT_LIMIT)
+    }
+}
+
 /// A statement to run, in one of the three query modes.
 #[derive(Debug, Clone, Copy)]
 pub enum Statement<'a> {
@@ -300,36 +314,56 @@ pub enum Session {
     Mysql(mysql::Session),
 }
 
-/// Opens a session of the endpoint's engine, timing every phase. `cursor` tracks the
-/// phase in progress, so that a caller's timeout can say where it struck.
+/// Opens a session of the endpoint's engine, timing every phase, within the endpoint's
+/// [`Endpoint::connect_limit`]. `cursor` tracks the phase in progress, so that a timeout
+/// says where it struck.
 pub async fn connect(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(Session, Timeline), ConnectError> {
-    match ep.engine() {
-        Engine::Postgres => {
-            let (s, t) = postgres::connect(ep, cursor).await?;
-            Ok((Session::Postgres(s), t))
+    bounded(ep, cursor, async {
+        match ep.engine() {
+            Engine::Postgres => {
+                let (s, t) = postgres::connect(ep, cursor).await?;
+                Ok((Session::Postgres(s), t))
+            }
+            Engine::Mysql => {
+                let (s, t) = mysql::connect(ep, cursor).await?;
+                Ok((Session::Mysql(s), t))
+            }
         }
-        Engine::Mysql => {
-            let (s, t) = mysql::connect(ep, cursor).await?;
-            Ok((Session::Mysql(s), t))
-        }
-    }
+    })
+    .await
 }
 
-/// Connects and then runs one query as the `query` phase of the same timeline.
+/// Connects and then runs one query as the `query` phase of the same timeline, within
+/// the endpoint's connect limit.
 pub async fn connect_and_query(
     ep: &Endpoint,
     sql: &str,
     cursor: &PhaseCursor,
 ) -> Result<(Session, Timeline), ConnectError> {
-    match ep.engine() {
-        Engine::Postgres => {
-            let (s, t) = postgres::connect_and_query(ep, sql, cursor).await?;
-            Ok((Session::Postgres(s), t))
+    bounded(ep, cursor, async {
+        match ep.engine() {
+            Engine::Postgres => {
+                let (s, t) = postgres::connect_and_query(ep, sql, cursor).await?;
+                Ok((Session::Postgres(s), t))
+            }
+            Engine::Mysql => {
+                let (s, t) = mysql::connect_and_query(ep, sql, cursor).await?;
+                Ok((Session::Mysql(s), t))
+            }
         }
-        Engine::Mysql => {
-            let (s, t) = mysql::connect_and_query(ep, sql, cursor).await?;
-            Ok((Session::Mysql(s), t))
-        }
+    })
+    .await
+}
+
+async fn bounded<T>(
+    ep: &Endpoint,
+    cursor: &PhaseCursor,
+    attempt: impl std::future::Future<Output = Result<T, ConnectError>>,
+) -> Result<T, ConnectError> {
+    let limit = ep.connect_limit();
+    match tokio::time::timeout(limit, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(ConnectError::new(cursor.get(), ErrorKind::Timeout(limit))),
     }
 }
 

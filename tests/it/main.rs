@@ -5,6 +5,7 @@ mod cleanup;
 mod cli;
 mod common;
 mod connect;
+mod faults;
 mod fuzz;
 mod hostile;
 mod load;

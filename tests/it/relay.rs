@@ -61,6 +61,7 @@ fn forwards_large_payloads_byte_exact_with_half_close() {
                 one_way: Duration::from_millis(1),
                 jitter: Duration::from_micros(500),
                 bandwidth: None,
+                faults: Default::default(),
             },
         ),
         (
@@ -69,6 +70,7 @@ fn forwards_large_payloads_byte_exact_with_half_close() {
                 one_way: Duration::from_micros(200),
                 jitter: Duration::ZERO,
                 bandwidth: Some(100e6),
+                faults: Default::default(),
             },
         ),
     ];
@@ -393,7 +395,7 @@ fn connect_predicts_its_time_at_a_distance() {
 }
 
 /// A relay process that is killed if the test fails before stopping it.
-struct RelayProcess(Option<std::process::Child>);
+pub struct RelayProcess(Option<std::process::Child>);
 
 impl RelayProcess {
     /// Ctrl-C, then its exit status and standard output.
@@ -402,6 +404,12 @@ impl RelayProcess {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         child.wait_with_output().unwrap()
+    }
+}
+
+impl RelayProcess {
+    pub fn pid(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
     }
 }
 
@@ -416,7 +424,7 @@ impl Drop for RelayProcess {
 
 /// Starts `connbench relay --listen 127.0.0.1:0 ARGS...`; returns the process, the address
 /// it listens on and its first line: "relay: 127.0.0.1:PORT -> UPSTREAM, ...".
-fn spawn_relay(args: &[&str]) -> (RelayProcess, String, String) {
+pub fn spawn_relay(args: &[&str]) -> (RelayProcess, String, String) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
         .args(["relay", "--listen", "127.0.0.1:0"])
         .args(args)
