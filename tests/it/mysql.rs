@@ -177,6 +177,41 @@ fn mariadb_failures_name_their_phase_code_and_never_the_password() {
     let all = stdout(&out) + &stderr(&out);
     assert!(all.contains("auth: Access denied"), "{all}");
     assert!(!all.contains("n0tThePassw0rd"), "{all}");
+    // The real password inline, through every command's error path (a database that
+    // does not exist): named nowhere in what they print.
+    let cnf = std::fs::read_to_string(&m.defaults_file).unwrap();
+    let secret = cnf
+        .lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .unwrap()
+        .to_string();
+    assert!(secret.len() >= 16, "a real secret to look for");
+    let inline = format!(
+        "mysql://connbench:{secret}@127.0.0.1:{}/no_such_db?ssl-mode=DISABLED",
+        m.port
+    );
+    for args in [
+        vec!["connect", &inline, "-n", "2"],
+        vec!["connect", &inline, "-n", "2", "--json"],
+        vec!["load", &inline, "-S", "-T", "1"],
+        vec!["load", &inline, "-b", "connect-only", "-T", "1", "--json"],
+        vec!["init", &inline],
+        vec!["init", &inline, "--drop"],
+    ] {
+        let out = connbench(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let all = stdout(&out) + &stderr(&out);
+        assert!(
+            !all.contains(&secret),
+            "{:?} printed the password: {all}",
+            &args[..1]
+        );
+        assert!(
+            all.contains("no_such_db"),
+            "{:?} names the database: {all}",
+            &args[..1]
+        );
+    }
 }
 
 #[test]

@@ -237,6 +237,52 @@ target = ["unix"]
 }
 
 #[test]
+fn a_sigkill_mid_suite_loses_at_most_the_repetition_in_flight() {
+    dataset();
+    let dir = scratch("sigkill");
+    let suite = r#"
+name = "killed"
+question = "Does a SIGKILL lose finished results?"
+kind = "load"
+duration = "300ms"
+repetitions = 50
+prewarm = false
+[defaults]
+workload = "select-only"
+[axes]
+target = ["unix"]
+"#;
+    let (store, args) = suite_args(&dir, suite, &["unix"], &[]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // What another reader of the store sees just before the kill...
+    let before = connbench::experiment::store::Store::open(&store)
+        .unwrap()
+        .list_runs()
+        .unwrap()[0]
+        .repetitions_saved;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // ...is all still there after it: at most the repetition that was finishing is added.
+    let st = connbench::experiment::store::Store::open(&store).unwrap();
+    let runs = st.list_runs().unwrap();
+    assert!(before >= 2, "repetitions were saved as they ended: {before}");
+    assert!(
+        (before..=before + 1).contains(&runs[0].repetitions_saved),
+        "{before} saved before the kill, {} after",
+        runs[0].repetitions_saved
+    );
+    let out = connbench(&["runs", "show", "1", "--store", store.to_str().unwrap()]);
+    assert!(out.status.success(), "the store still reads: {}", stderr(&out));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn dry_run_and_bad_suites() {
     let o = connbench(&["run", "transport", "--quick", "--dry-run"]);
     assert!(o.status.success());
