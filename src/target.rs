@@ -333,13 +333,7 @@ impl Target {
         }
         let get = |k: &str| raw.get(k).map(String::as_str).filter(|v| !v.is_empty());
 
-        let port = match get("port") {
-            None => 5432,
-            Some(p) => match p.parse::<u16>() {
-                Ok(0) | Err(_) => return Err(bad("port", p, "expected a number from 1 to 65535")),
-                Ok(n) => n,
-            },
-        };
+        let port = parse_port(get("port"), 5432)?;
         let hostaddr = match get("hostaddr") {
             None => None,
             Some(a) => Some(
@@ -369,17 +363,7 @@ impl Target {
         };
         let user = match get("user") {
             Some(u) => u.to_string(),
-            None => env
-                .var("USER")
-                .or_else(|| env.var("LOGNAME"))
-                .or_else(os_user_name)
-                .ok_or_else(|| {
-                    bad(
-                        "user",
-                        "",
-                        "no user given and the OS user name is unknown; pass user=NAME",
-                    )
-                })?,
+            None => default_user(env)?,
         };
         let dbname = get("dbname").unwrap_or(&user).to_string();
         let sslmode = match get("sslmode") {
@@ -887,6 +871,31 @@ fn default_socket_dir() -> PathBuf {
 
 fn home_file(env: &dyn Env, rel: &str) -> Option<PathBuf> {
     env.var("HOME").map(|h| Path::new(&h).join(rel))
+}
+
+/// A `port` value, or `default` when none is given.
+fn parse_port(value: Option<&str>, default: u16) -> Result<u16, TargetError> {
+    match value {
+        None => Ok(default),
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => Err(bad("port", p, "expected a number from 1 to 65535")),
+            Ok(n) => Ok(n),
+        },
+    }
+}
+
+/// The user when a target names none: the OS user, as libpq and the MySQL clients take it.
+fn default_user(env: &dyn Env) -> Result<String, TargetError> {
+    env.var("USER")
+        .or_else(|| env.var("LOGNAME"))
+        .or_else(os_user_name)
+        .ok_or_else(|| {
+            bad(
+                "user",
+                "",
+                "no user given and the OS user name is unknown; pass user=NAME",
+            )
+        })
 }
 
 fn os_user_name() -> Option<String> {

@@ -26,7 +26,7 @@ use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, Hand
 use mysql_common::proto::MySerialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::postgres::{connect_socket_tcp, connect_socket_unix, resolve, tls_cause};
+use super::postgres::{open_socket, tls_cause};
 pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, Statement, Stopwatch, Timeline};
 use crate::net::transport::{self, Counters, Stream};
@@ -128,23 +128,7 @@ pub async fn connect_and_query(
 
 async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result<Session, ConnectError> {
     let t = &ep.target;
-    let stream = match &t.host {
-        Host::Unix(_) => {
-            cursor.set(Phase::Connect);
-            let s = connect_socket_unix(t).await?;
-            sw.mark(Phase::Connect, 0);
-            s
-        }
-        Host::Tcp(host) => {
-            cursor.set(Phase::Resolve);
-            let addrs = resolve(t, host).await?;
-            sw.mark(Phase::Resolve, 0);
-            cursor.set(Phase::Connect);
-            let s = connect_socket_tcp(&addrs).await?;
-            sw.mark_network(Phase::Connect, 1);
-            s
-        }
-    };
+    let stream = open_socket(t, cursor, sw).await?;
     let mut s = Session {
         stream,
         rbuf: BytesMut::with_capacity(8 * 1024),

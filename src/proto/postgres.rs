@@ -67,23 +67,7 @@ pub async fn connect_and_query(
 /// The phases up to ReadyForQuery, each marked on `sw`.
 async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result<Session, ConnectError> {
     let t = &ep.target;
-    let stream = match &t.host {
-        Host::Unix(_) => {
-            cursor.set(Phase::Connect);
-            let s = connect_socket_unix(t).await?;
-            sw.mark(Phase::Connect, 0);
-            s
-        }
-        Host::Tcp(host) => {
-            cursor.set(Phase::Resolve);
-            let addrs = resolve(t, host).await?;
-            sw.mark(Phase::Resolve, 0);
-            cursor.set(Phase::Connect);
-            let s = connect_socket_tcp(&addrs).await?;
-            sw.mark_network(Phase::Connect, 1);
-            s
-        }
-    };
+    let stream = open_socket(t, cursor, sw).await?;
     let stream = match &ep.tls {
         Some(tls) => {
             cursor.set(Phase::Tls);
@@ -114,7 +98,33 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
     Ok(session)
 }
 
-pub(super) async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, ConnectError> {
+/// The engine-neutral first phases: `resolve` (TCP only) and the socket `connect`, each
+/// marked on `sw`.
+pub(super) async fn open_socket(
+    t: &Target,
+    cursor: &PhaseCursor,
+    sw: &mut Stopwatch,
+) -> Result<Stream, ConnectError> {
+    Ok(match &t.host {
+        Host::Unix(_) => {
+            cursor.set(Phase::Connect);
+            let s = connect_socket_unix(t).await?;
+            sw.mark(Phase::Connect, 0);
+            s
+        }
+        Host::Tcp(host) => {
+            cursor.set(Phase::Resolve);
+            let addrs = resolve(t, host).await?;
+            sw.mark(Phase::Resolve, 0);
+            cursor.set(Phase::Connect);
+            let s = connect_socket_tcp(&addrs).await?;
+            sw.mark_network(Phase::Connect, 1);
+            s
+        }
+    })
+}
+
+async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, ConnectError> {
     if let Some(ip) = t.hostaddr {
         return Ok(vec![SocketAddr::new(ip, t.port)]);
     }
@@ -139,7 +149,7 @@ pub(super) async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, C
     Ok(addrs)
 }
 
-pub(super) async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectError> {
+async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectError> {
     let path = t.socket_path().expect("a Unix target has a socket path");
     transport::connect_unix(&path).await.map_err(|e| {
         let hint = match e.kind() {
@@ -156,7 +166,7 @@ pub(super) async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectErr
 }
 
 /// Tries each address in turn, as libpq does, and reports the last failure.
-pub(super) async fn connect_socket_tcp(addrs: &[SocketAddr]) -> Result<Stream, ConnectError> {
+async fn connect_socket_tcp(addrs: &[SocketAddr]) -> Result<Stream, ConnectError> {
     let mut last = None;
     for addr in addrs {
         match transport::connect_tcp(*addr).await {

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{
-    bad, check_rootcert, is_label, os_user_name, redact, Engine, Env, Host, SslMode, Target, TargetError,
+    bad, check_rootcert, default_user, is_label, parse_port, redact, Engine, Env, Host, SslMode, Target,
+    TargetError,
 };
 use super::{ChannelBinding, TargetError::UnknownKey};
 
@@ -81,13 +82,7 @@ pub(super) fn resolve(
         ));
     }
     let get = |k: &str| raw.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let port = match get("port") {
-        None => 3306,
-        Some(p) => match p.parse::<u16>() {
-            Ok(0) | Err(_) => return Err(bad("port", p, "expected a number from 1 to 65535")),
-            Ok(n) => n,
-        },
-    };
+    let port = parse_port(get("port"), 3306)?;
     let host = match (get("socket"), get("host")) {
         (Some(s), _) => Host::Unix(PathBuf::from(s)),
         (None, Some("localhost")) if get("port").is_none() => Host::Unix(PathBuf::from(DEFAULT_SOCKET)),
@@ -116,17 +111,7 @@ pub(super) fn resolve(
     };
     let user = match get("user").or(from_file.get("user").map(String::as_str)) {
         Some(u) => u.to_string(),
-        None => env
-            .var("USER")
-            .or_else(|| env.var("LOGNAME"))
-            .or_else(os_user_name)
-            .ok_or_else(|| {
-                bad(
-                    "user",
-                    "",
-                    "no user given and the OS user name is unknown; pass user=NAME",
-                )
-            })?,
+        None => default_user(env)?,
     };
     let password_in_text = get("password").is_some();
     let password = get("password")
