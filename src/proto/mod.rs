@@ -202,8 +202,14 @@ pub enum ErrorKind {
     /// An ErrorResponse from the server.
     #[error("{message} ({code})")]
     Server { code: String, message: String },
-    #[error("timed out after {} (connect_timeout; connbench's bound when none is set is {})", crate::units::format_duration(*.0), crate::units::format_duration(DEFAULT_CONNECT_LIMIT))]
+    #[error("timed out after {} (connect_timeout)", crate::units::format_duration(*.0))]
     Timeout(Duration),
+    /// The bound connbench puts on a connect whose target sets no `connect_timeout`.
+    #[error(
+        "timed out after {} (connbench's bound on a connect when the target sets no connect_timeout)",
+        crate::units::format_duration(*.0)
+    )]
+    Bound(Duration),
     #[error("{0}")]
     Tls(String),
     /// The server said something this client does not expect or support.
@@ -226,7 +232,7 @@ impl ErrorKind {
         match self {
             ErrorKind::Io { source, .. } => format!("io-{:?}", source.kind()).to_lowercase(),
             ErrorKind::Server { code, .. } => code.clone(),
-            ErrorKind::Timeout(_) => "timeout".into(),
+            ErrorKind::Timeout(_) | ErrorKind::Bound(_) => "timeout".into(),
             ErrorKind::Tls(_) => "tls".into(),
             ErrorKind::Protocol(_) => "protocol".into(),
             ErrorKind::Config(_) => "config".into(),
@@ -363,7 +369,10 @@ async fn bounded<T>(
     let limit = ep.connect_limit();
     match tokio::time::timeout(limit, attempt).await {
         Ok(r) => r,
-        Err(_) => Err(ConnectError::new(cursor.get(), ErrorKind::Timeout(limit))),
+        Err(_) if ep.target.connect_timeout.is_some() => {
+            Err(ConnectError::new(cursor.get(), ErrorKind::Timeout(limit)))
+        }
+        Err(_) => Err(ConnectError::new(cursor.get(), ErrorKind::Bound(limit))),
     }
 }
 
