@@ -1,6 +1,7 @@
 //! Faults during a run, injected by the relay (as Toxiproxy's toxics) between connbench
 //! and the sandbox's real PostgreSQL: each is survived and counted by kind, or ends the
-//! run with a clear message, and no wait on a stalled peer goes unbounded.
+//! run with a clear message, and no wait on a stalled peer goes unbounded. Loads run
+//! under a rate, below saturation, so they leave the cores to the tests beside them.
 
 use std::time::{Duration, Instant};
 
@@ -45,7 +46,9 @@ fn resets_after_n_bytes_are_counted_and_the_clients_reconnect() {
     let upstream = through("x:0").0;
     let (_relay, at, _) = spawn_relay(&["--upstream", &upstream, "--reset-after", "100000"]);
     let target = through(&at).1;
-    let (code, v, err) = load_json(&["load", &target, "-S", "-c", "2", "-T", "1500ms", "--json"]);
+    let (code, v, err) = load_json(&[
+        "load", &target, "-S", "-c", "2", "-T", "1500ms", "-R", "3000", "--json",
+    ]);
     assert_eq!(code, Some(0), "{err}");
     let s = &v["summary"];
     let resets = failures_of_kind(&v, "reset");
@@ -63,7 +66,9 @@ fn a_share_of_refused_connections_fails_those_connects_only() {
     let upstream = through("x:0").0;
     let (_relay, at, _) = spawn_relay(&["--upstream", &upstream, "--refuse", "0.3"]);
     let target = through(&at).1;
-    let (code, v, err) = load_json(&["load", &target, "-S", "-C", "-c", "2", "-T", "1500ms", "--json"]);
+    let (code, v, err) = load_json(&[
+        "load", &target, "-S", "-C", "-c", "2", "-T", "1500ms", "-R", "300", "--json",
+    ]);
     assert_eq!(code, Some(0), "{err}");
     let s = &v["summary"];
     let (done, failed) = (
@@ -106,7 +111,9 @@ fn a_stalled_proxy_ends_in_a_timeout_and_a_stall_mid_run_in_a_message() {
     let (relay, at, _) = spawn_relay(&["--upstream", &upstream]);
     let target = through(&at).1;
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["load", &target, "-S", "-c", "2", "-T", "2s", "--json"])
+        .args([
+            "load", &target, "-S", "-c", "2", "-T", "2s", "-R", "2000", "--json",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

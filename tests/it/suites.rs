@@ -249,6 +249,7 @@ repetitions = 50
 prewarm = false
 [defaults]
 workload = "select-only"
+rate = 2000
 [axes]
 target = ["unix"]
 "#;
