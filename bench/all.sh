@@ -35,6 +35,7 @@ run "load vs pgbench" env CASES="select tpcb connect" bench/load_vs_pgbench.sh 3
 run "relay" bench/relay.sh 2
 run "sidecar" bench/sidecar.sh 5 8
 run "cpu" bench/cpu.sh 3 8
+run "mysql vs sysbench" bench/mysql_vs_sysbench.sh 3 5
 run "verdicts (lab --quick)" bench/verdicts.sh
 echo "raw output: $out"
 [ "$failed" = 0 ] || exit 1
