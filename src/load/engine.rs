@@ -376,8 +376,6 @@ struct WorkerShared {
     times: RefCell<Option<Times>>,
     /// Set when Ctrl-C stopped this worker's clients.
     stopped: std::cell::Cell<bool>,
-    /// Set when clients were still waiting on the server [`END_GRACE`] after the window.
-    overran: std::cell::Cell<bool>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -418,7 +416,6 @@ fn worker(
         setup: RefCell::new((0, 0)),
         times: RefCell::new(None),
         stopped: std::cell::Cell::new(false),
-        overran: std::cell::Cell::new(false),
     });
     // Connect every persistent client first; nothing here is timed.
     let sessions: Vec<Option<Session>> = local.block_on(&rt, {
@@ -515,7 +512,6 @@ fn worker(
         // server or path) would hold the run open for ever: after a grace period its
         // wait is ended, said once, and the results so far are reported.
         let overrun = t.end.map(|end| {
-            let shared = shared.clone();
             let aborts: Vec<_> = clients.iter().map(|c| c.abort_handle()).collect();
             tokio::task::spawn_local(async move {
                 tokio::time::sleep_until((end + END_GRACE).into()).await;
@@ -527,7 +523,6 @@ fn worker(
                         if waiting == 1 { "" } else { "s" },
                         crate::units::format_duration(END_GRACE)
                     );
-                    shared.overran.set(true);
                 }
                 for a in aborts {
                     a.abort();

@@ -412,7 +412,7 @@ impl Session {
             let pkt = self.packet(p).await?;
             match pkt.first() {
                 Some(0x00) => {
-                    self.status = ok_status(&pkt);
+                    self.status = ok_packet(&pkt).1;
                     return Ok(());
                 }
                 Some(0xff) => return Err(server_error(p, &pkt)),
@@ -771,10 +771,6 @@ fn ok_packet(pkt: &[u8]) -> (u64, StatusFlags) {
     parse().unwrap_or((0, StatusFlags::empty()))
 }
 
-fn ok_status(pkt: &[u8]) -> StatusFlags {
-    ok_packet(pkt).1
-}
-
 /// An EOF packet's status flags (after the warning count).
 fn eof_status(pkt: &[u8]) -> StatusFlags {
     pkt.get(3..5)
@@ -808,17 +804,6 @@ fn placeholders(sql: &str) -> (String, Vec<usize>) {
         out.push(c);
     }
     (out, order)
-}
-
-/// Reads the server's greeting without authenticating: for the sandbox's readiness
-/// check and tests that need the server's version and capabilities.
-pub async fn probe(ep: &Endpoint) -> Result<String, ConnectError> {
-    let mut sw = Stopwatch::start();
-    let cursor = PhaseCursor::default();
-    let s = open(ep, &cursor, &mut sw).await?;
-    let v = s.server_version.clone().unwrap_or_default();
-    s.close().await;
-    Ok(v)
 }
 
 #[cfg(test)]
