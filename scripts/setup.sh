@@ -15,6 +15,10 @@ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgb
 command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
 # sysbench, the peer tool of bench/mysql_vs_sysbench.sh.
 command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
+# Python's venv, for kubernetes-validate (PyPI), which the tests use to check the
+# Kubernetes Job connbench prints against Kubernetes' schemas, offline.
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 # The bridge net path (netpath = "bridge") creates namespaces and NAT rules with these.
 command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || need+=(nftables)

@@ -103,6 +103,9 @@ pub enum Command {
     /// Start, inspect or stop a throwaway PostgreSQL + PgBouncer to measure against.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Print Kubernetes manifests that run connbench (a load's workers, as an Indexed Job).
+    #[command(subcommand)]
+    Kubernetes(KubernetesCommand),
     /// Forward connections through a user-space hop that adds network distance.
     ///
     /// Listens on ADDR (host:port, or a Unix socket path) and opens a connection to the
@@ -165,12 +168,14 @@ fn parse_share(s: &str) -> Result<f64, String> {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// The results store (SQLite). Default: $XDG_DATA_HOME/connbench/results.sqlite or
-    /// ~/.local/share/connbench/results.sqlite.
-    #[arg(long, value_name = "FILE")]
-    pub store: Option<std::path::PathBuf>,
+    /// The results store: a SQLite file, or a PostgreSQL URL or conninfo where many
+    /// machines save to one place (its password, if not in the URL, from
+    /// CONNBENCH_STORE_PASSWORD or PGPASSWORD). Default: a SQLite file,
+    /// $XDG_DATA_HOME/connbench/results.sqlite or ~/.local/share/connbench/results.sqlite.
+    #[arg(long, value_name = "FILE|URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -228,9 +233,9 @@ pub struct ServerArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The runs to report (see `connbench runs list`).
+    /// The runs to report, by number or name (see `connbench runs list`).
     #[arg(required = true)]
-    pub runs: Vec<i64>,
+    pub runs: Vec<String>,
     /// Write a self-contained HTML page with charts to FILE (no network needed to view it).
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
@@ -256,8 +261,8 @@ pub enum RunsCommand {
     },
     /// One run's cells, figures and verdicts, from the store.
     Show {
-        /// The run's id (see `connbench runs list`).
-        run: i64,
+        /// The run's number or name (see `connbench runs list`).
+        run: String,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -445,6 +450,109 @@ pub struct LoadArgs {
     /// container's: /sys/fs/cgroup/system.slice/docker-ID.scope); v2 or v1 cpuacct.
     #[arg(long, value_name = "PATH")]
     pub server_cgroup: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub workers: WorkerArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KubernetesCommand {
+    /// Print an Indexed Job whose N pods are the workers of one load run.
+    ///
+    /// Every pod runs `connbench load TARGET [load flags] --workers N --run RUN --store
+    /// STORE` with its index from Kubernetes (JOB_COMPLETION_INDEX); the workers meet in
+    /// the PostgreSQL store, start at one agreed instant, and each saves its histograms
+    /// there. Passwords come from Secrets (key `password`), never the manifest.
+    #[command(after_help = KUBERNETES_EXAMPLES)]
+    Job(KubernetesJobArgs),
+}
+
+const KUBERNETES_EXAMPLES: &str = "\
+The whole flow:
+  kubectl create secret generic cb-store --from-literal=password=...
+  kubectl create secret generic cb-db --from-literal=password=...
+  connbench kubernetes job --workers 4 --image registry.example/connbench:0.1 \\
+      --target 'host=db.prod port=5432 dbname=app user=bench' --target-secret cb-db \\
+      --store postgres://cb@results.prod/connbench --store-secret cb-store \\
+      --run exp2 -- -S -M prepared -c 256 -j 4 -T 300 --warmup 30s > job.yaml
+  kubectl apply -f job.yaml
+  kubectl wait --for=condition=complete --timeout=1h job/connbench-exp2
+  connbench report exp2 --store postgres://cb@results.prod/connbench --json exp2.json";
+
+#[derive(Debug, Args)]
+pub struct KubernetesJobArgs {
+    /// The number of workers (pods): completions and parallelism of the Job.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub workers: u32,
+    /// The container image with connbench as its entrypoint.
+    #[arg(long)]
+    pub image: String,
+    /// What the workers load: a conninfo string or URI, without its password.
+    #[arg(long)]
+    pub target: String,
+    /// The PostgreSQL results store every worker saves to, without its password.
+    #[arg(long, value_name = "URL")]
+    pub store: String,
+    /// The run's name [default: load-DATE-TIME].
+    #[arg(long, value_parser = parse_run_name)]
+    pub run: Option<String>,
+    /// The Secret holding the store's password (key `password`).
+    #[arg(long, value_name = "NAME")]
+    pub store_secret: Option<String>,
+    /// The Secret holding the target's password (key `password`).
+    #[arg(long, value_name = "NAME")]
+    pub target_secret: Option<String>,
+    /// CPU for each worker (request and limit, e.g. 2 or 1500m).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// yaml or json.
+    #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
+    pub output: String,
+    /// The load flags, after `--` (e.g. -- -S -c 64 -T 300).
+    #[arg(last = true, value_name = "LOAD FLAGS")]
+    pub load: Vec<String>,
+}
+
+/// One worker of a load run spread over many processes or machines.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Many machines")]
+pub struct WorkerArgs {
+    /// Run one worker's share of a load spread over N workers (processes or machines):
+    /// clients and -R split as evenly as possible, every worker starting at one agreed
+    /// instant, each saving to --store (PostgreSQL, to gather many machines) under --run.
+    /// `connbench report RUN` merges them.
+    #[arg(long, value_name = "N", requires = "run", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub workers: Option<u32>,
+    /// Which worker this is, from 0 (Kubernetes' Indexed Jobs set JOB_COMPLETION_INDEX).
+    #[arg(long, value_name = "I", env = "JOB_COMPLETION_INDEX", requires = "workers")]
+    pub worker_index: Option<u32>,
+    /// The run's name: every worker of the run gives the same one.
+    #[arg(long, value_name = "NAME", requires = "workers", value_parser = parse_run_name)]
+    pub run: Option<String>,
+    /// How long a worker waits for the others to be ready before it fails the run.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = options::parse_period)]
+    pub worker_timeout: Duration,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// A run name: a letter or digit, then letters, digits, `-`, `_` and `.` (it becomes
+/// part of a Kubernetes Job's name too), and not a bare number (numbers are run ids).
+pub fn parse_run_name(s: &str) -> Result<String, String> {
+    let ok = s.len() <= 63
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !ok {
+        return Err(format!(
+            "{s:?} is not a run name: up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    if s.parse::<i64>().is_ok() {
+        return Err(format!(
+            "{s:?} is a number, which names runs by id: add a letter (e.g. run-{s})"
+        ));
+    }
+    Ok(s.to_string())
 }
 
 impl LoadArgs {

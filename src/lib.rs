@@ -64,6 +64,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Lab(args) => suite::run_lab(args).await,
             Command::Sandbox(cmd) => sandbox::run_sandbox(cmd).await,
             Command::Relay(args) => relay::run_relay(args).await,
+            Command::Kubernetes(cli::KubernetesCommand::Job(args)) => kubernetes::run_job(args),
         }
     })
 }

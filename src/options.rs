@@ -397,6 +397,8 @@ impl LoadOptions {
             scale,
             netns,
             accounting: Default::default(),
+            first_client: 0,
+            start_gate: None,
         })
     }
 

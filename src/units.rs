@@ -91,6 +91,12 @@ pub fn ser_duration_s<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok,
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// Reads a duration written by [`ser_duration_s`].
+pub fn de_duration_s<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = <f64 as serde::Deserialize>::deserialize(d)?;
+    Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom)
+}
+
 /// Serialises an optional duration as seconds.
 pub fn ser_opt_duration_s<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {

@@ -2,11 +2,12 @@
 //! options a plan on the target (a sandbox's when asked, through its route), the engine
 //! runs it, and the report is printed in text or JSON.
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 
 use super::{emit, init_sandbox_tables, parse_target, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
+use crate::experiment::workers::{share, Worker};
 use crate::load::workload::QueryMode;
 use crate::proto::Endpoint;
 use crate::report;
@@ -15,10 +16,30 @@ use crate::stats;
 use crate::Exit;
 
 pub async fn run_load(args: LoadArgs) -> Result<Exit> {
-    let options = args.options();
+    let mut options = args.options();
     // Every check that needs no server runs before a sandbox starts.
     options.check()?;
     let (script_name, _) = options.script()?;
+    // A worker of a many-machine run takes its share of the clients and the rate.
+    let (total_clients, total_rate) = (options.clients, options.rate);
+    let share = match args.workers.workers {
+        None => None,
+        Some(n) => {
+            if args.sandbox {
+                bail!(
+                    "--workers with --sandbox would give each worker a server of its own: start one with \
+                     `connbench sandbox start` (or use your database) and give every worker its target"
+                );
+            }
+            let index = args.workers.worker_index.context(
+                "--workers needs --worker-index (or JOB_COMPLETION_INDEX, which Kubernetes' Indexed Jobs set)",
+            )?;
+            let (first, count) = share(options.clients, n as usize, index as usize)?;
+            options.clients = count;
+            options.rate = options.rate.map(|r| r * count as f64 / total_clients as f64);
+            Some((index as usize, n as usize, first))
+        }
+    };
 
     // The sandbox lives until this function returns; its Drop stops and removes it.
     let mut sandbox = None;
@@ -56,6 +77,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let endpoint = routed_subjects.remove(0).endpoint;
     let scale = options.dataset_scale(&direct, i64::from(args.scale)).await?;
     let mut plan = options.plan(endpoint, scale, None, args.progress)?;
+    let warmup = plan.warmup;
     let user_server = match (args.server_pid, &args.server_cgroup) {
         (Some(pid), _) => Some(crate::host::Source::Tree(pid)),
         (None, Some(dir)) => Some(crate::host::Source::Cgroup(dir.clone())),
@@ -83,7 +105,56 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         scale,
     };
     let stop = stop_on_signals();
+    let worker = match share {
+        None => None,
+        Some((index, workers, first)) => {
+            let whole = report::load::LoadSettings {
+                clients: total_clients,
+                rate_tps: total_rate,
+                threads: args.threads * workers,
+                ..settings.clone()
+            };
+            let store = super::open_store(&args.workers.store)?;
+            let location = store.location().to_string();
+            let name = args.workers.run.clone().context("--workers needs --run NAME")?;
+            let w = Worker::join(
+                store,
+                &name,
+                workers,
+                index,
+                &serde_json::to_value(&whole)?,
+                &crate::experiment::store::Environment::here(None, None, None),
+            )?;
+            eprintln!(
+                "worker {index} of {workers}: {} client{} (ids from {first}) of run {name:?} in {location}; \
+                 waiting for the others to connect",
+                plan.clients,
+                if plan.clients == 1 { "" } else { "s" }
+            );
+            plan.first_client = first;
+            plan.start_gate = Some(w.gate(args.workers.worker_timeout, stop.clone()));
+            // Progress arrives per interval, so each interval is saved as it ends.
+            plan.progress = Some(plan.interval);
+            Some(w)
+        }
+    };
+    let print_every = match (&worker, args.progress) {
+        (Some(_), Some(p)) => Some((p.as_secs_f64() / plan.interval.as_secs_f64()).round().max(1.0) as usize),
+        (Some(_), None) => None,
+        (None, _) => Some(1),
+    };
+    let mut save_error = None;
     let run = crate::load::engine::run(plan, stop, |p| {
+        let index = ((p.at_s / p.period_s).round() as usize).saturating_sub(1);
+        if let Some(w) = &worker {
+            let i = &p.totals;
+            if let Err(e) = w.save_interval(index, i.transactions, i.failures, i.connects, &i.latency_us) {
+                save_error.get_or_insert(e);
+            }
+        }
+        if print_every.is_none_or(|k| (index + 1) % k != 0) {
+            return;
+        }
         let l = stats::load::latency(&p.totals.latency_us, 1_000);
         let q = |f: fn(&stats::load::Latency) -> u64| {
             l.as_ref()
@@ -99,7 +170,29 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
             p.totals.failures
         );
     })
-    .await?;
+    .await;
+    let run = match (run, &worker) {
+        (Ok(run), Some(w)) => {
+            if let Some(e) = save_error {
+                eprintln!("warning: an interval could not be saved as it ended ({e:#}); the end saves them all again");
+            }
+            w.finish(&run, warmup)
+                .context("cannot save this worker's results")?;
+            eprintln!(
+                "worker {} of {}: saved; `connbench report {} --store ...` merges the workers once all have ended",
+                w.index, w.workers, w.name
+            );
+            run
+        }
+        (Ok(run), None) => run,
+        (Err(e), Some(w)) => {
+            if let Err(save) = w.fail(&format!("{e:#}")) {
+                eprintln!("warning: cannot mark the run failed in the store: {save:#}");
+            }
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
     let summary = stats::load::summarize_load(&run, settings.clients, settings.interval_s);
     let text = if args.json {
         report::load::json(

@@ -10,6 +10,7 @@ pub mod suite;
 pub mod runs;
 pub mod sandbox;
 pub mod relay;
+pub mod kubernetes;
 
 use std::io::Write;
 
@@ -162,9 +163,8 @@ pub fn emit(text: &str) {
 }
 
 pub fn open_store(args: &crate::cli::StoreArgs) -> Result<crate::experiment::store::Store> {
-    let path = match &args.store {
-        Some(p) => p.clone(),
-        None => crate::experiment::store::default_path()?,
-    };
-    crate::experiment::store::Store::open(&path)
+    match &args.store {
+        Some(location) => crate::experiment::store::Store::open_location(location),
+        None => crate::experiment::store::Store::open(&crate::experiment::store::default_path()?),
+    }
 }

@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{emit, open_store};
 use crate::cli::RunsCommand;
+use crate::experiment::store::Store;
 use crate::Exit;
 
 /// Writes `text` to `path`, or to standard output for `-`.
@@ -18,12 +19,71 @@ pub fn write_output(path: &std::path::Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// The runs `texts` name (numbers or names), and whether each is a many-worker run.
+fn resolve(store: &Store, texts: &[String]) -> Result<Vec<(i64, bool)>> {
+    let rows = store.list_runs()?;
+    texts
+        .iter()
+        .map(|t| {
+            let id = store.resolve_run(t)?;
+            let workers = rows.iter().any(|r| r.id == id && r.workers.is_some());
+            Ok((id, workers))
+        })
+        .collect()
+}
+
+/// `report` of many-worker runs: each merged.
+fn report_merged(store: &Store, ids: &[i64], args: &crate::cli::ReportArgs) -> Result<Exit> {
+    let merged: Vec<_> = ids
+        .iter()
+        .map(|&id| crate::experiment::workers::merge(store, id))
+        .collect::<Result<_>>()?;
+    if args.html.is_some() || args.csv.is_some() {
+        bail!(
+            "--html and --csv are not built for runs of many workers yet (run {}): use --json or --markdown",
+            merged[0].name
+        );
+    }
+    let texts: Vec<String> = merged
+        .iter()
+        .map(crate::report::workers::text)
+        .collect::<Result<_>>()?;
+    if let Some(path) = &args.markdown {
+        let md: String = merged
+            .iter()
+            .zip(&texts)
+            .map(|(m, t)| {
+                format!(
+                    "## Run {}: load from {} workers\n\n```text\n{t}```\n\n",
+                    m.name, m.workers
+                )
+            })
+            .collect();
+        write_output(path, &md)?;
+    }
+    if let Some(path) = &args.json {
+        let v = crate::report::workers::WorkersReportJson::of(&merged)?;
+        write_output(path, &(serde_json::to_string_pretty(&v)? + "\n"))?;
+    }
+    if args.markdown.is_none() && args.json.is_none() {
+        emit(&texts.join("\n"));
+    }
+    Ok(Exit::Success)
+}
+
 pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
     let store = open_store(&args.store)?;
-    let reports: Vec<crate::report::data::RunReport> = args
-        .runs
+    let ids = resolve(&store, &args.runs)?;
+    if ids.iter().any(|(_, w)| *w) {
+        if !ids.iter().all(|(_, w)| *w) {
+            bail!("runs of many workers and suite runs cannot share one report: report them apart");
+        }
+        let ids: Vec<i64> = ids.iter().map(|(id, _)| *id).collect();
+        return report_merged(&store, &ids, &args);
+    }
+    let reports: Vec<crate::report::data::RunReport> = ids
         .iter()
-        .map(|&r| crate::report::data::RunReport::load(&store, r))
+        .map(|&(r, _)| crate::report::data::RunReport::load(&store, r))
         .collect::<Result<_>>()?;
     let results: Vec<crate::experiment::runner::SuiteResult> =
         reports.iter().map(|r| r.result.clone()).collect();
@@ -128,7 +188,7 @@ pub fn run_runs(cmd: RunsCommand) -> Result<Exit> {
             if runs.is_empty() {
                 emit(&format!(
                     "no runs in {} yet; try `connbench lab --quick`\n",
-                    store.path().display()
+                    store.location()
                 ));
                 return Ok(Exit::Success);
             }
@@ -137,9 +197,13 @@ pub fn run_runs(cmd: RunsCommand) -> Result<Exit> {
                 "run", "started", "suite", "status", "reps"
             );
             for r in runs {
+                let question = match &r.name {
+                    Some(name) => format!("{} (run {name})", r.question),
+                    None => r.question.clone(),
+                };
                 out.push_str(&format!(
                     "{:>5}  {:<20}  {:<11}  {:<12}  {:>4}  {}\n",
-                    r.id, r.started_at, r.suite, r.status, r.repetitions_saved, r.question
+                    r.id, r.started_at, r.suite, r.status, r.repetitions_saved, question
                 ));
             }
             emit(&out);
@@ -147,13 +211,19 @@ pub fn run_runs(cmd: RunsCommand) -> Result<Exit> {
         }
         RunsCommand::Show { run, store } => {
             let store = open_store(&store)?;
+            let (run, workers) = resolve(&store, &[run])?[0];
+            if workers {
+                let merged = crate::experiment::workers::merge(&store, run)?;
+                emit(&crate::report::workers::text(&merged)?);
+                return Ok(Exit::Success);
+            }
             let loaded = crate::report::data::load(&store, run)?;
             let (stored, result) = (&loaded.stored, loaded.result());
             emit(&format!(
                 "started {} · status {}\n{}",
                 stored.run.started_at,
                 stored.run.status,
-                crate::report::suite::text(&result, &store.path().display().to_string())
+                crate::report::suite::text(&result, store.location())
             ));
             Ok(Exit::Success)
         }

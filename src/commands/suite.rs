@@ -164,7 +164,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     let store = open_store(&args.store)?;
-    let store_path = store.path().display().to_string();
+    let store_path = store.location().to_string();
     let (sb, ctx) = suite_context(
         std::slice::from_ref(&s),
         &args.targets,
@@ -242,7 +242,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         });
     }
     let store = open_store(&args.store)?;
-    let store_path = store.path().display().to_string();
+    let store_path = store.location().to_string();
     let started = Instant::now();
     // The quick lab adds rounds within 4 minutes in all (230 s from its start, the rest
     // for the report and the sandbox's removal); the full lab runs each suite's
@@ -283,8 +283,10 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     } else {
         let path = match &args.html {
             Some(p) => p.clone(),
-            None => std::path::Path::new(&store_path)
-                .parent()
+            // Beside a SQLite store; in the working directory for a PostgreSQL one.
+            None => (!crate::experiment::store::is_postgres_location(&store_path))
+                .then(|| std::path::Path::new(&store_path).parent())
+                .flatten()
                 .unwrap_or(std::path::Path::new("."))
                 .join("reports")
                 .join(format!(

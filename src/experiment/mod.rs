@@ -4,5 +4,7 @@
 //! values across repetitions to `stats::compare`.
 
 pub mod suite;
+pub mod db;
 pub mod store;
 pub mod runner;
+pub mod workers;

@@ -1,29 +1,75 @@
-//! The results store: SQLite, one row per run, cell and repetition, written as each
-//! repetition finishes, so a crash or Ctrl-C loses at most the repetition in flight.
+//! The results store: one row per run, cell and repetition, written as each repetition
+//! finishes, so a crash or Ctrl-C loses at most the repetition in flight. It lives in a
+//! SQLite file (the default, for one machine) or a PostgreSQL database (`--store
+//! postgres://...`, where many machines' workers save one run); [`crate::experiment::db`]
+//! runs the same statements and the same migrations on both.
 //!
-//! The schema is versioned in `meta.schema_version`; opening an older store migrates it,
-//! opening a newer one is refused with a message. Settings, the environment and
-//! summaries are stored as JSON next to the columns that queries need; HDR histograms
-//! are stored in their standard V2 compressed serialisation, so any HdrHistogram
-//! implementation can read them. Conninfo strings are redacted before they are stored:
-//! a password never reaches the file.
+//! The schema is versioned in `meta.schema_version`; opening an older store migrates it
+//! (under a lock, so workers opening a new PostgreSQL store at once do not race), opening
+//! a newer one is refused with a message. Settings, the environment and summaries are
+//! stored as JSON next to the columns that queries need; HDR histograms are stored in
+//! their standard V2 compressed serialisation, so any HdrHistogram implementation can
+//! read them. Conninfo strings are redacted before they are stored, and the store's own
+//! location is redacted wherever it is printed: a password never reaches the store or a
+//! message.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use rusqlite::{params, Connection};
+
+use super::db::{Db, Row, Val};
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
-/// Version 2 adds `repetitions.detail_json`: what a repetition measured beyond its
-/// figures (a load run's per-interval series), for charts.
-const MIGRATE_V1_TO_V2: &str = "ALTER TABLE repetitions ADD COLUMN detail_json TEXT;";
+/// Each step takes the schema one version up; a new store runs them all after
+/// [`SCHEMA_V1`]. Type words in braces are rendered per database ([`Db::ddl`]).
+const MIGRATIONS: &[(i64, &str)] = &[
+    // Version 2 adds `repetitions.detail_json`: what a repetition measured beyond its
+    // figures (a load run's per-interval series), for charts.
+    (2, "ALTER TABLE repetitions ADD COLUMN detail_json TEXT;"),
+    // Version 3: runs have names, and a load run may be many workers' (on many
+    // machines), each with its own row and per-interval histograms.
+    (
+        3,
+        "ALTER TABLE runs ADD COLUMN name TEXT;
+         ALTER TABLE runs ADD COLUMN workers {INT};
+         ALTER TABLE runs ADD COLUMN start_at_us {INT};
+         CREATE UNIQUE INDEX runs_name ON runs (name);
+         CREATE TABLE workers (
+             run_id {INT} NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+             worker {INT} NOT NULL,
+             host TEXT NOT NULL,
+             registered_at TEXT NOT NULL,
+             ready {INT} NOT NULL DEFAULT 0,
+             clock_offset_us {INT},
+             clock_rtt_us {INT},
+             started_at_us {INT},
+             finished_at TEXT,
+             status TEXT NOT NULL CHECK (status IN ('running', 'done', 'interrupted', 'failed')),
+             error TEXT,
+             result_json TEXT,
+             latency_histogram {BLOB},
+             PRIMARY KEY (run_id, worker)
+         );
+         CREATE TABLE worker_intervals (
+             run_id {INT} NOT NULL,
+             worker {INT} NOT NULL,
+             interval {INT} NOT NULL,
+             transactions {INT} NOT NULL,
+             failures {INT} NOT NULL,
+             connects {INT} NOT NULL,
+             latency_histogram {BLOB},
+             PRIMARY KEY (run_id, worker, interval),
+             FOREIGN KEY (run_id, worker) REFERENCES workers(run_id, worker) ON DELETE CASCADE
+         );",
+    ),
+];
 
-const SCHEMA_V2: &str = "
+const SCHEMA_V1: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE runs (
-    id INTEGER PRIMARY KEY,
+    id {ID},
     started_at TEXT NOT NULL,
     finished_at TEXT,
     suite TEXT NOT NULL,
@@ -34,28 +80,28 @@ CREATE TABLE runs (
     environment_json TEXT NOT NULL
 );
 CREATE TABLE cells (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    cell INTEGER NOT NULL,
+    run_id {INT} NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    cell {INT} NOT NULL,
     name TEXT NOT NULL,
-    baseline INTEGER NOT NULL,
+    baseline {INT} NOT NULL,
     settings_json TEXT NOT NULL,
     PRIMARY KEY (run_id, cell)
 );
 CREATE TABLE repetitions (
-    run_id INTEGER NOT NULL,
-    cell INTEGER NOT NULL,
-    repetition INTEGER NOT NULL,
-    prewarm INTEGER NOT NULL,
+    run_id {INT} NOT NULL,
+    cell {INT} NOT NULL,
+    repetition {INT} NOT NULL,
+    prewarm {INT} NOT NULL,
     started_at TEXT NOT NULL,
-    elapsed_s REAL NOT NULL,
-    ok INTEGER NOT NULL,
+    elapsed_s {REAL} NOT NULL,
+    ok {INT} NOT NULL,
     error TEXT,
     summary_json TEXT NOT NULL,
-    latency_histogram BLOB,
-    detail_json TEXT,
+    latency_histogram {BLOB},
     PRIMARY KEY (run_id, cell, repetition),
     FOREIGN KEY (run_id, cell) REFERENCES cells(run_id, cell) ON DELETE CASCADE
 );
+INSERT INTO meta (key, value) VALUES ('schema_version', '1');
 ";
 
 /// Where a run was measured.
@@ -146,6 +192,10 @@ pub struct RunRow {
     pub kind: String,
     pub status: String,
     pub repetitions_saved: i64,
+    /// Its name (a many-machine run's `--run`).
+    pub name: Option<String>,
+    /// The number of workers of a many-machine run.
+    pub workers: Option<i64>,
 }
 
 /// A run with everything saved for it.
@@ -168,7 +218,7 @@ pub enum Status {
 }
 
 impl Status {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Status::Done => "done",
             Status::Interrupted => "interrupted",
@@ -179,8 +229,9 @@ impl Status {
 
 /// An open results store.
 pub struct Store {
-    conn: Connection,
-    path: PathBuf,
+    db: Db,
+    /// Where it is, as messages print it (a password redacted).
+    location: String,
 }
 
 /// The default location: `$XDG_DATA_HOME/connbench/results.sqlite`, else
@@ -194,209 +245,617 @@ pub fn default_path() -> Result<PathBuf> {
     Ok(base.join("connbench").join("results.sqlite"))
 }
 
+/// Whether `--store`'s value names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_location(s: &str) -> bool {
+    s.starts_with("postgres://")
+        || s.starts_with("postgresql://")
+        || (s.contains('=') && s.split_whitespace().all(|w| w.contains('=')))
+}
+
 pub use crate::units::now_utc;
 
+/// A worker of a many-machine run, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRow {
+    pub worker: i64,
+    pub host: String,
+    pub ready: bool,
+    pub clock_offset_us: Option<i64>,
+    pub clock_rtt_us: Option<i64>,
+    /// When it passed the agreed start, on the store's clock (µs since the epoch).
+    pub started_at_us: Option<i64>,
+    pub status: String,
+    pub error: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub latency_histogram: Option<Vec<u8>>,
+}
+
+/// One worker's interval, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerInterval {
+    pub worker: i64,
+    pub interval: i64,
+    pub transactions: i64,
+    pub failures: i64,
+    pub connects: i64,
+    pub latency_histogram: Option<Vec<u8>>,
+}
+
+/// How a worker ended, as saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerEnd {
+    pub status: Status,
+    pub error: Option<String>,
+    /// When it passed the agreed start, on the store's clock (µs since the epoch).
+    pub started_at_us: Option<i64>,
+    /// Its record (everything but the latency histogram and the intervals).
+    pub result: Option<serde_json::Value>,
+    pub latency_histogram: Option<Vec<u8>>,
+}
+
+/// A many-machine run's own columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerRun {
+    pub id: i64,
+    pub workers: i64,
+    pub start_at_us: Option<i64>,
+    pub status: String,
+    pub settings: serde_json::Value,
+}
+
 impl Store {
-    /// Opens (creating or migrating) the store at `path`.
+    /// Opens (creating or migrating) the store at `location`: a SQLite file path, or a
+    /// PostgreSQL URL or conninfo.
+    pub fn open_location(location: &str) -> Result<Store> {
+        if is_postgres_location(location) {
+            let shown = crate::target::redact(location);
+            let db = Db::postgres(location).with_context(|| {
+                format!(
+                    "cannot connect to the results store {shown}: check the URL, that the database exists, \
+                     and the password (in the URL, CONNBENCH_STORE_PASSWORD or PGPASSWORD); the store \
+                     connects without TLS"
+                )
+            })?;
+            Store::migrate(db, shown)
+        } else {
+            Store::open(Path::new(location))
+        }
+    }
+
+    /// Opens (creating or migrating) the SQLite store at `path`.
     pub fn open(path: &Path) -> Result<Store> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open results store {}", path.display()))?;
-        conn.execute_batch(
-            "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
-        )?;
-        let has_meta: bool = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n > 0)?;
-        if !has_meta {
-            conn.execute_batch(SCHEMA_V2)?;
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
-                [SCHEMA_VERSION.to_string()],
-            )?;
-        }
-        let version: i64 = conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| {
-                r.get::<_, String>(0)
-            })?
-            .parse()
-            .context("results store: schema_version is not a number")?;
-        if version == 1 {
-            conn.execute_batch(&format!(
-                "BEGIN; {MIGRATE_V1_TO_V2} UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;"
-            ))
-            .with_context(|| {
-                format!(
-                    "cannot migrate results store {} to schema version 2",
-                    path.display()
-                )
-            })?;
-        }
-        if version > SCHEMA_VERSION {
-            bail!(
-                "results store {} has schema version {version}, newer than this connbench understands ({SCHEMA_VERSION}); \
-                 upgrade connbench or pass --store with another file",
-                path.display()
-            );
-        }
-        Ok(Store {
-            conn,
-            path: path.to_path_buf(),
-        })
+        let db = Db::sqlite(path).with_context(|| format!("cannot open results store {}", path.display()))?;
+        Store::migrate(db, path.display().to_string())
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Creates the schema or brings it to [`SCHEMA_VERSION`], in one transaction under a
+    /// lock: two processes opening one new store create it once.
+    fn migrate(db: Db, location: String) -> Result<Store> {
+        if db.is_postgres() {
+            db.batch("BEGIN; SELECT pg_advisory_xact_lock(7310268374512);")?;
+        } else {
+            db.batch("BEGIN IMMEDIATE;")?;
+        }
+        let migrated = (|| -> Result<()> {
+            let has_meta = if db.is_postgres() {
+                db.query_one("SELECT to_regclass('meta') IS NOT NULL", &[])?
+            } else {
+                db.query_one(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+                    &[],
+                )?
+            }
+            .and_then(|r| r[0].int())
+            .unwrap_or(0)
+                > 0;
+            if !has_meta {
+                db.batch(SCHEMA_V1)?;
+            }
+            let version: i64 = db
+                .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])?
+                .and_then(|r| r[0].text())
+                .context("the store has no schema_version")?
+                .parse()
+                .context("schema_version is not a number")?;
+            if version > SCHEMA_VERSION {
+                bail!(
+                    "results store {location} has schema version {version}, newer than this connbench understands \
+                     ({SCHEMA_VERSION}); upgrade connbench or pass --store with another store"
+                );
+            }
+            for (to, step) in MIGRATIONS.iter().filter(|(to, _)| *to > version) {
+                db.batch(step).with_context(|| {
+                    format!("cannot migrate results store {location} to schema version {to}")
+                })?;
+                db.exec(
+                    "UPDATE meta SET value = $1 WHERE key = 'schema_version'",
+                    &[to.to_string().into()],
+                )?;
+            }
+            Ok(())
+        })();
+        match migrated {
+            Ok(()) => db.batch("COMMIT;")?,
+            Err(e) => {
+                let _ = db.batch("ROLLBACK;");
+                return Err(e);
+            }
+        }
+        Ok(Store { db, location })
+    }
+
+    /// Where the store is, for messages (a password redacted).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The store's database, for the coordination of workers.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Runs `f` in one transaction.
+    fn transaction<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.db.batch("BEGIN;")?;
+        match f() {
+            Ok(v) => {
+                self.db.batch("COMMIT;")?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.db.batch("ROLLBACK;");
+                Err(e)
+            }
+        }
     }
 
     /// Records a new run and its cells; returns the run's id.
     pub fn begin_run(&self, suite: &crate::experiment::suite::Suite, env: &Environment) -> Result<i64> {
-        let tx = self.conn.unchecked_transaction()?;
         let mut suite_json = serde_json::to_value(suite)?;
         redact_targets(&mut suite_json);
-        tx.execute(
-            "INSERT INTO runs (started_at, suite, question, kind, status, suite_json, environment_json) \
-             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6)",
-            params![
-                now_utc(),
-                suite.name,
-                suite.question,
-                serde_json::to_value(suite.kind)?.as_str().unwrap_or("?"),
-                suite_json.to_string(),
-                serde_json::to_string(env)?,
-            ],
-        )?;
-        let run = tx.last_insert_rowid();
-        for (i, cell) in suite.cells.iter().enumerate() {
-            let mut settings = serde_json::to_value(&cell.settings)?;
-            redact_targets(&mut settings);
-            tx.execute(
-                "INSERT INTO cells (run_id, cell, name, baseline, settings_json) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    run,
-                    i as i64,
-                    cell.name,
-                    i == suite.baseline,
-                    settings.to_string()
-                ],
-            )?;
-        }
-        tx.commit()?;
-        Ok(run)
+        self.transaction(|| {
+            let run = self
+                .db
+                .query_one(
+                    "INSERT INTO runs (started_at, suite, question, kind, status, suite_json, environment_json) \
+                     VALUES ($1, $2, $3, $4, 'running', $5, $6) RETURNING id",
+                    &[
+                        now_utc().into(),
+                        suite.name.as_str().into(),
+                        suite.question.as_str().into(),
+                        serde_json::to_value(suite.kind)?.as_str().unwrap_or("?").into(),
+                        suite_json.to_string().into(),
+                        serde_json::to_string(env)?.into(),
+                    ],
+                )?
+                .and_then(|r| r[0].int())
+                .context("the store returned no run id")?;
+            for (i, cell) in suite.cells.iter().enumerate() {
+                let mut settings = serde_json::to_value(&cell.settings)?;
+                redact_targets(&mut settings);
+                self.db.exec(
+                    "INSERT INTO cells (run_id, cell, name, baseline, settings_json) VALUES ($1, $2, $3, $4, $5)",
+                    &[
+                        run.into(),
+                        (i as i64).into(),
+                        cell.name.as_str().into(),
+                        (i == suite.baseline).into(),
+                        settings.to_string().into(),
+                    ],
+                )?;
+            }
+            Ok(run)
+        })
     }
 
     /// Saves one repetition at once (its own transaction).
     pub fn save_repetition(&self, run: i64, r: &Repetition) -> Result<()> {
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO repetitions \
+        self.db
+            .exec(
+                "INSERT INTO repetitions \
                  (run_id, cell, repetition, prewarm, started_at, elapsed_s, ok, error, summary_json, latency_histogram, detail_json) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    run,
-                    r.cell as i64,
-                    r.repetition,
-                    r.prewarm,
-                    r.started_at,
-                    r.elapsed_s,
-                    r.error.is_none(),
-                    r.error,
-                    r.summary.to_string(),
-                    r.latency_histogram,
-                    r.detail.as_ref().map(|d| d.to_string()),
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                 ON CONFLICT (run_id, cell, repetition) DO UPDATE SET prewarm = excluded.prewarm, \
+                 started_at = excluded.started_at, elapsed_s = excluded.elapsed_s, ok = excluded.ok, \
+                 error = excluded.error, summary_json = excluded.summary_json, \
+                 latency_histogram = excluded.latency_histogram, detail_json = excluded.detail_json",
+                &[
+                    run.into(),
+                    (r.cell as i64).into(),
+                    i64::from(r.repetition).into(),
+                    r.prewarm.into(),
+                    r.started_at.as_str().into(),
+                    r.elapsed_s.into(),
+                    r.error.is_none().into(),
+                    r.error.clone().into(),
+                    r.summary.to_string().into(),
+                    r.latency_histogram.clone().into(),
+                    r.detail.as_ref().map(|d| d.to_string()).into(),
                 ],
             )
-            .with_context(|| format!("cannot save repetition {} of cell {} to {}", r.repetition, r.cell, self.path.display()))?;
+            .with_context(|| {
+                format!(
+                    "cannot save repetition {} of cell {} to {}",
+                    r.repetition, r.cell, self.location
+                )
+            })?;
         Ok(())
     }
 
     pub fn finish_run(&self, run: i64, status: Status) -> Result<()> {
-        self.conn.execute(
-            "UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3",
-            params![status.as_str(), now_utc(), run],
+        self.db.exec(
+            "UPDATE runs SET status = $1, finished_at = $2 WHERE id = $3",
+            &[status.as_str().into(), now_utc().into(), run.into()],
         )?;
         Ok(())
     }
 
+    fn run_rows(&self, filter: &str, params: &[Val]) -> Result<Vec<RunRow>> {
+        let rows = self.db.query(
+            &format!(
+                "SELECT r.id, r.started_at, r.finished_at, r.suite, r.question, r.kind, r.status, \
+                        (SELECT count(*) FROM repetitions p WHERE p.run_id = r.id AND p.prewarm = 0), \
+                        r.name, r.workers \
+                 FROM runs r {filter} ORDER BY r.id DESC"
+            ),
+            params,
+        )?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(RunRow {
+                    id: r[0].int().context("run id")?,
+                    started_at: r[1].text().unwrap_or_default(),
+                    finished_at: r[2].text(),
+                    suite: r[3].text().unwrap_or_default(),
+                    question: r[4].text().unwrap_or_default(),
+                    kind: r[5].text().unwrap_or_default(),
+                    status: r[6].text().unwrap_or_default(),
+                    repetitions_saved: r[7].int().unwrap_or(0),
+                    name: r[8].text(),
+                    workers: r[9].int(),
+                })
+            })
+            .collect()
+    }
+
     /// Every run, newest first.
     pub fn list_runs(&self) -> Result<Vec<RunRow>> {
-        let mut q = self.conn.prepare(
-            "SELECT r.id, r.started_at, r.finished_at, r.suite, r.question, r.kind, r.status, \
-                    (SELECT count(*) FROM repetitions p WHERE p.run_id = r.id AND p.prewarm = 0) \
-             FROM runs r ORDER BY r.id DESC",
-        )?;
-        let rows = q.query_map([], |r| {
-            Ok(RunRow {
-                id: r.get(0)?,
-                started_at: r.get(1)?,
-                finished_at: r.get(2)?,
-                suite: r.get(3)?,
-                question: r.get(4)?,
-                kind: r.get(5)?,
-                status: r.get(6)?,
-                repetitions_saved: r.get(7)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.run_rows("", &[])
+    }
+
+    /// The id of the run `text` names: its number, or its name.
+    pub fn resolve_run(&self, text: &str) -> Result<i64> {
+        let by_name = self
+            .db
+            .query_one("SELECT id FROM runs WHERE name = $1", &[text.into()])?;
+        if let Some(id) = by_name.and_then(|r| r[0].int()) {
+            return Ok(id);
+        }
+        match text.parse::<i64>() {
+            Ok(id) if !self.run_rows("WHERE r.id = $1", &[id.into()])?.is_empty() => Ok(id),
+            _ => bail!(
+                "no run {text} in {}; `connbench runs list` lists them by number and name",
+                self.location
+            ),
+        }
     }
 
     /// A run's row, cells and repetitions; `None` when there is no such run.
     pub fn load_run(&self, id: i64) -> Result<Option<StoredRun>> {
-        let Some(row) = self.list_runs()?.into_iter().find(|r| r.id == id) else {
+        let Some(row) = self.run_rows("WHERE r.id = $1", &[id.into()])?.into_iter().next() else {
             return Ok(None);
         };
-        let mut q = self.conn.prepare(
-            "SELECT cell, name, baseline, settings_json FROM cells WHERE run_id = ?1 ORDER BY cell",
-        )?;
-        let cells = q
-            .query_map([id], |r| {
-                Ok(StoredCell {
-                    cell: r.get::<_, i64>(0)? as usize,
-                    name: r.get(1)?,
-                    baseline: r.get(2)?,
-                    settings: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut q = self.conn.prepare(
-            "SELECT cell, repetition, prewarm, started_at, elapsed_s, error, summary_json, latency_histogram, detail_json \
-             FROM repetitions WHERE run_id = ?1 ORDER BY repetition, cell",
-        )?;
-        let reps = q
-            .query_map([id], |r| {
-                Ok(Repetition {
-                    cell: r.get::<_, i64>(0)? as usize,
-                    repetition: r.get(1)?,
-                    prewarm: r.get(2)?,
-                    started_at: r.get(3)?,
-                    elapsed_s: r.get(4)?,
-                    error: r.get(5)?,
-                    summary: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or_default(),
-                    latency_histogram: r.get(7)?,
-                    detail: r
-                        .get::<_, Option<String>>(8)?
-                        .and_then(|d| serde_json::from_str(&d).ok()),
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let (suite, environment): (String, String) = self.conn.query_row(
-            "SELECT suite_json, environment_json FROM runs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let json = |v: &Val| {
+            v.text()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default()
+        };
+        let cells = self
+            .db
+            .query(
+                "SELECT cell, name, baseline, settings_json FROM cells WHERE run_id = $1 ORDER BY cell",
+                &[id.into()],
+            )?
+            .into_iter()
+            .map(|r| StoredCell {
+                cell: r[0].int().unwrap_or(0) as usize,
+                name: r[1].text().unwrap_or_default(),
+                baseline: r[2].int() == Some(1),
+                settings: json(&r[3]),
+            })
+            .collect();
+        let repetitions = self
+            .db
+            .query(
+                "SELECT cell, repetition, prewarm, started_at, elapsed_s, error, summary_json, latency_histogram, detail_json \
+                 FROM repetitions WHERE run_id = $1 ORDER BY repetition, cell",
+                &[id.into()],
+            )?
+            .into_iter()
+            .map(|r| Repetition {
+                cell: r[0].int().unwrap_or(0) as usize,
+                repetition: r[1].int().unwrap_or(0) as u32,
+                prewarm: r[2].int() == Some(1),
+                started_at: r[3].text().unwrap_or_default(),
+                elapsed_s: r[4].real().unwrap_or(0.0),
+                error: r[5].text(),
+                summary: json(&r[6]),
+                latency_histogram: r[7].blob(),
+                detail: r[8].text().and_then(|d| serde_json::from_str(&d).ok()),
+            })
+            .collect();
+        let r = self
+            .db
+            .query_one(
+                "SELECT suite_json, environment_json FROM runs WHERE id = $1",
+                &[id.into()],
+            )?
+            .context("the run vanished while it was read")?;
         Ok(Some(StoredRun {
             run: row,
-            suite: serde_json::from_str(&suite).unwrap_or_default(),
-            environment: serde_json::from_str(&environment).unwrap_or_default(),
+            suite: json(&r[0]),
+            environment: json(&r[1]),
             cells,
-            repetitions: reps,
+            repetitions,
         }))
+    }
+
+    /// Creates the many-machine run `name` for `workers` workers, or joins it when another
+    /// worker created it first; returns its row. A run of that name with another number
+    /// of workers or other settings, or one already over, is refused.
+    pub fn join_worker_run(
+        &self,
+        name: &str,
+        workers: i64,
+        settings: &serde_json::Value,
+        env: &Environment,
+    ) -> Result<WorkerRun> {
+        let mut settings = settings.clone();
+        redact_targets(&mut settings);
+        self.db.exec(
+            "INSERT INTO runs (started_at, suite, question, kind, status, suite_json, environment_json, name, workers) \
+             VALUES ($1, 'load', $2, 'load', 'running', $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
+            &[
+                now_utc().into(),
+                format!("load from {workers} workers").into(),
+                settings.to_string().into(),
+                serde_json::to_string(env)?.into(),
+                name.into(),
+                workers.into(),
+            ],
+        )?;
+        let run = self
+            .worker_run(name)?
+            .with_context(|| format!("run {name:?} was not created"))?;
+        if run.workers != workers {
+            bail!(
+                "run {name:?} in {} is a run of {} workers, and this worker was started with --workers {workers}: \
+                 give every worker the same --workers, or choose a new --run name",
+                self.location,
+                run.workers
+            );
+        }
+        if run.status != "running" {
+            bail!(
+                "run {name:?} in {} is already over ({}): choose a new --run name",
+                self.location,
+                run.status
+            );
+        }
+        if run.settings != settings {
+            let keys = |v: &serde_json::Value| v.as_object().cloned().unwrap_or_default();
+            let (stored, mine) = (keys(&run.settings), keys(&settings));
+            let differ: Vec<String> = stored
+                .keys()
+                .chain(mine.keys())
+                .filter(|k| stored.get(*k) != mine.get(*k))
+                .map(|k| {
+                    format!(
+                        "{k} ({} there, {} here)",
+                        stored.get(k).cloned().unwrap_or_default(),
+                        mine.get(k).cloned().unwrap_or_default()
+                    )
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            bail!(
+                "run {name:?} in {} was started with other load settings than this worker's: {}; every worker of a \
+                 run needs the same flags but --worker-index, or choose a new --run name",
+                self.location,
+                differ.join(", ")
+            );
+        }
+        Ok(run)
+    }
+
+    /// The many-machine run called `name`.
+    pub fn worker_run(&self, name: &str) -> Result<Option<WorkerRun>> {
+        let row = self.db.query_one(
+            "SELECT id, workers, start_at_us, status, suite_json FROM runs WHERE name = $1",
+            &[name.into()],
+        )?;
+        Ok(row.and_then(|r| {
+            Some(WorkerRun {
+                id: r[0].int()?,
+                workers: r[1].int()?,
+                start_at_us: r[2].int(),
+                status: r[3].text().unwrap_or_default(),
+                settings: r[4]
+                    .text()
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default(),
+            })
+        }))
+    }
+
+    /// Registers worker `index`; a second worker with the same index is refused.
+    pub fn register_worker(&self, run: i64, index: i64, host: &str) -> Result<()> {
+        let added = self.db.exec(
+            "INSERT INTO workers (run_id, worker, host, registered_at, status) VALUES ($1, $2, $3, $4, 'running') \
+             ON CONFLICT (run_id, worker) DO NOTHING",
+            &[run.into(), index.into(), host.into(), now_utc().into()],
+        )?;
+        if added == 0 {
+            bail!(
+                "worker {index} of this run is already registered in {}: each worker needs its own --worker-index \
+                 (or JOB_COMPLETION_INDEX); a retried worker needs a new --run name",
+                self.location
+            );
+        }
+        Ok(())
+    }
+
+    /// Marks worker `index` ready to start, with its clock's offset from the store's.
+    pub fn worker_ready(&self, run: i64, index: i64, offset_us: i64, rtt_us: i64) -> Result<()> {
+        self.db.exec(
+            "UPDATE workers SET ready = 1, clock_offset_us = $3, clock_rtt_us = $4 WHERE run_id = $1 AND worker = $2",
+            &[run.into(), index.into(), offset_us.into(), rtt_us.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The indices of the workers ready to start.
+    pub fn ready_workers(&self, run: i64) -> Result<Vec<i64>> {
+        Ok(self
+            .db
+            .query(
+                "SELECT worker FROM workers WHERE run_id = $1 AND ready = 1 ORDER BY worker",
+                &[run.into()],
+            )?
+            .into_iter()
+            .filter_map(|r| r[0].int())
+            .collect())
+    }
+
+    /// Sets the run's start unless a worker set it first (one atomic update); returns
+    /// the start every worker uses.
+    pub fn agree_start(&self, run: i64, proposed_us: i64) -> Result<i64> {
+        self.db.exec(
+            "UPDATE runs SET start_at_us = $2 WHERE id = $1 AND start_at_us IS NULL",
+            &[run.into(), proposed_us.into()],
+        )?;
+        self.db
+            .query_one("SELECT start_at_us FROM runs WHERE id = $1", &[run.into()])?
+            .and_then(|r| r[0].int())
+            .context("the run's start was not set")
+    }
+
+    /// Saves one finished interval of worker `index` (again, if it was saved before).
+    pub fn save_worker_interval(&self, run: i64, i: &WorkerInterval) -> Result<()> {
+        self.db.exec(
+            "INSERT INTO worker_intervals (run_id, worker, interval, transactions, failures, connects, latency_histogram) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id, worker, interval) DO UPDATE SET \
+             transactions = excluded.transactions, failures = excluded.failures, connects = excluded.connects, \
+             latency_histogram = excluded.latency_histogram",
+            &[
+                run.into(),
+                i.worker.into(),
+                i.interval.into(),
+                i.transactions.into(),
+                i.failures.into(),
+                i.connects.into(),
+                i.latency_histogram.clone().into(),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Saves worker `index`'s end; the last worker to end closes the run, as failed if
+    /// any worker failed, interrupted if any was, else done.
+    pub fn finish_worker(&self, run: i64, index: i64, end: &WorkerEnd) -> Result<()> {
+        let status = end.status;
+        self.db.exec(
+            "UPDATE workers SET status = $3, error = $4, started_at_us = $5, result_json = $6, \
+             latency_histogram = $7, finished_at = $8 WHERE run_id = $1 AND worker = $2",
+            &[
+                run.into(),
+                index.into(),
+                status.as_str().into(),
+                end.error.clone().into(),
+                end.started_at_us.into(),
+                end.result.as_ref().map(|r| r.to_string()).into(),
+                end.latency_histogram.clone().into(),
+                now_utc().into(),
+            ],
+        )?;
+        let statuses: Vec<String> = self
+            .db
+            .query("SELECT status FROM workers WHERE run_id = $1", &[run.into()])?
+            .into_iter()
+            .filter_map(|r| r[0].text())
+            .collect();
+        let workers = self
+            .db
+            .query_one("SELECT workers FROM runs WHERE id = $1", &[run.into()])?
+            .and_then(|r| r[0].int())
+            .unwrap_or(0);
+        let any = |s: &str| statuses.iter().any(|x| x == s);
+        let overall = if status == Status::Failed || any("failed") {
+            // A failed worker fails the run at once: the others' start can never come.
+            Some(Status::Failed)
+        } else if statuses.len() as i64 == workers && !any("running") {
+            Some(if any("interrupted") {
+                Status::Interrupted
+            } else {
+                Status::Done
+            })
+        } else {
+            None
+        };
+        if let Some(s) = overall {
+            self.db.exec(
+                "UPDATE runs SET status = $2, finished_at = $3 WHERE id = $1 AND status = 'running'",
+                &[run.into(), s.as_str().into(), now_utc().into()],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A many-machine run's workers and their intervals.
+    pub fn load_workers(&self, run: i64) -> Result<(Vec<WorkerRow>, Vec<WorkerInterval>)> {
+        let workers = self
+            .db
+            .query(
+                "SELECT worker, host, ready, clock_offset_us, clock_rtt_us, started_at_us, status, error, result_json, \
+                 latency_histogram FROM workers WHERE run_id = $1 ORDER BY worker",
+                &[run.into()],
+            )?
+            .into_iter()
+            .map(|r: Row| WorkerRow {
+                worker: r[0].int().unwrap_or(0),
+                host: r[1].text().unwrap_or_default(),
+                ready: r[2].int() == Some(1),
+                clock_offset_us: r[3].int(),
+                clock_rtt_us: r[4].int(),
+                started_at_us: r[5].int(),
+                status: r[6].text().unwrap_or_default(),
+                error: r[7].text(),
+                result: r[8].text().and_then(|t| serde_json::from_str(&t).ok()),
+                latency_histogram: r[9].blob(),
+            })
+            .collect();
+        let intervals = self
+            .db
+            .query(
+                "SELECT worker, interval, transactions, failures, connects, latency_histogram FROM worker_intervals \
+                 WHERE run_id = $1 ORDER BY interval, worker",
+                &[run.into()],
+            )?
+            .into_iter()
+            .map(|r| WorkerInterval {
+                worker: r[0].int().unwrap_or(0),
+                interval: r[1].int().unwrap_or(0),
+                transactions: r[2].int().unwrap_or(0),
+                failures: r[3].int().unwrap_or(0),
+                connects: r[4].int().unwrap_or(0),
+                latency_histogram: r[5].blob(),
+            })
+            .collect();
+        Ok((workers, intervals))
     }
 }
 
@@ -405,7 +864,7 @@ fn redact_targets(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(map) => {
             for (k, val) in map.iter_mut() {
-                if k == "target" {
+                if k == "target" || k == "conninfo" {
                     if let serde_json::Value::String(s) = val {
                         *s = crate::target::redact(s);
                     }
@@ -489,7 +948,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
         }
         // Another connection sees every repetition before the run is finished: nothing
         // waits for the end of the run to reach the file.
-        let reader = Store::open(store.path()).unwrap();
+        let reader = Store::open(Path::new(store.location())).unwrap();
         let runs = reader.list_runs().unwrap();
         assert_eq!(runs[0].status, "running");
         assert_eq!(
@@ -540,10 +999,10 @@ target = ["unix", "postgres://app:hunter2@db/app"]
     fn a_newer_schema_is_refused_with_a_message() {
         let (dir, store) = temp_store("ver");
         store
-            .conn
-            .execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'", [])
+            .db
+            .batch("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
             .unwrap();
-        let path = store.path().to_path_buf();
+        let path = PathBuf::from(store.location());
         drop(store);
         let e = Store::open(&path).err().unwrap().to_string();
         assert!(
@@ -555,29 +1014,27 @@ target = ["unix", "postgres://app:hunter2@db/app"]
 
     #[test]
     fn a_version_1_store_is_migrated_and_keeps_its_runs() {
-        let (dir, store) = temp_store("v1");
-        let suite = Suite::parse(SUITE, "t").unwrap();
-        let run = store
-            .begin_run(&suite, &Environment::here(None, None, None))
-            .unwrap();
-        // Turn it into what version 1 wrote.
-        store
-            .conn
-            .execute_batch(
-                "ALTER TABLE repetitions DROP COLUMN detail_json; \
-                 UPDATE meta SET value = '1' WHERE key = 'schema_version';",
-            )
-            .unwrap();
-        let path = store.path().to_path_buf();
-        drop(store);
+        let dir = std::env::temp_dir().join(format!("cbt-store-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("results.sqlite");
+        // What version 1 wrote: its schema and a run with one cell.
+        let db = Db::sqlite(&path).unwrap();
+        db.batch(SCHEMA_V1).unwrap();
+        db.batch(
+            "INSERT INTO runs (id, started_at, suite, question, kind, status, suite_json, environment_json) \
+             VALUES (1, '2026-01-01T00:00:00Z', 'transport', 'Unix or TCP?', 'load', 'done', '{}', '{}'); \
+             INSERT INTO cells VALUES (1, 0, 'unix', 1, '{}');",
+        )
+        .unwrap();
+        drop(db);
         let store = Store::open(&path).unwrap();
-        let version: String = store
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| {
-                r.get(0)
-            })
+        let version = store
+            .db
+            .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
+            .unwrap()
             .unwrap();
-        assert_eq!(version, "2");
+        assert_eq!(version[0].text().as_deref(), Some("3"));
         let rep = Repetition {
             cell: 0,
             repetition: 1,
@@ -589,9 +1046,13 @@ target = ["unix", "postgres://app:hunter2@db/app"]
             latency_histogram: None,
             detail: Some(serde_json::json!({"series": []})),
         };
-        store.save_repetition(run, &rep).unwrap();
-        let back = store.load_run(run).unwrap().unwrap();
+        store.save_repetition(1, &rep).unwrap();
+        let back = store.load_run(1).unwrap().unwrap();
+        assert_eq!(back.run.question, "Unix or TCP?");
         assert_eq!(back.repetitions, vec![rep]);
+        // Opening it again (a second process) changes nothing.
+        drop(store);
+        Store::open(&path).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -34,7 +34,7 @@ use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
 
 /// How clients get their connections.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "policy", rename_all = "kebab-case")]
 pub enum Policy {
     /// One connection per client for the whole run (pgbench's default).
@@ -47,13 +47,17 @@ pub enum Policy {
         size_per_thread: usize,
         #[serde(
             rename = "max_lifetime_s",
-            serialize_with = "crate::units::ser_opt_duration_s"
+            serialize_with = "crate::units::ser_opt_duration_s",
+            deserialize_with = "crate::units::de_opt_duration_s",
+            default
         )]
         #[schemars(with = "Option<f64>")]
         max_lifetime: Option<Duration>,
         #[serde(
             rename = "idle_timeout_s",
-            serialize_with = "crate::units::ser_opt_duration_s"
+            serialize_with = "crate::units::ser_opt_duration_s",
+            deserialize_with = "crate::units::de_opt_duration_s",
+            default
         )]
         #[schemars(with = "Option<f64>")]
         idle_timeout: Option<Duration>,
@@ -61,11 +65,15 @@ pub enum Policy {
 }
 
 /// When each client stops.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum End {
     /// After this long of measurement.
-    #[serde(rename = "duration_s", serialize_with = "crate::units::ser_duration_s")]
+    #[serde(
+        rename = "duration_s",
+        serialize_with = "crate::units::ser_duration_s",
+        deserialize_with = "crate::units::de_duration_s"
+    )]
     #[schemars(with = "f64")]
     Duration(Duration),
     /// After this many measured transactions per client.
@@ -95,6 +103,23 @@ pub struct LoadPlan {
     /// The groups of processes beside the clients whose CPU the run reports apart:
     /// server, pooler, relays.
     pub accounting: Accounting,
+    /// The id of this plan's first client: a worker of a many-machine run numbers its
+    /// clients after the workers before it, so ids (and seeds) differ across workers.
+    pub first_client: usize,
+    /// Called once every client is connected, to say when the run starts (a worker of a
+    /// many-machine run waits for the others); `None` starts at once.
+    pub start_gate: Option<StartGate>,
+}
+
+/// Says when the run starts: a blocking call, made once all clients are connected; an
+/// error cancels the run before anything is measured.
+#[derive(Clone)]
+pub struct StartGate(pub Arc<dyn Fn() -> Result<Instant> + Send + Sync>);
+
+impl std::fmt::Debug for StartGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StartGate")
+    }
 }
 
 /// A progress report: the transactions that ended in one progress period.
@@ -145,6 +170,8 @@ const END_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy)]
 struct Times {
+    /// Set when the start gate failed: the workers close their connections and return.
+    cancelled: bool,
     warm_start: Instant,
     measure_start: Instant,
     end: Option<Instant>,
@@ -239,14 +266,25 @@ pub async fn run(
     };
     wait(connected).await?;
     // Every worker has its connections: start the clock a moment from now, so all
-    // workers see the start before it arrives.
-    let warm_start = Instant::now() + Duration::from_millis(5);
+    // workers see the start before it arrives (or when the gate says).
+    let (warm_start, gate_error) = match plan.start_gate.clone() {
+        None => (Instant::now() + Duration::from_millis(5), None),
+        Some(StartGate(gate)) => match tokio::task::spawn_blocking(move || gate()).await {
+            Ok(Ok(at)) => (at, None),
+            Ok(Err(e)) => (Instant::now(), Some(e)),
+            Err(e) => (
+                Instant::now(),
+                Some(anyhow::anyhow!("the start gate panicked: {e}")),
+            ),
+        },
+    };
     let measure_start = warm_start + plan.warmup;
     let end = match plan.end {
         End::Duration(d) => Some(measure_start + d),
         End::TransactionsPerClient(_) => None,
     };
     let _ = times.set(Times {
+        cancelled: gate_error.is_some(),
         warm_start,
         measure_start,
         end,
@@ -279,6 +317,9 @@ pub async fn run(
             h.join()
                 .map_err(|_| anyhow::anyhow!("a worker thread panicked"))??,
         );
+    }
+    if let Some(e) = gate_error {
+        return Err(e);
     }
     let mut recorder = Recorder::new();
     let mut run = LoadRun {
@@ -444,6 +485,26 @@ fn worker(
     connected.wait();
     go.wait();
     let t = *times.get().expect("the coordinator sets the clock before go");
+    if t.cancelled {
+        local.block_on(&rt, async move {
+            for s in sessions.into_iter().flatten() {
+                s.close().await;
+            }
+        });
+        return Ok(WorkerResult {
+            recorder: Recorder::new(),
+            last_end: None,
+            cpu: (Duration::ZERO, Duration::ZERO),
+            context_switches: (0, 0),
+            window: None,
+            setup_connects: 0,
+            setup_connect_ns: 0,
+            first_error: None,
+            server_version: None,
+            tls: None,
+            interrupted: false,
+        });
+    }
     *shared.times.borrow_mut() = Some(t);
     local.block_on(&rt, async move {
         // CPU is read on this thread at the start and end of the measurement, and by the
@@ -647,8 +708,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let seed = (id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ clock;
-    let mut exec = Executor::new(&plan.script, plan.scale, id as i64, seed);
+    let global_id = plan.first_client + id;
+    let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ clock;
+    let mut exec = Executor::new(&plan.script, plan.scale, global_id as i64, seed);
     let mut schedule = plan.rate.map(|r| Schedule {
         next: t.warm_start,
         mean_gap_s: plan.clients as f64 / r,

@@ -19,7 +19,7 @@ use crate::proto::ConnectError;
 use crate::proto::{Session, Statement};
 
 /// How statements are sent, as pgbench's `-M`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum QueryMode {
     /// One Query message with the values in the SQL text.

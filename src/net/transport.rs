@@ -151,7 +151,7 @@ impl Stream {
 }
 
 /// The negotiated TLS protocol version and cipher suite.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TlsInfo {
     pub version: String,
     pub cipher: String,

@@ -25,10 +25,7 @@ pub struct Loaded {
 /// Reads run `run` from the store.
 pub fn load(store: &Store, run: i64) -> Result<Loaded> {
     let Some(stored) = store.load_run(run)? else {
-        bail!(
-            "no run {run} in {}; see `connbench runs list`",
-            store.path().display()
-        );
+        bail!("no run {run} in {}; see `connbench runs list`", store.location());
     };
     let suite: Suite = serde_json::from_value(stored.suite.clone())
         .with_context(|| format!("run {run}: cannot read its suite"))?;

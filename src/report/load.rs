@@ -13,7 +13,7 @@ use crate::net::transport::TlsInfo;
 use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary, STEAL_LIMIT_PERCENT};
 
 /// What was run, as the report states it.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct LoadSettings {
     pub target: String,

@@ -13,6 +13,7 @@ pub mod style;
 pub mod text;
 pub mod json;
 pub mod load;
+pub mod workers;
 pub mod suite;
 pub mod markdown;
 pub mod csv;

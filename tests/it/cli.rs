@@ -242,6 +242,7 @@ fn json_schemas_are_generated_from_the_report_types() {
         ("connect", connbench::report::json::schema()),
         ("load", connbench::report::load::schema()),
         ("run", connbench::report::data::schema()),
+        ("workers", connbench::report::workers::schema()),
     ] {
         let path = format!("{}/docs/schema/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
         let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";

@@ -14,7 +14,7 @@ use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
 use crate::common::dataset;
 
 /// Runs SQL as the sandbox superuser; returns the first column of each row.
-fn sql(q: &str) -> Vec<String> {
+pub fn sql(q: &str) -> Vec<String> {
     let ep = Endpoint::new(Target::parse(&conninfo("unix")).unwrap()).unwrap();
     let q = q.to_string();
     std::thread::spawn(move || {

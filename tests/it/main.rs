@@ -15,3 +15,4 @@ mod relay;
 mod report;
 mod secrets;
 mod suites;
+mod workers;
