@@ -312,7 +312,7 @@ impl LoadOptions {
                 max_lifetime: get(s, "pool_max_lifetime", parse_period)?,
                 idle_timeout: get(s, "pool_idle_timeout", parse_period)?,
             },
-            interval: d.interval,
+            interval: get(s, "interval", parse_period)?.unwrap_or(d.interval),
             schema: schema.to_string(),
         })
     }
@@ -505,6 +505,57 @@ pub fn route_spec(s: &Settings) -> Result<RouteSpec> {
             .unwrap_or(PathKind::Direct),
         distance: get(s, "distance", parse_pause)?.unwrap_or(Duration::ZERO),
     })
+}
+
+/// A fault a load cell injects into the sandbox mid-measurement (`fault`, `fault_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// PgBouncer's immediate shutdown, then a start on the same port.
+    PgbouncerRestart,
+    /// PostgreSQL's fast shutdown, then a start on the same port.
+    PostgresRestart,
+    /// `pg_terminate_backend` on every client backend: dropped connections.
+    TerminateBackends,
+}
+
+impl FaultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::PgbouncerRestart => "pgbouncer-restart",
+            FaultKind::PostgresRestart => "postgres-restart",
+            FaultKind::TerminateBackends => "terminate-backends",
+        }
+    }
+}
+
+/// A cell's fault and when it strikes, after the measurement starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    pub at: Duration,
+}
+
+/// A cell's `fault` (none by default, or `none`) and `fault_at` (default 3 s).
+pub fn fault(s: &Settings) -> Result<Option<FaultSpec>> {
+    let kind = get(s, "fault", |v| match v {
+        "none" => Ok(None),
+        "pgbouncer-restart" => Ok(Some(FaultKind::PgbouncerRestart)),
+        "postgres-restart" => Ok(Some(FaultKind::PostgresRestart)),
+        "terminate-backends" => Ok(Some(FaultKind::TerminateBackends)),
+        other => Err(format!(
+            "invalid fault {other:?}: use none, pgbouncer-restart, postgres-restart or terminate-backends"
+        )),
+    })?
+    .flatten();
+    let at = get(s, "fault_at", parse_period)?;
+    match (kind, at) {
+        (Some(kind), at) => Ok(Some(FaultSpec {
+            kind,
+            at: at.unwrap_or(Duration::from_secs(3)),
+        })),
+        (None, Some(_)) => bail!("setting fault_at: there is no fault to time; add fault = \"...\""),
+        (None, None) => Ok(None),
+    }
 }
 
 /// A cell's `sslmode` override, if it has one.

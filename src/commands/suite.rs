@@ -38,7 +38,10 @@ pub async fn suite_context(
     schema: &str,
     store: crate::experiment::store::Store,
     durable: bool,
-) -> Result<(Option<Sandbox>, crate::experiment::runner::Context)> {
+) -> Result<(
+    Option<std::rc::Rc<tokio::sync::Mutex<Sandbox>>>,
+    crate::experiment::runner::Context,
+)> {
     crate::load::init::check_schema(schema)?;
     let mut targets = std::collections::BTreeMap::new();
     let mut replace_all = None;
@@ -74,6 +77,7 @@ pub async fn suite_context(
         .filter(|t| from_sandbox(t))
         .any(|t| crate::sandbox::is_mariadb_target(t));
     let mut sb = None;
+    let mut sandbox_info = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
         let started = Sandbox::start(&SandboxOptions {
@@ -101,14 +105,16 @@ pub async fn suite_context(
                 .or_insert_with(|| t.conninfo.clone());
         }
         pgbouncer_version = Some(started.info.pgbouncer_version.clone());
-        sb = Some(started);
+        sandbox_info = Some(started.info.clone());
+        sb = Some(std::rc::Rc::new(tokio::sync::Mutex::new(started)));
     }
     let ctx = crate::experiment::runner::Context {
         targets,
         schema: schema.to_string(),
         store,
         pgbouncer_version,
-        sandbox: sb.as_ref().map(|s: &crate::sandbox::Sandbox| s.info.clone()),
+        sandbox: sandbox_info,
+        sandbox_control: sb.as_ref().map(std::rc::Rc::downgrade),
         stop: stop_on_signals(),
         scales: Default::default(),
         routes: Default::default(),
@@ -210,6 +216,17 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
             );
         }
         suites.retain(|s| args.suites.contains(&s.name));
+    }
+    if profile == crate::experiment::suite::Profile::Quick {
+        suites.retain(|s| {
+            if !s.quick_lab && args.suites.is_empty() {
+                eprintln!(
+                    "lab: suite {} runs in `lab --full` only (it has no quick form)",
+                    s.name
+                );
+            }
+            s.quick_lab || !args.suites.is_empty()
+        });
     }
     // The bridge path creates a namespace and links: root only. Said, not silently dropped.
     if let Err(why) = crate::net::netns::check_supported() {

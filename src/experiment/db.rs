@@ -203,7 +203,7 @@ impl Db {
     /// Runs statements without parameters or results (schema changes, BEGIN, COMMIT).
     pub fn batch(&self, sql: &str) -> Result<()> {
         match self {
-            Db::Sqlite(c) => Ok(c.execute_batch(&self.ddl(sql))?),
+            Db::Sqlite(c) => c.execute_batch(&self.ddl(sql)).map_err(sqlite_error),
             Db::Postgres(jobs) => {
                 let sql = self.ddl(sql);
                 Db::on_pg(jobs, move |c| c.batch_execute(&sql))?.map_err(pg_error)
@@ -214,9 +214,10 @@ impl Db {
     /// Runs one statement; returns the rows it changed.
     pub fn exec(&self, sql: &str, params: &[Val]) -> Result<u64> {
         match self {
-            Db::Sqlite(c) => {
-                Ok(c.execute(&sqlite_placeholders(sql), rusqlite::params_from_iter(params))? as u64)
-            }
+            Db::Sqlite(c) => c
+                .execute(&sqlite_placeholders(sql), rusqlite::params_from_iter(params))
+                .map(|n| n as u64)
+                .map_err(sqlite_error),
             Db::Postgres(jobs) => {
                 let (sql, params) = (sql.to_string(), params.to_vec());
                 Db::on_pg(jobs, move |c| {
@@ -272,6 +273,20 @@ impl Db {
             &[],
         )?;
         Ok(row.and_then(|r| r[0].int()))
+    }
+}
+
+/// SQLite's error, with what to do when the disk is full (what was saved stays).
+fn sqlite_error(e: rusqlite::Error) -> anyhow::Error {
+    let full = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+        || e.to_string().contains("database or disk is full");
+    if full {
+        anyhow!(
+            "the disk holding the results store is full ({e}); everything saved before this is kept: \
+             free some space, or pass --store on another disk, and run again"
+        )
+    } else {
+        e.into()
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Context {
     /// Relays started for cells with a `path` or `distance`, per target and route; they
     /// live as long as the context, so every repetition of a cell takes the same route.
     pub routes: std::cell::RefCell<BTreeMap<(String, RouteSpec), std::rc::Rc<Route>>>,
+    /// The sandbox itself, for the faults a cell injects (restarts); weak, so the
+    /// command that started it still decides when it stops.
+    pub sandbox_control: Option<std::rc::Weak<tokio::sync::Mutex<crate::sandbox::Sandbox>>>,
     /// The namespace and bridge of `netpath = "bridge"` cells, created at the first.
     pub bridge: std::cell::RefCell<Option<crate::net::netns::Bridge>>,
 }
@@ -89,6 +92,32 @@ pub fn rule(suite: &Suite) -> Rule {
 }
 
 impl Context {
+    /// Injects `fault` into the sandbox; returns how long it took (a restart: until the
+    /// server accepted connections again).
+    pub async fn strike(&self, fault: options::FaultKind) -> Result<std::time::Duration> {
+        let sb = self
+            .sandbox_control
+            .as_ref()
+            .and_then(|w| w.upgrade())
+            .with_context(|| {
+                format!(
+                    "fault {}: faults are injected into connbench's sandbox, and this suite runs without one",
+                    fault.as_str()
+                )
+            })?;
+        let started = std::time::Instant::now();
+        // One strike at a time: a cell's repetitions run one after another.
+        let mut sb = sb.lock().await;
+        match fault {
+            options::FaultKind::PgbouncerRestart => sb.restart_pgbouncer().await?,
+            options::FaultKind::PostgresRestart => sb.restart_postgres().await?,
+            options::FaultKind::TerminateBackends => {
+                sb.terminate_backends().await?;
+            }
+        }
+        Ok(started.elapsed())
+    }
+
     /// The endpoint a cell's `target` names (a known name, else a conninfo string),
     /// through the relays of its route when it has one.
     pub fn endpoint(&self, settings: &Settings) -> Result<Endpoint> {
@@ -202,9 +231,22 @@ pub fn check(suite: &Suite, schema: &str) -> Result<()> {
             options::route_spec(&c.settings)?;
             options::netpath(&c.settings)?;
             options::sslmode(&c.settings)?;
+            let fault = options::fault(&c.settings)?;
             match suite.kind {
                 Kind::Load => {
+                    if let (Some(f), Some(d)) = (fault, suite.duration) {
+                        if f.at >= d {
+                            bail!(
+                                "fault_at {} is not inside the measurement ({}): strike before its end",
+                                crate::units::format_duration(f.at),
+                                crate::units::format_duration(d)
+                            );
+                        }
+                    }
                     LoadOptions::from_settings(&c.settings, suite.duration, suite.warmup, schema)?.check()
+                }
+                Kind::Connect if fault.is_some() => {
+                    bail!("faults strike during load suites, not connect suites")
                 }
                 Kind::Connect => options::connect_settings(&c.settings).map(|_| ()),
             }
@@ -727,11 +769,39 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
         }
     };
     let clients = options.clients;
+    let interval_s = options.interval.as_secs_f64();
     let mut plan = options.plan(endpoint.clone(), scale, ctx.client_namespace(s)?, None)?;
     plan.accounting = options::accounting(&ctx.direct_endpoint(s)?.target, ctx.sandbox.as_ref(), None)?;
     plan.accounting.relays = ctx.relay_threads(s)?;
-    let run = engine::run(plan, ctx.stop.clone(), |_| {}).await?;
-    let summary = crate::stats::load::summarize_load(&run, clients, 1.0);
+    let fault = options::fault(s)?;
+    let (run, struck) = match fault {
+        None => (engine::run(plan, ctx.stop.clone(), |_| {}).await?, None),
+        Some(f) => {
+            // The gate hands the engine's start to the fault, which strikes `at` into the
+            // measurement, on the sandbox, while the clients run.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let tx = std::sync::Mutex::new(Some(tx));
+            plan.start_gate = Some(engine::StartGate(std::sync::Arc::new(move || {
+                let start = std::time::Instant::now() + std::time::Duration::from_millis(5);
+                if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
+                    let _ = tx.send(start);
+                }
+                Ok(start)
+            })));
+            let warmup = plan.warmup;
+            let strike = async {
+                let Ok(start) = rx.await else {
+                    return Ok(None);
+                };
+                tokio::time::sleep_until((start + warmup + f.at).into()).await;
+                let took = ctx.strike(f.kind).await?;
+                Ok::<_, anyhow::Error>(Some(took))
+            };
+            let (run, struck) = tokio::join!(engine::run(plan, ctx.stop.clone(), |_| {}), strike);
+            (run?, struck?)
+        }
+    };
+    let summary = crate::stats::load::summarize_load(&run, clients, interval_s);
     let Some(lat) = summary.latency else {
         bail!(
             "no transaction completed; the first error: {}",
@@ -770,10 +840,26 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     if let Some(rt) = summary.round_trips_per_transaction {
         f.insert("round_trips_per_transaction".into(), rt);
     }
+    f.insert("latency_max_ms".into(), ms(lat.max_ns as f64));
+    let mut detail = serde_json::json!({ "series": summary.series });
+    if let (Some(fault), Some(took)) = (fault, struck) {
+        let at_s = fault.at.as_secs_f64();
+        detail["fault"] =
+            serde_json::json!({ "kind": fault.kind.as_str(), "at_s": at_s, "took_s": took.as_secs_f64() });
+        f.insert("fault_took_s".into(), took.as_secs_f64());
+        if let Some(e) = crate::stats::fault::effect(&summary.series, interval_s, at_s) {
+            f.insert("longest_stall_s".into(), e.longest_stall_s);
+            if let Some(r) = e.recovery_s {
+                f.insert("recovery_s".into(), r);
+            }
+            f.insert("connects_per_s_before".into(), e.connects_per_s_before);
+            f.insert("reconnects_per_s_peak".into(), e.connects_per_s_peak);
+        }
+    }
     Ok(Measured {
         figures: f,
         histogram: Some(run.recorder.latency),
-        detail: Some(serde_json::json!({ "series": summary.series })),
+        detail: Some(detail),
     })
 }
 

@@ -72,6 +72,9 @@ pub const SETTINGS: &[&str] = &[
     "think",
     "samples",
     "query",
+    "interval",
+    "fault",
+    "fault_at",
 ];
 
 /// A suite file as written.
@@ -139,6 +142,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("distance", include_str!("../../suites/distance.toml")),
     ("netpath", include_str!("../../suites/netpath.toml")),
     ("engines", include_str!("../../suites/engines.toml")),
+    ("faults", include_str!("../../suites/faults.toml")),
 ];
 
 /// A built-in suite's text by name, or a suite file's text by path.
@@ -253,6 +257,10 @@ pub struct Suite {
     pub cells: Vec<Cell>,
     /// Index of the baseline cell.
     pub baseline: usize,
+    /// Whether `lab --quick` runs it: a suite without a `[quick]` section runs only in
+    /// `lab --full`.
+    #[serde(default = "default_true")]
+    pub quick_lab: bool,
 }
 
 /// The figures a repetition reports, by kind, and which way is better.
@@ -262,6 +270,12 @@ pub const LOAD_FIGURES: &[&str] = &[
     "latency_p50_ms",
     "latency_p95_ms",
     "latency_p99_ms",
+    "latency_max_ms",
+    // A faults cell's (see stats::fault).
+    "recovery_s",
+    "longest_stall_s",
+    "failed_transactions",
+    "reconnects_per_s_peak",
 ];
 pub const CONNECT_FIGURES: &[&str] = &["total_mean_us", "total_p50_us", "total_p99_us"];
 
@@ -312,8 +326,10 @@ impl Suite {
     pub fn parse_profile(text: &str, origin: &str, profile: Profile) -> Result<Suite> {
         let mut file: SuiteFile =
             toml::from_str(text).with_context(|| format!("cannot read suite {origin}"))?;
+        let mut quick_lab = false;
         if profile == Profile::Quick {
             if let Some(q) = file.quick.take() {
+                quick_lab = true;
                 file.duration = q.duration.or(file.duration);
                 file.warmup = q.warmup.or(file.warmup);
                 file.repetitions = q.repetitions.unwrap_or(file.repetitions);
@@ -326,6 +342,7 @@ impl Suite {
                 }
             }
         }
+        let quick_lab = quick_lab || file.quick.is_some();
         let name = &file.name;
         if file.repetitions == 0 {
             bail!("suite {name}: repetitions = 0; give at least 1 (5 or more to see a confidence interval narrow)");
@@ -430,6 +447,7 @@ impl Suite {
             })?,
         };
         Ok(Suite {
+            quick_lab,
             name: file.name.clone(),
             question: file.question,
             kind: file.kind,

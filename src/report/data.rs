@@ -84,6 +84,8 @@ pub struct Series {
     pub intervals: Vec<IntervalSummary>,
     /// Reconnects are worth marking only when they are events, not every transaction.
     pub mark_connects: bool,
+    /// The fault a faults cell struck, and when (seconds into the measurement).
+    pub fault: Option<(String, f64)>,
 }
 
 /// What the charts of one cell draw from, beyond its figures.
@@ -165,26 +167,32 @@ impl RunReport {
 /// The series of the repetition whose `figure` is the median of the cell's repetitions,
 /// so the chart shows a typical run, not the best or the worst.
 fn median_series(ok: &[&&store::Repetition], figure: &str) -> Option<Series> {
-    let mut with: Vec<(f64, u32, Vec<IntervalSummary>)> = ok
+    type Found = (f64, u32, Vec<IntervalSummary>, Option<(String, f64)>);
+    let mut with: Vec<Found> = ok
         .iter()
         .filter_map(|r| {
             let v = r.summary.get(figure)?.as_f64()?;
-            let series = r.detail.as_ref()?.get("series")?.clone();
-            let intervals: Vec<IntervalSummary> = serde_json::from_value(series).ok()?;
-            Some((v, r.repetition, intervals))
+            let detail = r.detail.as_ref()?;
+            let intervals: Vec<IntervalSummary> =
+                serde_json::from_value(detail.get("series")?.clone()).ok()?;
+            let fault = detail
+                .get("fault")
+                .and_then(|f| Some((f.get("kind")?.as_str()?.to_string(), f.get("at_s")?.as_f64()?)));
+            Some((v, r.repetition, intervals, fault))
         })
         .collect();
     if with.is_empty() {
         return None;
     }
     with.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (_, repetition, intervals) = with.swap_remove((with.len() - 1) / 2);
+    let (_, repetition, intervals, fault) = with.swap_remove((with.len() - 1) / 2);
     let connects: u64 = intervals.iter().map(|i| i.connects).sum();
     let transactions: u64 = intervals.iter().map(|i| i.transactions).sum();
     Some(Series {
         repetition,
         mark_connects: connects > 0 && connects * 2 <= transactions,
         intervals,
+        fault,
     })
 }
 
@@ -229,6 +237,10 @@ impl RunReport {
                     series: d.series.as_ref().map(|s| SeriesJson {
                         repetition: s.repetition,
                         mark_connects: s.mark_connects,
+                        fault: s
+                            .fault
+                            .as_ref()
+                            .map(|(kind, at_s)| FaultJson { kind, at_s: *at_s }),
                         intervals: &s.intervals,
                     }),
                     percentiles_ms: d
@@ -297,7 +309,17 @@ pub struct SeriesJson<'a> {
     pub repetition: u32,
     /// Whether the report marks reconnects (false when most transactions connect).
     pub mark_connects: bool,
+    /// The fault a faults cell struck in this repetition; null for other cells.
+    pub fault: Option<FaultJson<'a>>,
     pub intervals: &'a [IntervalSummary],
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct FaultJson<'a> {
+    /// pgbouncer-restart, postgres-restart or terminate-backends.
+    pub kind: &'a str,
+    /// When it struck, in seconds into the measurement.
+    pub at_s: f64,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]

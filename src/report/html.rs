@@ -40,6 +40,8 @@ svg .grid { stroke: #ececf0; stroke-width: 1; }
 svg .axis { stroke: #71717a; stroke-width: 1; }
 svg .whisker { stroke: #1d1d1f; stroke-width: 1.2; }
 svg .reconnect { fill: #e69f00; fill-opacity: 0.55; }
+svg .fault { fill: #d55e00; }
+svg .fault-label { fill: #d55e00; font-size: 11px; }
 svg text { font-family: system-ui, sans-serif; fill: #27272a; }
 svg .title { font-size: 13px; font-weight: 600; }
 svg .tick { font-size: 10px; fill: #52525b; }
@@ -278,13 +280,14 @@ fn charts(o: &mut String, r: &RunReport) {
     if res.suite.kind == Kind::Load {
         let any = r.cells.iter().any(|c| c.series.is_some());
         if any {
-            o.push_str("<h3>Over time, per configuration</h3>\n<p class=\"caption\">One-second intervals of the repetition whose main figure is the cell's median. Orange marks: intervals in which the client opened connections (pool lifetime expiry, reconnects); not drawn where every transaction connects.</p>\n");
+            o.push_str("<h3>Over time, per configuration</h3>\n<p class=\"caption\">The intervals of the repetition whose main figure is the cell's median. Orange marks: intervals in which the client opened connections (pool lifetime expiry, reconnects); not drawn where every transaction connects. A red line marks the moment a faults cell struck.</p>\n");
             for (c, d) in res.cells.iter().zip(&r.cells) {
                 match &d.series {
                     Some(s) => o.push_str(&series::render(
                         &format!("{} (repetition {})", c.name, s.repetition),
                         &s.intervals,
                         s.mark_connects,
+                        s.fault.as_ref().map(|(k, at)| (k.as_str(), *at)),
                     )),
                     None => {
                         let _ = writeln!(

@@ -149,6 +149,8 @@ pub struct Sandbox {
     mariadb: Option<mariadb::MariaDb>,
     watchdog: Option<(Child, ChildStdin)>,
     detached: bool,
+    /// Started with PostgreSQL's durable defaults (kept across a restart).
+    durable: bool,
 }
 
 /// The binaries a sandbox needs.
@@ -198,6 +200,7 @@ impl Sandbox {
             // Detached only once everything has started: a start that fails halfway
             // stops what it started rather than leave it running with no pointer to it.
             detached: false,
+            durable: opts.durable,
         };
         // From here on, dropping `sandbox` cleans up whatever was made so far.
         if !opts.detached {
@@ -277,37 +280,10 @@ impl Sandbox {
         let dir = self.info.dir.clone();
         let log = dir.join("postgres.log");
         // A port picked free can be taken before the server binds it: try a few.
-        let quiet = if durable { &[][..] } else { QUIET };
         for attempt in 1..=START_ATTEMPTS {
             let port = free_port()?;
-            let child = server_command(&bins.postgres, run_as, &dir)
-                .arg("-D")
-                .arg(dir.join("data"))
-                .args(["-c", &format!("port={port}")])
-                .args(["-c", "listen_addresses=127.0.0.1"])
-                .args(["-c", &format!("unix_socket_directories={}", dir.display())])
-                .args(["-c", "ssl=on"])
-                .args([
-                    "-c",
-                    &format!("ssl_cert_file={}", dir.join("server.crt").display()),
-                ])
-                .args([
-                    "-c",
-                    &format!("ssl_key_file={}", dir.join("server.key").display()),
-                ])
-                .args(["-c", "max_connections=300"])
-                .args(["-c", "logging_collector=off"])
-                .args(quiet.iter().flat_map(|q| ["-c", q]))
-                .stdin(Stdio::null())
-                .stdout(log_file(&log, run_as)?)
-                .stderr(log_file(&log, run_as)?)
-                .spawn()
-                .with_context(|| format!("cannot start sandbox: cannot run {}", bins.postgres.display()))?;
-            self.info.postgres_pid = child.id();
-            self.info.postgres_port = port;
-            self.postgres = Some(child);
-            let probe = self.superuser_target(&format!("host={} port={port}", dir.display()))?;
-            match wait_ready(&probe, self.postgres.as_mut().unwrap(), Duration::from_secs(60)).await {
+            self.spawn_postgres(bins, run_as, port, durable)?;
+            match self.postgres_ready().await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     self.stop_postgres();
@@ -316,6 +292,95 @@ impl Sandbox {
             }
         }
         unreachable!("the loop returns or bails")
+    }
+
+    /// Starts the postgres process on `port` (not waiting for it).
+    fn spawn_postgres(&mut self, bins: &Binaries, run_as: &RunAs, port: u16, durable: bool) -> Result<()> {
+        let dir = self.info.dir.clone();
+        let log = dir.join("postgres.log");
+        let quiet = if durable { &[][..] } else { QUIET };
+        let child = server_command(&bins.postgres, run_as, &dir)
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-c", &format!("port={port}")])
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", &format!("unix_socket_directories={}", dir.display())])
+            .args(["-c", "ssl=on"])
+            .args([
+                "-c",
+                &format!("ssl_cert_file={}", dir.join("server.crt").display()),
+            ])
+            .args([
+                "-c",
+                &format!("ssl_key_file={}", dir.join("server.key").display()),
+            ])
+            .args(["-c", "max_connections=300"])
+            .args(["-c", "logging_collector=off"])
+            .args(quiet.iter().flat_map(|q| ["-c", q]))
+            .stdin(Stdio::null())
+            .stdout(log_file(&log, run_as)?)
+            .stderr(log_file(&log, run_as)?)
+            .spawn()
+            .with_context(|| format!("cannot start sandbox: cannot run {}", bins.postgres.display()))?;
+        self.info.postgres_pid = child.id();
+        self.info.postgres_port = port;
+        self.postgres = Some(child);
+        self.durable = durable;
+        Ok(())
+    }
+
+    async fn postgres_ready(&mut self) -> Result<()> {
+        let probe = self.superuser_target(&format!(
+            "host={} port={}",
+            self.info.dir.display(),
+            self.info.postgres_port
+        ))?;
+        let child = self.postgres.as_mut().context("PostgreSQL is not running")?;
+        wait_ready(&probe, child, Duration::from_secs(60)).await
+    }
+
+    /// Restarts PostgreSQL as an operator would: fast shutdown (clients disconnected, a
+    /// checkpoint), then a start on the same port; returns once it accepts connections
+    /// again. Its CPU, read by pid, is not measured across the restart.
+    pub async fn restart_postgres(&mut self) -> Result<()> {
+        let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        self.stop_postgres();
+        self.spawn_postgres(&bins, &run_as, self.info.postgres_port, self.durable)?;
+        self.postgres_ready()
+            .await
+            .context("the sandbox's PostgreSQL did not come back after its restart")
+    }
+
+    /// Restarts PgBouncer: its immediate shutdown (every client connection dropped), then
+    /// a start on the same port with the same configuration.
+    pub async fn restart_pgbouncer(&mut self) -> Result<()> {
+        let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        self.stop_pgbouncer();
+        self.spawn_pgbouncer(&bins, &run_as)?;
+        self.pgbouncer_ready()
+            .await
+            .context("the sandbox's PgBouncer did not come back after its restart")
+    }
+
+    /// Terminates every client backend in the targets' database (PgBouncer's server
+    /// connections included), as `pg_terminate_backend` does for an operator; returns
+    /// how many.
+    pub async fn terminate_backends(&self) -> Result<usize> {
+        let t = self.superuser_target(&format!(
+            "host={} port={}",
+            self.info.dir.display(),
+            self.info.postgres_port
+        ))?;
+        let ep = crate::proto::Endpoint::new(t)?;
+        let (mut s, _) = postgres::connect_and_query(&ep, "SELECT 1", &PhaseCursor::default()).await?;
+        let rows = s
+            .query_column(&format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = '{DATABASE}' AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            ))
+            .await;
+        s.close().await;
+        Ok(rows?.len())
     }
 
     /// The superuser at `conn` (host and port), in database `postgres` unless `conn`
@@ -406,20 +471,9 @@ impl Sandbox {
                 pg = self.info.postgres_port,
             );
             write_owned(&dir.join("pgbouncer.ini"), &ini, 0o600, run_as)?;
-            let child = server_command(&bins.pgbouncer, run_as, &dir)
-                .arg(dir.join("pgbouncer.ini"))
-                .stdin(Stdio::null())
-                .stdout(log_file(&log, run_as)?)
-                .stderr(log_file(&log, run_as)?)
-                .spawn()
-                .with_context(|| format!("cannot start sandbox: cannot run {}", bins.pgbouncer.display()))?;
-            self.info.pgbouncer_pid = child.id();
             self.info.pgbouncer_port = port;
-            fs::write(dir.join("pgbouncer.pid"), format!("{}\n", child.id()))?;
-            self.pgbouncer = Some(child);
-            let probe =
-                self.superuser_target(&format!("host={} port={port} dbname={DATABASE}", dir.display()))?;
-            match wait_ready(&probe, self.pgbouncer.as_mut().unwrap(), Duration::from_secs(30)).await {
+            self.spawn_pgbouncer(bins, run_as)?;
+            match self.pgbouncer_ready().await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     self.stop_pgbouncer();
@@ -428,6 +482,34 @@ impl Sandbox {
             }
         }
         unreachable!("the loop returns or bails")
+    }
+
+    /// Starts PgBouncer with the configuration already written (not waiting for it).
+    fn spawn_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+        let dir = self.info.dir.clone();
+        let log = dir.join("pgbouncer.log");
+        let child = server_command(&bins.pgbouncer, run_as, &dir)
+            .arg(dir.join("pgbouncer.ini"))
+            .stdin(Stdio::null())
+            .stdout(log_file(&log, run_as)?)
+            .stderr(log_file(&log, run_as)?)
+            .spawn()
+            .with_context(|| format!("cannot start sandbox: cannot run {}", bins.pgbouncer.display()))?;
+        self.info.pgbouncer_pid = child.id();
+        // The watchdog stops what this file names.
+        fs::write(dir.join("pgbouncer.pid"), format!("{}\n", child.id()))?;
+        self.pgbouncer = Some(child);
+        Ok(())
+    }
+
+    async fn pgbouncer_ready(&mut self) -> Result<()> {
+        let probe = self.superuser_target(&format!(
+            "host={} port={} dbname={DATABASE}",
+            self.info.dir.display(),
+            self.info.pgbouncer_port
+        ))?;
+        let child = self.pgbouncer.as_mut().context("PgBouncer is not running")?;
+        wait_ready(&probe, child, Duration::from_secs(30)).await
     }
 
     /// Stops both servers and removes the directory.

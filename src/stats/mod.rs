@@ -12,6 +12,7 @@
 pub mod compare;
 pub mod load;
 pub mod model;
+pub mod fault;
 
 use crate::connect::{ConnectRun, FailureCount, TargetSamples};
 use crate::net::transport::TlsInfo;

@@ -139,3 +139,176 @@ fn a_stalled_proxy_ends_in_a_timeout_and_a_stall_mid_run_in_a_message() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["summary"]["transactions"].as_u64().unwrap() > 0, "{v}");
 }
+
+/// The faults suite's three strikes on a sandbox of its own (the shared one must keep
+/// running for the tests beside this one): PgBouncer restarted, PostgreSQL restarted,
+/// backends terminated under a pool. Each is survived and counted, its figures are
+/// stored, the report's chart marks the moment, and the restarted servers are stopped
+/// with the sandbox.
+#[test]
+fn restarts_and_terminations_mid_run_are_survived_counted_and_marked() {
+    let dir = crate::common::scratch("faults");
+    let suite = r#"
+name = "faults-mini"
+question = "What do a pooler restart, a database restart and dropped connections cost?"
+kind = "load"
+duration = "3s"
+warmup = "500ms"
+repetitions = 1
+prewarm = false
+order = "sequential"
+figure = "recovery_s"
+[defaults]
+workload = "select-only"
+clients = 4
+threads = 2
+rate = 300
+interval = "100ms"
+fault_at = "1s"
+[[cells]]
+name = "pgbouncer-restart"
+fault = "pgbouncer-restart"
+target = "pgbouncer_unix"
+[[cells]]
+name = "postgres-restart"
+fault = "postgres-restart"
+target = "unix"
+[[cells]]
+name = "terminate-backends"
+fault = "terminate-backends"
+target = "unix"
+connection = "pool"
+pool_size = 2
+"#;
+    let file = dir.join("faults.toml");
+    std::fs::write(&file, suite).unwrap();
+    let store = dir.join("r.sqlite");
+    let (file, store) = (file.to_str().unwrap(), store.to_str().unwrap());
+    let o = connbench(&["run", file, "--store", store]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sandbox_dir = stderr(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("sandbox: started in ").map(str::to_string))
+        .expect("the suite started a sandbox of its own");
+    assert!(
+        !std::path::Path::new(&sandbox_dir).exists(),
+        "the sandbox was removed"
+    );
+    let leftover = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).contains(&sandbox_dir))
+        .count();
+    assert_eq!(leftover, 0, "a restarted server outlived its sandbox");
+
+    let o = connbench(&["report", "1", "--store", store, "--json", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cells = v["runs"][0]["cells"].as_array().unwrap();
+    for (cell, kind) in cells
+        .iter()
+        .zip(["pgbouncer-restart", "postgres-restart", "terminate-backends"])
+    {
+        let fig = |k: &str| cell["values"][k][0].as_f64();
+        assert_eq!(cell["repetitions"]["succeeded"], 1, "{kind}: {cell}");
+        assert!(
+            fig("failed_transactions").unwrap() > 0.0,
+            "{kind}: a strike fails something: {cell}"
+        );
+        let recovery = fig("recovery_s").expect("throughput came back before the end");
+        assert!(recovery > 0.0 && recovery < 2.0, "{kind}: recovery {recovery} s");
+        assert!(
+            fig("reconnects_per_s_peak").unwrap() > 0.0,
+            "{kind}: clients reconnected"
+        );
+        assert_eq!(cell["series"]["fault"]["kind"], kind);
+        assert_eq!(cell["series"]["fault"]["at_s"], 1.0);
+    }
+    // A restart is timed until the server accepts connections again; stalls are measured
+    // (0 when every 100 ms interval still completed a transaction).
+    let pg = &cells[1]["values"];
+    assert!(pg["fault_took_s"][0].as_f64().unwrap() > 0.0, "{pg}");
+    assert!(pg["longest_stall_s"][0].as_f64().unwrap() >= 0.0, "{pg}");
+    let html = dir.join("r.html");
+    let o = connbench(&["report", "1", "--store", store, "--html", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches(r#"class="fault""#).count(),
+        3,
+        "each chart marks its fault"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A store whose disk fills up mid-run: the run stops with a message that says so and
+/// what to do, and every repetition saved before it is still there. The disk is a small
+/// tmpfs, which needs root to mount.
+#[test]
+#[ignore = "needs root (scripts/test.sh runs it as root)"]
+fn a_full_disk_stops_the_run_with_a_message_and_keeps_what_was_saved() {
+    let dir = crate::common::scratch("diskfull");
+    let disk = dir.join("disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    let mount = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(mount.success(), "mount tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(disk.clone());
+    let suite = r#"
+name = "fill"
+question = "How far does a small disk go?"
+kind = "connect"
+repetitions = 2000
+prewarm = false
+[defaults]
+samples = 2
+[axes]
+target = ["unix_trust"]
+"#;
+    std::fs::write(dir.join("s.toml"), suite).unwrap();
+    let store = disk.join("r.sqlite");
+    let mut args = vec![
+        "run".to_string(),
+        dir.join("s.toml").display().to_string(),
+        "--store".to_string(),
+        store.display().to_string(),
+    ];
+    args.extend(crate::common::map(&["unix_trust"]));
+    let o = crate::common::run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("the disk holding the results store is full"),
+        "{err}"
+    );
+    assert!(err.contains("everything saved before this is kept"), "{err}");
+    // Room again: the store opens and holds the repetitions saved before the disk filled.
+    let saved = {
+        let _ = std::fs::remove_file(disk.join("r.sqlite-shm"));
+        let copy = dir.join("copy.sqlite");
+        for ext in ["", "-wal"] {
+            let from = std::path::PathBuf::from(format!("{}{ext}", store.display()));
+            if from.exists() {
+                std::fs::copy(&from, format!("{}{ext}", copy.display())).unwrap();
+            }
+        }
+        let s = connbench::experiment::store::Store::open(&copy).unwrap();
+        s.list_runs().unwrap()[0].repetitions_saved
+    };
+    assert!(
+        saved >= 10,
+        "the repetitions before the disk filled are kept: {saved}"
+    );
+    drop(_unmount);
+    std::fs::remove_dir_all(dir).unwrap();
+}

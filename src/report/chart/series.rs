@@ -8,8 +8,14 @@ use crate::stats::load::IntervalSummary;
 const WIDTH: f64 = 720.0;
 
 /// The chart as an SVG element. `mark_connects` draws the reconnect marks; leave it off
-/// when every transaction connects (the marks would cover every interval).
-pub fn render(title: &str, intervals: &[IntervalSummary], mark_connects: bool) -> String {
+/// when every transaction connects (the marks would cover every interval). `fault` (its
+/// name and second) draws a labelled line where a faults cell struck.
+pub fn render(
+    title: &str,
+    intervals: &[IntervalSummary],
+    mark_connects: bool,
+    fault: Option<(&str, f64)>,
+) -> String {
     let top = Area {
         left: 64.0,
         top: 28.0,
@@ -68,6 +74,18 @@ pub fn render(title: &str, intervals: &[IntervalSummary], mark_connects: bool) -
                 Some(&tip),
             );
         }
+    }
+    if let Some((kind, at_s)) = fault {
+        let px = x.map(at_s);
+        svg.rect(
+            px - 0.75,
+            top.top,
+            1.5,
+            bottom.bottom - top.top,
+            r#"class="fault""#,
+            Some(&format!("{kind} at {} s", fmt_num(at_s))),
+        );
+        svg.text(px + 4.0, top.top + 10.0, "start", "fault-label", kind);
     }
     let tps_pts: Vec<(f64, f64)> = intervals
         .iter()
@@ -157,10 +175,23 @@ mod tests {
             interval(1.0, 0, 0.2),
             interval(2.0, 1, 3.1),
         ];
-        let svg = render("series", &ivs, true);
+        let svg = render("series", &ivs, true, None);
         assert_eq!(svg.matches(r#"class="reconnect""#).count(), 2);
         assert!(svg.contains("0–1 s: 1 connection opened"), "{svg}");
-        let quiet = render("series", &ivs, false);
+        let quiet = render("series", &ivs, false, None);
         assert_eq!(quiet.matches(r#"class="reconnect""#).count(), 0);
+        assert!(!quiet.contains(r#"class="fault""#));
+    }
+
+    #[test]
+    fn the_fault_is_marked_at_its_second() {
+        let ivs = vec![
+            interval(0.0, 0, 0.2),
+            interval(1.0, 0, 0.2),
+            interval(2.0, 0, 0.2),
+        ];
+        let svg = render("series", &ivs, false, Some(("pgbouncer-restart", 1.5)));
+        assert_eq!(svg.matches(r#"class="fault""#).count(), 1);
+        assert!(svg.contains("pgbouncer-restart at 1.5 s"), "{svg}");
     }
 }
