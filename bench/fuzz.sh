@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The parsers of outside text and bytes (targets and their redaction, scripts, suite
-# files, the PostgreSQL backend reader), run far longer than the test suite runs them:
+# files, the PostgreSQL backend reader, the MySQL greeting and reply readers), run far longer than the test suite runs them:
 # the property tests of tests/it/fuzz.rs, again and again with PROPTEST_CASES inputs per
 # property and a fresh seed each time, until MINUTES have passed. Prints the rounds and
 # inputs tried; exits 1 at the first failure (proptest prints the smallest input; add it
@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 MINUTES=${1:-10}
 CASES=${2:-20000}
 cargo test --release --test it --no-run --quiet 2>/dev/null
+# The properties: the indented fns of tests/it/fuzz.rs's proptest! blocks.
+PROPS=$(grep -cE '^    fn ' tests/it/fuzz.rs)
 end=$(($(date +%s) + MINUTES * 60))
 rounds=0
 start=$(date +%s)
@@ -23,6 +25,6 @@ while [ "$(date +%s)" -lt "$end" ]; do
         exit 1
     fi
     rounds=$((rounds + 1))
-    echo "round $rounds: 5 properties x $CASES inputs, no failure ($(($(date +%s) - start)) s so far)"
+    echo "round $rounds: $PROPS properties x $CASES inputs, no failure ($(($(date +%s) - start)) s so far)"
 done
-echo "PASS  $rounds rounds, $((rounds * 5 * CASES)) inputs in $(($(date +%s) - start)) s, no failure"
+echo "PASS  $rounds rounds, $((rounds * PROPS * CASES)) inputs in $(($(date +%s) - start)) s, no failure"

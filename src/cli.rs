@@ -158,6 +158,19 @@ pub struct RelayArgs {
     /// Fault: pass each side's EOF on this much later (a slow close).
     #[arg(long, value_name = "DURATION", default_value = "0ms", value_parser = parse_duration, help_heading = "Faults")]
     pub slow_close: Duration,
+    /// Fault: this long after the relay starts, cap the bandwidth of every direction at
+    /// RATE (e.g. 10s=1Mbit): a link that degrades under a running load.
+    #[arg(long, value_name = "AFTER=RATE", value_parser = parse_cut, help_heading = "Faults")]
+    pub cut_bandwidth: Option<(Duration, f64)>,
+}
+
+/// `AFTER=RATE`: a duration and a bandwidth.
+fn parse_cut(s: &str) -> Result<(Duration, f64), String> {
+    let (after, rate) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected AFTER=RATE, e.g. 10s=1Mbit"))?;
+    let after = parse_duration(after).map_err(|e| format!("{s:?}: {e}"))?;
+    Ok((after, crate::net::relay::parse_bandwidth(rate)?))
 }
 
 /// A share from 0 to 1.

@@ -18,6 +18,8 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
             refuse: args.refuse,
             stall: args.stall,
             slow_close: args.slow_close,
+            cut_bandwidth: args.cut_bandwidth,
+            started: None,
         },
     };
     let tls = match (&upstream, args.upstream_tls) {
@@ -95,6 +97,13 @@ fn faults_said(f: &crate::net::relay::Faults) -> String {
         parts.push(format!(
             "close {} late",
             crate::report::format_duration(f.slow_close)
+        ));
+    }
+    if let Some((after, bw)) = f.cut_bandwidth {
+        parts.push(format!(
+            "bandwidth cut to {} after {}",
+            crate::report::format_bytes(bw) + "/s",
+            crate::report::format_duration(after)
         ));
     }
     if parts.is_empty() {

@@ -777,6 +777,10 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     let (run, struck) = match fault {
         None => (engine::run(plan, ctx.stop.clone(), |_| {}).await?, None),
         Some(f) => {
+            // Repetitions must not inherit the last strike: wait until the cell's path
+            // answers a query again (PgBouncer retries a failed server login only every
+            // server_login_retry, 15 s by default).
+            settle(endpoint).await?;
             // The gate hands the engine's start to the fault, which strikes `at` into the
             // measurement, on the sandbox, while the clients run.
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -861,6 +865,40 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
         histogram: Some(run.recorder.latency),
         detail: Some(detail),
     })
+}
+
+/// Waits until `endpoint` answers `SELECT 1` (at most 60 s), so a faults cell's
+/// repetition starts on a healthy path; says so when it had to wait.
+async fn settle(endpoint: &Endpoint) -> Result<()> {
+    let started = std::time::Instant::now();
+    let limit = std::time::Duration::from_secs(60);
+    loop {
+        let attempt = async {
+            let (mut s, _) = crate::proto::connect(endpoint, &crate::proto::PhaseCursor::default()).await?;
+            let r = s.query_column("SELECT 1").await;
+            s.close().await;
+            r
+        };
+        match attempt.await {
+            Ok(_) => {
+                if started.elapsed() > std::time::Duration::from_millis(500) {
+                    eprintln!(
+                        "faults: the path answered again {} after the last strike; the repetition starts now",
+                        crate::units::format_duration(started.elapsed())
+                    );
+                }
+                return Ok(());
+            }
+            Err(e) if started.elapsed() >= limit => {
+                bail!(
+                    "the path to {} did not answer within {} after the last strike: {e}",
+                    endpoint.target.name(),
+                    crate::units::format_duration(limit)
+                )
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
 }
 
 /// Whether a connect cell can share an interleaved measurement: its client runs on the

@@ -756,14 +756,16 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         let ended = Instant::now();
         // A transaction in flight at the window's end finishes just after it: it belongs
         // to the window's last interval, not to a new interval a few microseconds long
-        // (whose tps would be absurd).
+        // (whose tps would be absurd). One that started after the end (a paced client
+        // working off its backlog) goes in the interval it ended in, so the series shows
+        // the drain where it happened rather than piled into the last interval.
         let index = (ended.saturating_duration_since(t.measure_start).as_nanos()
             / plan.interval.as_nanos().max(1)) as usize;
-        let index = match plan.end {
-            End::Duration(d) => {
+        let index = match (plan.end, t.end) {
+            (End::Duration(d), Some(end)) if started < end => {
                 index.min((d.as_nanos().div_ceil(plan.interval.as_nanos().max(1)) as usize).saturating_sub(1))
             }
-            End::TransactionsPerClient(_) => index,
+            _ => index,
         };
         match outcome {
             Ok((bytes, connect)) => {

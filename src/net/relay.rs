@@ -113,11 +113,30 @@ pub struct Faults {
     pub stall: bool,
     /// Pass a side's EOF on this much later.
     pub slow_close: Duration,
+    /// Cut the bandwidth mid-run: this long after the relay starts, every direction of
+    /// every connection is capped at this many bytes per second (a link degrading under
+    /// a running application).
+    pub cut_bandwidth: Option<(Duration, f64)>,
+    /// When the relay started (set by the relay itself; the cut counts from it).
+    pub started: Option<Instant>,
 }
 
 impl Faults {
     pub fn any(&self) -> bool {
-        *self != Faults::default()
+        Faults {
+            started: None,
+            ..*self
+        } != Faults::default()
+    }
+
+    /// The bandwidth cap at `now`: the cut's once it has struck, else `normal`.
+    fn bandwidth_at(&self, now: Instant, normal: Option<f64>) -> Option<f64> {
+        match (self.cut_bandwidth, self.started) {
+            (Some((after, bw)), Some(start)) if now >= start + after => {
+                Some(normal.map_or(bw, |n| n.min(bw)))
+            }
+            _ => normal,
+        }
     }
 }
 
@@ -133,7 +152,10 @@ impl Shape {
     }
 
     fn is_passthrough(&self) -> bool {
-        self.one_way.is_zero() && self.jitter.is_zero() && self.bandwidth.is_none()
+        self.one_way.is_zero()
+            && self.jitter.is_zero()
+            && self.bandwidth.is_none()
+            && self.faults.cut_bandwidth.is_none()
     }
 }
 
@@ -208,9 +230,10 @@ impl Relay {
     pub fn start_with(
         listen: &Addr,
         upstream: &Addr,
-        shape: Shape,
+        mut shape: Shape,
         upstream_tls: Option<TlsSetup>,
     ) -> Result<Relay> {
+        shape.faults.started = Some(Instant::now());
         let upstream_tls = upstream_tls.map(Arc::new);
         let (listener, addr) = bind(listen)?;
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -759,7 +782,7 @@ async fn pipe(
             // Hand back the credit the chunk did not use; the writer returns the rest.
             drop(permit);
             reader_credit.forget_permits(n);
-            if let Some(bw) = shape.bandwidth {
+            if let Some(bw) = shape.faults.bandwidth_at(arrival, shape.bandwidth) {
                 link_free = link_free.max(arrival) + Duration::from_secs_f64(n as f64 / bw);
             } else {
                 link_free = arrival;

@@ -84,7 +84,7 @@ pub fn rows(r: &SuiteResult) -> Vec<Row> {
                     pm(d.mean.point, d.mean.ci_high - d.mean.point)
                 }
                 Some(d) => num(d.mean.point),
-                None => "no results".to_string(),
+                None => super::suite::no_value(c, fig),
             };
             let tail = c
                 .described

@@ -232,7 +232,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
                 )
             }
             None => (
-                "no results".to_string(),
+                no_value(c, fig),
                 "-".to_string(),
                 c.rounds.to_string(),
                 vs_text(c),
@@ -282,6 +282,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             _ => o.push_str(&wrap(vs, "      vs baseline: ", "        ", COLUMNS)),
         }
     }
+    o.push_str(&fault_table(r));
     let predicted = predicted(r);
     if !predicted.is_empty() {
         o.push_str("\n  round-trip model: local mean + RTT × round trips per transaction\n");
@@ -472,4 +473,62 @@ impl<'a> RunJson<'a> {
             cells: r.cells.iter().map(CellJson::of).collect(),
         }
     }
+}
+
+/// What a cell without a value of `fig` says: no results at all, or results in which
+/// that figure was not measured, and why where the figure says so.
+pub fn no_value(c: &crate::experiment::runner::CellResult, fig: &str) -> String {
+    if c.figures.values().all(|v| v.is_empty()) {
+        return "no results".to_string();
+    }
+    match fig {
+        "recovery_s" => "never recovered: throughput had not settled when the run ended".to_string(),
+        _ => format!("{fig} not measured in any repetition"),
+    }
+}
+
+/// For a faults suite: what each strike cost, per cell, as means over the counted
+/// repetitions (every figure, not only the suite's).
+fn fault_table(r: &SuiteResult) -> String {
+    if !r.cells.iter().any(|c| c.figures.contains_key("longest_stall_s")) {
+        return String::new();
+    }
+    let mean = |c: &crate::experiment::runner::CellResult, k: &str, p: usize| match c.figures.get(k) {
+        Some(v) if !v.is_empty() => format!("{:.p$}", v.iter().sum::<f64>() / v.len() as f64),
+        _ => "-".to_string(),
+    };
+    let mut o = String::from(
+        "\n  what each strike cost (means over the counted repetitions; 100 ms resolution):\n  \
+         failed: failed transactions; stall: longest time with none completed; recovery: until\n  \
+         throughput was back within 10% (-: not before the run ended; k of n: only k did); storm: most connections\n  \
+         opened in one second after the strike; worst: the slowest transaction\n",
+    );
+    let _ = writeln!(
+        o,
+        "  {:>8} {:>8} {:>12} {:>8} {:>9}  cell",
+        "failed", "stall s", "recovery s", "storm/s", "worst ms"
+    );
+    for c in &r.cells {
+        // Recovery is missing from a repetition that never recovered: say how many did.
+        let (k, n) = (
+            c.figures.get("recovery_s").map_or(0, Vec::len),
+            c.figures.get("transactions").map_or(0, Vec::len),
+        );
+        let recovery = match (k, n) {
+            (0, _) => "-".to_string(),
+            (k, n) if k < n => format!("{} ({k} of {n})", mean(c, "recovery_s", 2)),
+            _ => mean(c, "recovery_s", 2),
+        };
+        let _ = writeln!(
+            o,
+            "  {:>8} {:>8} {:>12} {:>8} {:>9}  {}",
+            mean(c, "failed_transactions", 1),
+            mean(c, "longest_stall_s", 2),
+            recovery,
+            mean(c, "reconnects_per_s_peak", 0),
+            mean(c, "latency_max_ms", 1),
+            c.name
+        );
+    }
+    o
 }

@@ -61,6 +61,45 @@ fn resets_after_n_bytes_are_counted_and_the_clients_reconnect() {
 }
 
 #[test]
+fn a_bandwidth_cut_mid_run_slows_the_run_from_that_moment() {
+    dataset();
+    let upstream = through("x:0").0;
+    let (_relay, at, banner) = spawn_relay(&["--upstream", &upstream, "--cut-bandwidth", "1500ms=16kbit"]);
+    assert!(
+        banner.contains("bandwidth cut to 2.0 KiB/s after 1.50 s"),
+        "{banner}"
+    );
+    let target = through(&at).1;
+    let (code, v, err) = load_json(&[
+        "load",
+        &target,
+        "-S",
+        "-c",
+        "2",
+        "-T",
+        "3s",
+        "-R",
+        "200",
+        "--interval",
+        "500ms",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let series = v["series"].as_array().unwrap();
+    let tps = |i: usize| series[i]["tps"].as_f64().unwrap();
+    assert!(
+        tps(0) > 120.0 && tps(1) > 120.0,
+        "before the cut, the rate: {series:?}"
+    );
+    // 2.0-3.0 s: the window's last second, after the cut (a paced client's backlog then
+    // drains in intervals of their own after the window).
+    assert!(
+        tps(4) < 50.0 && tps(5) < 50.0,
+        "after it, the link's pace: {series:?}"
+    );
+}
+
+#[test]
 fn a_share_of_refused_connections_fails_those_connects_only() {
     dataset();
     let upstream = through("x:0").0;
