@@ -499,9 +499,12 @@ fn fault_table(r: &SuiteResult) -> String {
     };
     let mut o = String::from(
         "\n  what each strike cost (means over the counted repetitions; 100 ms resolution):\n  \
-         failed: failed transactions; stall: longest time with none completed; recovery: until\n  \
-         throughput was back within 10% (-: not before the run ended; k of n: only k did); storm: most connections\n  \
-         opened in one second after the strike; worst: the slowest transaction\n",
+         failed    failed transactions\n  \
+         stall     the longest time in which none completed\n  \
+         recovery  until throughput was back within 10% of before (-: not before the\n  \
+         \x20         run ended; k of n: only k repetitions did)\n  \
+         storm     the most connections opened in one second after the strike\n  \
+         worst     the slowest transaction\n",
     );
     let _ = writeln!(
         o,

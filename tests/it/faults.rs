@@ -100,6 +100,33 @@ fn a_bandwidth_cut_mid_run_slows_the_run_from_that_moment() {
 }
 
 #[test]
+fn a_slow_close_neither_stalls_the_clients_nor_fails_them() {
+    dataset();
+    let upstream = through("x:0").0;
+    let (_relay, at, banner) = spawn_relay(&["--upstream", &upstream, "--slow-close", "1s"]);
+    assert!(banner.contains("close 1.00 s late"), "{banner}");
+    let target = through(&at).1;
+    // A connection per transaction: every transaction ends with a close the relay passes
+    // on a second late. connbench's close sends Terminate and does not wait for the peer.
+    let started = Instant::now();
+    let (code, v, err) = load_json(&[
+        "load", &target, "-S", "-C", "-c", "2", "-T", "2s", "-R", "40", "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let s = &v["summary"];
+    assert_eq!(s["failed_transactions"], 0, "{s}");
+    assert!(s["transactions"].as_u64().unwrap() >= 40, "{s}");
+    assert!(
+        s["latency"]["p99_ms"].as_f64().unwrap() < 500.0,
+        "no transaction waited for the late close: {s}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the run was not held open"
+    );
+}
+
+#[test]
 fn a_share_of_refused_connections_fails_those_connects_only() {
     dataset();
     let upstream = through("x:0").0;
