@@ -448,7 +448,7 @@ pub fn merge(store: &Store, id: i64) -> Result<Merged> {
     let name = stored.run.name.clone().unwrap_or_else(|| id.to_string());
     let (rows, intervals) = store.load_workers(id)?;
     let mut merged = Recorder::new();
-    let mut run = empty_run();
+    let mut run = LoadRun::empty();
     let (mut first_start, mut last_end): (Option<f64>, Option<f64>) = (None, None);
     let mut missing = Vec::new();
     for w in 0..workers as i64 {
@@ -520,27 +520,6 @@ pub fn merge(store: &Store, id: i64) -> Result<Merged> {
         rows,
         missing,
     })
-}
-
-fn empty_run() -> LoadRun {
-    LoadRun {
-        recorder: Recorder::new(),
-        measured: Duration::ZERO,
-        cpu_user: Duration::ZERO,
-        cpu_system: Duration::ZERO,
-        context_switches: (0, 0),
-        server_cpu: None,
-        pooler_cpu: None,
-        relay_cpu: None,
-        server_not_measured: None,
-        machine: None,
-        setup_connects: 0,
-        setup_connect_ns: 0,
-        interrupted: false,
-        first_error: None,
-        server_version: None,
-        tls: None,
-    }
 }
 
 #[cfg(test)]

@@ -163,11 +163,35 @@ pub struct LoadRun {
     pub tls: Option<TlsInfo>,
 }
 
-/// The shared clock of a run.
+impl LoadRun {
+    /// A run that measured nothing yet: the start of a merge.
+    pub fn empty() -> LoadRun {
+        LoadRun {
+            recorder: Recorder::new(),
+            measured: Duration::ZERO,
+            cpu_user: Duration::ZERO,
+            cpu_system: Duration::ZERO,
+            context_switches: (0, 0),
+            server_cpu: None,
+            pooler_cpu: None,
+            relay_cpu: None,
+            server_not_measured: None,
+            machine: None,
+            setup_connects: 0,
+            setup_connect_ns: 0,
+            interrupted: false,
+            first_error: None,
+            server_version: None,
+            tls: None,
+        }
+    }
+}
+
 /// How long after the measured window a client may still wait on the server before the
 /// run stops waiting for it.
 const END_GRACE: Duration = Duration::from_secs(5);
 
+/// The shared clock of a run.
 #[derive(Debug, Clone, Copy)]
 struct Times {
     /// Set when the start gate failed: the workers close their connections and return.
@@ -323,22 +347,8 @@ pub async fn run(
     }
     let mut recorder = Recorder::new();
     let mut run = LoadRun {
-        recorder: Recorder::new(),
-        measured: Duration::ZERO,
-        cpu_user: Duration::ZERO,
-        cpu_system: Duration::ZERO,
-        context_switches: (0, 0),
-        server_cpu: None,
-        pooler_cpu: None,
-        relay_cpu: None,
         server_not_measured: plan.accounting.server_not_measured.clone(),
-        machine: None,
-        setup_connects: 0,
-        setup_connect_ns: 0,
-        interrupted: false,
-        first_error: None,
-        server_version: None,
-        tls: None,
+        ..LoadRun::empty()
     };
     let mut last_end = measure_start;
     for r in &results {

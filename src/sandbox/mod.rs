@@ -330,13 +330,25 @@ impl Sandbox {
     }
 
     async fn postgres_ready(&mut self) -> Result<()> {
-        let probe = self.superuser_target(&format!(
+        let conn = format!(
             "host={} port={}",
             self.info.dir.display(),
             self.info.postgres_port
-        ))?;
-        let child = self.postgres.as_mut().context("PostgreSQL is not running")?;
-        wait_ready(&probe, child, Duration::from_secs(60)).await
+        );
+        self.ready(&conn, false).await
+    }
+
+    /// Waits until the superuser can connect at `conn`, through PgBouncer when
+    /// `pgbouncer`, while the server's process lives.
+    async fn ready(&mut self, conn: &str, pgbouncer: bool) -> Result<()> {
+        let probe = self.superuser_target(conn)?;
+        let (child, what, limit) = if pgbouncer {
+            (&mut self.pgbouncer, "PgBouncer", 30)
+        } else {
+            (&mut self.postgres, "PostgreSQL", 60)
+        };
+        let child = child.as_mut().with_context(|| format!("{what} is not running"))?;
+        wait_ready(&probe, child, Duration::from_secs(limit)).await
     }
 
     /// Restarts PostgreSQL as an operator would: fast shutdown (clients disconnected, a
@@ -503,13 +515,12 @@ impl Sandbox {
     }
 
     async fn pgbouncer_ready(&mut self) -> Result<()> {
-        let probe = self.superuser_target(&format!(
+        let conn = format!(
             "host={} port={} dbname={DATABASE}",
             self.info.dir.display(),
             self.info.pgbouncer_port
-        ))?;
-        let child = self.pgbouncer.as_mut().context("PgBouncer is not running")?;
-        wait_ready(&probe, child, Duration::from_secs(30)).await
+        );
+        self.ready(&conn, true).await
     }
 
     /// Stops both servers and removes the directory.
