@@ -163,14 +163,16 @@ proptest! {
 
 /// A MySQL peer for one connection: `greeting` as its first packet(s); OK to any
 /// handshake response, then `reply` to the first command; then it closes. A client that
-/// sends nothing (it waits for the rest of a greeting) is closed on after 200 ms.
+/// sends nothing (it waits for the rest of a greeting) is closed on after 20 ms: a local
+/// client answers in microseconds, and a peer that closes early only makes the outcome an
+/// error, which the properties accept (they look for panics and stalls).
 fn mysql_peer(greeting: Vec<u8>, reply: Vec<u8>) -> u16 {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         let Ok((mut c, _)) = listener.accept() else { return };
-        let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+        let _ = c.set_read_timeout(Some(Duration::from_millis(20)));
         let _ = c.write_all(&greeting);
         let packet = |c: &mut std::net::TcpStream| {
             let mut h = [0u8; 4];
@@ -253,8 +255,23 @@ fn mysql_exchange(port: u16) -> Result<Result<(), String>, String> {
     .map_err(|_| "the MySQL reader panicked".to_string())
 }
 
+/// Like [`config`], for properties that each open a socket to a peer thread (tens of
+/// milliseconds a case, where the parsers take microseconds): a twentieth of
+/// PROPTEST_CASES, so bench/fuzz.sh's rounds stay minutes long.
+fn exchange_config(cases: u32) -> ProptestConfig {
+    let scaled = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map(|n| (n / 20).max(1));
+    ProptestConfig {
+        cases: scaled.unwrap_or(cases),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(config(128))]
+    #![proptest_config(exchange_config(128))]
 
     #[test]
     fn any_mysql_greeting_is_a_session_or_an_error_never_a_panic_or_a_stall(greeting in mysql_bytes()) {
