@@ -21,8 +21,8 @@ end=$(($(date +%s) + MINUTES * 60))
 rounds=0
 start=$(date +%s)
 while [ "$(date +%s)" -lt "$end" ]; do
-    if ! PROPTEST_CASES=$CASES cargo test --release --quiet --test it fuzz:: >"${TMPDIR:-/tmp}/cb-fuzz.out" 2>&1; then
-        cat "${TMPDIR:-/tmp}/cb-fuzz.out"
+    if ! PROPTEST_CASES=$CASES cargo test --release --quiet --test it fuzz:: >"${TMPDIR:-/tmp}/connbench-fuzz.out" 2>&1; then
+        cat "${TMPDIR:-/tmp}/connbench-fuzz.out"
         echo "FAIL  round $((rounds + 1)): a property failed (the smallest input is above)"
         exit 1
     fi
