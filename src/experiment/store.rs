@@ -744,24 +744,29 @@ impl Store {
             .context("the run's start was not set")
     }
 
-    /// Saves one finished interval of worker `index` (again, if it was saved before).
-    pub fn save_worker_interval(&self, run: i64, i: &WorkerInterval) -> Result<()> {
-        self.db.exec(
-            "INSERT INTO worker_intervals (run_id, worker, interval, transactions, failures, connects, latency_histogram) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id, worker, interval) DO UPDATE SET \
-             transactions = excluded.transactions, failures = excluded.failures, connects = excluded.connects, \
-             latency_histogram = excluded.latency_histogram",
-            &[
-                run.into(),
-                i.worker.into(),
-                i.interval.into(),
-                i.transactions.into(),
-                i.failures.into(),
-                i.connects.into(),
-                i.latency_histogram.clone().into(),
-            ],
-        )?;
-        Ok(())
+    /// Saves finished intervals of a worker (again, where saved before), in one
+    /// transaction: a worker's end saves its whole series at once.
+    pub fn save_worker_intervals(&self, run: i64, intervals: &[WorkerInterval]) -> Result<()> {
+        self.transaction(|| {
+            for i in intervals {
+                self.db.exec(
+                    "INSERT INTO worker_intervals (run_id, worker, interval, transactions, failures, connects, latency_histogram) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id, worker, interval) DO UPDATE SET \
+                     transactions = excluded.transactions, failures = excluded.failures, connects = excluded.connects, \
+                     latency_histogram = excluded.latency_histogram",
+                    &[
+                        run.into(),
+                        i.worker.into(),
+                        i.interval.into(),
+                        i.transactions.into(),
+                        i.failures.into(),
+                        i.connects.into(),
+                        i.latency_histogram.clone().into(),
+                    ],
+                )?;
+            }
+            Ok(())
+        })
     }
 
     /// Saves worker `index`'s end; the last worker to end closes the run, as failed if

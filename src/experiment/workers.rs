@@ -191,6 +191,27 @@ impl Worker {
         }))
     }
 
+    /// One interval of this worker, as the store keeps it.
+    fn interval(
+        &self,
+        interval: usize,
+        transactions: u64,
+        failures: u64,
+        connects: u64,
+        latency_us: &Histogram<u64>,
+    ) -> Result<WorkerInterval> {
+        Ok(WorkerInterval {
+            worker: self.index as i64,
+            interval: interval as i64,
+            transactions: transactions as i64,
+            failures: failures as i64,
+            connects: connects as i64,
+            latency_histogram: (!latency_us.is_empty())
+                .then(|| store::serialize_histogram(latency_us))
+                .transpose()?,
+        })
+    }
+
     /// Saves one interval as it ends (progress reports arrive per interval).
     pub fn save_interval(
         &self,
@@ -200,22 +221,8 @@ impl Worker {
         connects: u64,
         latency_us: &Histogram<u64>,
     ) -> Result<()> {
-        let blob = (!latency_us.is_empty())
-            .then(|| store::serialize_histogram(latency_us))
-            .transpose()?;
-        self.with_store(|s| {
-            s.save_worker_interval(
-                self.run,
-                &WorkerInterval {
-                    worker: self.index as i64,
-                    interval: interval as i64,
-                    transactions: transactions as i64,
-                    failures: failures as i64,
-                    connects: connects as i64,
-                    latency_histogram: blob,
-                },
-            )
-        })
+        let i = self.interval(interval, transactions, failures, connects, latency_us)?;
+        self.with_store(|s| s.save_worker_intervals(self.run, &[i]))
     }
 
     /// Saves the worker's whole record (its exact intervals replace those saved as they
@@ -227,10 +234,16 @@ impl Worker {
             .map_err(|_| anyhow::anyhow!("poisoned"))?;
         let r = &run.recorder;
         let mut h = interval_histogram();
-        for (i, e) in r.series.iter().enumerate() {
-            e.histogram_into(&mut h);
-            self.save_interval(i, e.transactions, e.failures, e.connects, &h)?;
-        }
+        let intervals = r
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                e.histogram_into(&mut h);
+                self.interval(i, e.transactions, e.failures, e.connects, &h)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.with_store(|s| s.save_worker_intervals(self.run, &intervals))?;
         let record = WorkerRecord::of(run, warmup)?;
         let status = if run.interrupted {
             Status::Interrupted

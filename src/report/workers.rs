@@ -86,12 +86,22 @@ fn settings(m: &Merged) -> Result<LoadSettings> {
         .with_context(|| format!("run {}: cannot read its load settings", m.name))
 }
 
-pub fn json(m: &Merged) -> Result<MergedJson> {
+/// The whole run's settings and the merged run's summary.
+fn summarized(m: &Merged) -> Result<(LoadSettings, stats::load::LoadSummary)> {
     let settings = settings(m)?;
     let summary = stats::load::summarize_load(&m.run, settings.clients, settings.interval_s);
+    Ok((settings, summary))
+}
+
+pub fn json(m: &Merged) -> Result<MergedJson> {
+    let (settings, summary) = summarized(m)?;
+    json_of(m, &settings, &summary)
+}
+
+fn json_of(m: &Merged, settings: &LoadSettings, summary: &stats::load::LoadSummary) -> Result<MergedJson> {
     let load: serde_json::Value = serde_json::from_str(&crate::report::load::json(
-        &settings,
-        &summary,
+        settings,
+        summary,
         m.run.server_version.as_deref(),
         m.run.tls.as_ref(),
         m.run.interrupted,
@@ -139,9 +149,8 @@ pub fn json(m: &Merged) -> Result<MergedJson> {
 
 /// The merged run in text: the workers, then the load report of them all.
 pub fn text(m: &Merged) -> Result<String> {
-    let settings = settings(m)?;
-    let j = json(m)?;
-    let summary = stats::load::summarize_load(&m.run, settings.clients, settings.interval_s);
+    let (settings, summary) = summarized(m)?;
+    let j = json_of(m, &settings, &summary)?;
     let mut o = format!(
         "run {} ({}): load from {} workers · status {} · start skew {}\n",
         m.name,
