@@ -15,6 +15,8 @@ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgb
 command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
 # sysbench, the peer tool of bench/mysql_vs_sysbench.sh.
 command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
+# socat, the minimal relay that bench/relay.sh measures connbench's relay against.
+command -v socat >/dev/null 2>&1 || need+=(socat)
 # Python's venv, for kubernetes-validate (PyPI), which the tests use to check the
 # Kubernetes Job connbench prints against Kubernetes' schemas, offline.
 command -v python3 >/dev/null 2>&1 || need+=(python3)
