@@ -40,7 +40,7 @@ export TMPDIR=$WORK
 RELAY_PID=""
 SOCAT_PID=""
 stop_relay() { [ -z "$RELAY_PID" ] || { kill -INT "$RELAY_PID" 2>/dev/null || true; wait "$RELAY_PID" 2>/dev/null || true; RELAY_PID=""; }; }
-trap '[ -z "$SOCAT_PID" ] || kill "$SOCAT_PID" 2>/dev/null; stop_relay; "$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+trap '[ -z "$SOCAT_PID" ] || kill "$SOCAT_PID" 2>/dev/null || true; stop_relay; "$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 "$CB" sandbox start >"$WORK/sandbox.txt"
 CI=$(awk '$1=="tcp_trust" { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt")
 PORT=$(printf '%s\n' "$CI" | tr ' ' '\n' | awk -F= '$1=="port" { print $2 }')
@@ -163,7 +163,7 @@ if command -v socat >/dev/null 2>&1; then
             printf "  pair %d  query p50: direct %.1f us; connbench relay %.1f us (+%.1f); socat %.1f us (+%.1f); %s",
                 p, d * 1000, r * 1000, a, s * 1000, b, (a <= 50 || a <= b + 20) ? "PASS" : "MISS" }')"
     done
-    kill "$SOCAT_PID" 2>/dev/null || true; wait "$SOCAT_PID" 2>/dev/null || true
+    kill "$SOCAT_PID" 2>/dev/null || true; wait "$SOCAT_PID" 2>/dev/null || true; SOCAT_PID=""
     stop_relay
 else
     echo "  skipped: socat is not installed (scripts/setup.sh installs it)"
