@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use bytes::{Buf, BytesMut};
 use mysql_common::auth::plugins::{AuthProc, ChallengeResponsePlugin, Context};
-use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest};
 use mysql_common::proto::MySerialize;
@@ -48,6 +48,7 @@ const COM_STMT_PREPARE: u8 = 0x16;
 const COM_STMT_EXECUTE: u8 = 0x17;
 const COM_STMT_CLOSE: u8 = 0x19;
 const MYSQL_TYPE_VAR_STRING: u8 = 0xfd;
+const MYSQL_TYPE_LONGLONG: u8 = 0x08;
 
 /// An open, authenticated session, ready for queries.
 #[derive(Debug)]
@@ -59,6 +60,13 @@ pub struct Session {
     frame: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
+    /// MariaDB's metadata cache is on (`MARIADB_CLIENT_CACHE_METADATA`, 10.6+): a result
+    /// set's column count is followed by a byte saying whether column definitions follow,
+    /// and a prepared statement's are sent only when they change. Without it, the server
+    /// builds and sends every column's definition on every execution, work a pgbench-class
+    /// loop would then measure on the server's side and not the path's (libmariadb asks
+    /// for it, so sysbench's point select gets it).
+    cache_metadata: bool,
     /// The server's thread id for this connection.
     pub connection_id: u32,
     /// The version the server sent in its greeting.
@@ -75,6 +83,9 @@ pub struct Session {
 struct Prepared {
     id: u32,
     order: Vec<usize>,
+    /// The parameter types the server last received for this statement; while they do
+    /// not change, an execution says "no new types" and sends values only.
+    types: Vec<u8>,
 }
 
 /// What the authentication plugins need to know about the connection.
@@ -136,6 +147,7 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
         frame: Vec::with_capacity(1024),
         seq: 0,
         caps: CapabilityFlags::empty(),
+        cache_metadata: false,
         connection_id: 0,
         server_version: None,
         status: StatusFlags::empty(),
@@ -159,6 +171,8 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
 /// What the greeting told us, owned.
 struct Greeting {
     caps: CapabilityFlags,
+    /// MariaDB's extended capabilities (empty from MySQL).
+    mariadb: MariadbCapabilities,
     nonce: Vec<u8>,
     plugin: AuthPlugin<'static>,
     version: (u16, u16, u16),
@@ -310,8 +324,16 @@ impl Session {
         if !caps.contains(CapabilityFlags::CLIENT_PROTOCOL_41) {
             return Err(protocol(p, "the server does not speak protocol 4.1".into()));
         }
+        // MariaDB clears CLIENT_MYSQL (CLIENT_LONG_PASSWORD's bit) when it offers
+        // extended capabilities in the greeting's filler.
+        let mariadb = if caps.contains(CapabilityFlags::CLIENT_LONG_PASSWORD) {
+            MariadbCapabilities::empty()
+        } else {
+            hs.mariadb_ext_capabilities()
+        };
         Ok(Greeting {
             caps,
+            mariadb,
             nonce: hs.nonce(),
             plugin: hs
                 .auth_plugin()
@@ -334,6 +356,11 @@ impl Session {
             want |= CapabilityFlags::CLIENT_SSL;
         }
         want & g.caps
+    }
+
+    /// The MariaDB extended capabilities we ask for: only the metadata cache.
+    fn client_mariadb_caps(g: &Greeting) -> MariadbCapabilities {
+        MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA & g.mariadb
     }
 
     /// SSLRequest (the first half of a handshake response), then the TLS handshake.
@@ -360,7 +387,9 @@ impl Session {
             ));
         }
         let tls = ep.tls.as_ref().expect("negotiate_tls is called with a TLS setup");
-        SslRequest::new(self.client_caps(g, true), MAX_PACKET, COLLATION).serialize(&mut self.wbuf);
+        SslRequest::new(self.client_caps(g, true), MAX_PACKET, COLLATION)
+            .with_mariadb_capabilities(Self::client_mariadb_caps(g))
+            .serialize(&mut self.wbuf);
         self.send(p).await?;
         let Session { stream, .. } = self;
         match transport::handshake_tls(stream, tls).await {
@@ -406,7 +435,9 @@ impl Session {
             None,
             MAX_PACKET,
         )
+        .with_mariadb_ext_capabilities(Self::client_mariadb_caps(g))
         .serialize(&mut self.wbuf);
+        self.cache_metadata = !Self::client_mariadb_caps(g).is_empty();
         self.send(p).await?;
         for _ in 0..MAX_AUTH_STEPS {
             let pkt = self.packet(p).await?;
@@ -470,12 +501,16 @@ impl Session {
                     ));
                 }
                 _ => {
-                    let columns = lenenc_int(&pkt).map(|(n, _)| n).ok_or_else(|| {
+                    let (columns, len) = lenenc_int(&pkt).ok_or_else(|| {
                         self.broken = true;
                         protocol(phase, "malformed result set header".into())
                     })?;
-                    for _ in 0..columns {
-                        self.packet(phase).await?;
+                    // With the metadata cache, a byte says whether definitions follow.
+                    let definitions = !self.cache_metadata || pkt.get(len).is_none_or(|&b| b != 0);
+                    if definitions {
+                        for _ in 0..columns {
+                            self.packet(phase).await?;
+                        }
                     }
                     self.eof(phase).await?;
                     loop {
@@ -546,7 +581,14 @@ impl Session {
     pub async fn prepare(&mut self, name: &str, sql: &str) -> Result<(), ConnectError> {
         let (text, order) = placeholders(sql);
         let id = self.prepare_statement(&text).await?;
-        self.statements.insert(name.to_string(), Prepared { id, order });
+        self.statements.insert(
+            name.to_string(),
+            Prepared {
+                id,
+                order,
+                types: Vec::new(),
+            },
+        );
         Ok(())
     }
 
@@ -589,7 +631,7 @@ impl Session {
             }
             Statement::Prepared(name) => {
                 // Fields apart, so the statement is borrowed, not cloned, on the hot path.
-                let Some(st) = self.statements.get(name) else {
+                let Some(st) = self.statements.get_mut(name) else {
                     return Err(ConnectError::new(
                         Phase::Query,
                         ErrorKind::Config(format!("statement {name:?} was not prepared on this connection")),
@@ -607,7 +649,12 @@ impl Session {
                 // which is what "parse every time" costs on this protocol.
                 let (text, order) = placeholders(sql);
                 let id = self.prepare_statement(&text).await?;
-                let result = self.execute_prepared(&Prepared { id, order }, params).await;
+                let mut st = Prepared {
+                    id,
+                    order,
+                    types: Vec::new(),
+                };
+                let result = self.execute_prepared(&mut st, params).await;
                 self.command(COM_STMT_CLOSE);
                 self.wbuf.extend_from_slice(&id.to_le_bytes());
                 self.send(Phase::Query).await?;
@@ -617,7 +664,7 @@ impl Session {
     }
 
     /// COM_STMT_EXECUTE, then its response.
-    async fn execute_prepared(&mut self, st: &Prepared, params: &[&str]) -> Result<u64, ConnectError> {
+    async fn execute_prepared(&mut self, st: &mut Prepared, params: &[&str]) -> Result<u64, ConnectError> {
         self.command(COM_STMT_EXECUTE);
         encode_execute(&mut self.wbuf, st, params);
         self.send(Phase::Query).await?;
@@ -634,22 +681,67 @@ impl Session {
     }
 }
 
-/// The body of COM_STMT_EXECUTE after its command byte, every parameter sent as a string
-/// (the server converts it to the column's type, as for a text query).
-fn encode_execute(out: &mut Vec<u8>, st: &Prepared, params: &[&str]) {
+/// The body of COM_STMT_EXECUTE after its command byte. A value written as a plain
+/// integer (pgbench's `\set` variables, the built-in workloads' ids) is bound as a
+/// BIGINT, as a program binds its integers (sysbench does); anything else as a string,
+/// which the server converts to the column's type as for a text query. Types go with
+/// the first execution and again only when they change.
+fn encode_execute(out: &mut Vec<u8>, st: &mut Prepared, params: &[&str]) {
     out.extend_from_slice(&st.id.to_le_bytes());
     out.push(0); // CURSOR_TYPE_NO_CURSOR
     out.extend_from_slice(&1u32.to_le_bytes());
     let n = st.order.len();
-    if n > 0 {
-        out.extend(std::iter::repeat_n(0u8, n.div_ceil(8)));
+    if n == 0 {
+        return;
+    }
+    out.extend(std::iter::repeat_n(0u8, n.div_ceil(8)));
+    let value = |i: usize| params.get(i).copied().unwrap_or_default();
+    let same_types = st.types.len() == n
+        && st
+            .order
+            .iter()
+            .zip(&st.types)
+            .all(|(&i, &t)| param_type(value(i)) == t);
+    if same_types {
+        out.push(0); // no new types: the server keeps the last ones
+    } else {
         out.push(1); // new parameters bound: types follow
-        for _ in 0..n {
-            out.extend_from_slice(&[MYSQL_TYPE_VAR_STRING, 0]);
-        }
+        st.types.clear();
         for &i in &st.order {
-            put_lenenc_str(out, params.get(i).copied().unwrap_or_default().as_bytes());
+            let t = param_type(value(i));
+            st.types.push(t);
+            out.extend_from_slice(&[t, 0]);
         }
+    }
+    for &i in &st.order {
+        let v = value(i);
+        match plain_integer(v) {
+            Some(n) => out.extend_from_slice(&n.to_le_bytes()),
+            None => put_lenenc_str(out, v.as_bytes()),
+        }
+    }
+}
+
+fn param_type(v: &str) -> u8 {
+    if plain_integer(v).is_some() {
+        MYSQL_TYPE_LONGLONG
+    } else {
+        MYSQL_TYPE_VAR_STRING
+    }
+}
+
+/// `v` as an i64 when it is written as one plainly: no sign but a leading `-`, no leading
+/// zeros ("007" stays a string: a string column's '007' must not compare as 7).
+fn plain_integer(v: &str) -> Option<i64> {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    let plain = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && v != "-0";
+    if plain {
+        v.parse().ok()
+    } else {
+        None
     }
 }
 
@@ -817,6 +909,47 @@ mod tests {
         assert_eq!(order, vec![0, 1]);
         let (sql, order) = placeholders("SELECT $2, $1, $2");
         assert_eq!((sql.as_str(), order), ("SELECT ?, ?, ?", vec![1, 0, 1]));
+    }
+
+    #[test]
+    fn plain_integers_bind_as_bigint_and_types_go_only_when_they_change() {
+        for (v, want) in [
+            ("0", Some(0)),
+            ("42", Some(42)),
+            ("-7", Some(-7)),
+            ("007", None),
+            ("+7", None),
+            ("-0", None),
+            ("", None),
+            ("-", None),
+            ("1.5", None),
+            ("99999999999999999999", None),
+        ] {
+            assert_eq!(plain_integer(v), want, "{v:?}");
+        }
+        let mut st = Prepared {
+            id: 7,
+            order: vec![1, 0],
+            types: Vec::new(),
+        };
+        let head = |out: &[u8]| (out[..4].to_vec(), out[4], out[9]);
+        let mut out = Vec::new();
+        encode_execute(&mut out, &mut st, &["x", "5"]);
+        // id, no cursor, iteration count 1, a null bitmap byte, then "new types: 1".
+        assert_eq!(head(&out), (7u32.to_le_bytes().to_vec(), 0, 0));
+        assert_eq!(out[10], 1);
+        assert_eq!(&out[11..15], &[MYSQL_TYPE_LONGLONG, 0, MYSQL_TYPE_VAR_STRING, 0]);
+        assert_eq!(&out[15..23], &5i64.to_le_bytes());
+        assert_eq!(&out[23..], &[1, b'x']);
+        out.clear();
+        encode_execute(&mut out, &mut st, &["y", "6"]);
+        assert_eq!(out[10], 0, "the same types are not sent again");
+        assert_eq!(&out[11..19], &6i64.to_le_bytes());
+        assert_eq!(&out[19..], &[1, b'y']);
+        out.clear();
+        encode_execute(&mut out, &mut st, &["8", "007"]);
+        assert_eq!(out[10], 1, "changed types are sent");
+        assert_eq!(&out[11..15], &[MYSQL_TYPE_VAR_STRING, 0, MYSQL_TYPE_LONGLONG, 0]);
     }
 
     #[test]
