@@ -94,7 +94,7 @@ start_relay() {
     "$CB" relay --listen "$1" --upstream "127.0.0.1:$PORT" --upstream-tls >"$WORK/relay.out" 2>"$WORK/relay.err" &
     RELAY_PID=$!
     for _ in $(seq 1 100); do
-        grep -q "^relay: " "$WORK/relay.err" && break
+        grep -qs "^relay: " "$WORK/relay.err" && break
         sleep 0.05
     done
     case $1 in
