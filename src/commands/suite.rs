@@ -152,8 +152,12 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         crate::experiment::suite::Profile::Full
     };
     let (origin, text) = crate::experiment::suite::load_text(&args.suite)?;
-    let s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?
-        .adaptive(args.adaptive.budget, args.adaptive.precision);
+    let s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
+    let budget = args
+        .adaptive
+        .budget
+        .or(s.run_budget_s.map(std::time::Duration::from_secs_f64));
+    let s = s.adaptive(budget, args.adaptive.precision);
     crate::experiment::runner::check(&s, &args.schema)?;
     if args.dry_run {
         let mut out = format!("{}: {}\n{} cells:\n", s.name, s.question, s.cells.len());

@@ -106,6 +106,11 @@ struct SuiteFile {
     /// The most rounds an adaptive run (`--budget`) may reach.
     #[serde(default)]
     max_rounds: Option<u32>,
+    /// The budget `connbench run` gives the full profile when no `--budget` is given:
+    /// for a suite whose question is small against the machine's noise, so that a run
+    /// adds rounds until it is answered rather than stopping at its repetitions.
+    #[serde(default)]
+    budget: Option<String>,
     #[serde(default)]
     defaults: toml::Table,
     #[serde(default)]
@@ -251,6 +256,9 @@ pub struct Suite {
     /// With a budget: an answer also needs its ratio's interval within ± this fraction.
     #[serde(default)]
     pub precision: Option<f64>,
+    /// The suite file's `budget`: what `connbench run` uses when not given `--budget`.
+    #[serde(default)]
+    pub run_budget_s: Option<f64>,
     /// The most rounds an adaptive run may reach.
     #[serde(default = "default_max_rounds")]
     pub max_rounds: u32,
@@ -356,6 +364,11 @@ impl Suite {
         };
         let duration = parse_d("duration", &file.duration)?;
         let warmup = parse_d("warmup", &file.warmup)?;
+        // The quick profile's budget is the lab's to share; the suite's own is for `run`.
+        let run_budget = match profile {
+            Profile::Full => parse_d("budget", &file.budget)?,
+            Profile::Quick => None,
+        };
         if file.kind == Kind::Load && duration.is_none() {
             bail!("suite {name}: a load suite needs duration = \"10s\" (or another length)");
         }
@@ -462,6 +475,7 @@ impl Suite {
             noise_threshold,
             budget_s: None,
             precision: None,
+            run_budget_s: run_budget.map(|b| b.as_secs_f64()),
             max_rounds: file
                 .max_rounds
                 .unwrap_or(default_max_rounds())
@@ -661,6 +675,26 @@ connection = ["persistent", "per-transaction"]
         assert_eq!(s.cells[1].settings["connection"], "per-transaction");
         assert_eq!(s.duration, Some(Duration::from_secs(10)));
         assert!(s.prewarm, "pre-warm is on unless turned off");
+    }
+
+    #[test]
+    fn a_suite_budget_is_for_run_on_the_full_profile_only() {
+        let builtin = load_text("transport").unwrap().1;
+        let full = Suite::parse_profile(&builtin, "transport", Profile::Full).unwrap();
+        assert_eq!(full.run_budget_s, Some(1500.0), "transport sets budget = \"25m\"");
+        assert_eq!(
+            full.budget_s, None,
+            "a budget is only applied by `run`, via adaptive()"
+        );
+        let quick = Suite::parse_profile(&builtin, "transport", Profile::Quick).unwrap();
+        assert_eq!(
+            quick.run_budget_s, None,
+            "the quick profile's budget is the lab's share"
+        );
+        assert_eq!(Suite::parse(TRANSPORT, "t").unwrap().run_budget_s, None);
+        let bad = TRANSPORT.replace("baseline", "budget = \"soon\"\nbaseline");
+        let e = Suite::parse(&bad, "t").unwrap_err().to_string();
+        assert!(e.contains("budget"), "{e}");
     }
 
     #[test]

@@ -515,11 +515,13 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                     1.0 / times_hi,
                     1.0 / times_lo
                 ),
+                // "x as fast" names the direction: for a lower-is-better figure the number
+                // is the baseline's figure over the cell's, which a bare "ratio" hid.
                 Verdict::NoDifference => format!(
-                    "no difference beyond {band_pct:.0}% (ratio {times:.3}, {times_lo:.3} to {times_hi:.3})"
+                    "no difference beyond {band_pct:.0}% ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})"
                 ),
                 Verdict::Inconclusive => {
-                    format!("inconclusive (ratio {times:.3}, {times_lo:.3} to {times_hi:.3})")
+                    format!("inconclusive ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})")
                 }
             };
             let p = format_p(p_value);

@@ -173,7 +173,7 @@ fn html_json_markdown_and_csv_of_real_runs() {
                 "times faster",
                 "times slower",
                 "no difference beyond",
-                "inconclusive (ratio"
+                "inconclusive ("
             ]
             .iter()
             .any(|v| text.contains(v)),
