@@ -349,6 +349,12 @@ fn bind(listen: &Addr) -> Result<(StdListener, Addr)> {
 }
 
 /// A relayed socket, TCP or Unix.
+///
+/// Unix sockets here stay tokio's, registered for reads and writes, unlike the
+/// measuring client's (`transport::UnixConn`): the relay stands for a sidecar proxy, and
+/// the common ones register both too (Go's netpoller, as in cloud-sql-proxy; Envoy's
+/// libevent), so they also wake each time their Unix-socket peer reads. A sidecar over a
+/// Unix socket pays that here as it does in production.
 enum Sock {
     Tcp(TcpStream),
     Unix(UnixStream),
