@@ -516,7 +516,11 @@ fn worker(
         });
     }
     *shared.times.borrow_mut() = Some(t);
-    local.block_on(&rt, async move {
+    // The outputs of this future and of the client tasks are boxed: tokio moves a task's
+    // output type through every poll (Pending included), and these wake once per
+    // transaction, so unboxed they copied a recorder's or a session's bytes each time
+    // (memmove: 1.9% of the client's CPU in a select-only profile, 0.9% boxed).
+    let result = local.block_on(&rt, async move {
         // CPU is read on this thread at the start and end of the measurement, and by the
         // first worker, the machine's and the relays'.
         let reads_window = ids.first() == Some(&0);
@@ -557,7 +561,7 @@ fn worker(
             .zip(sessions)
             .map(|(&id, session)| {
                 let shared = shared.clone();
-                tokio::task::spawn_local(async move { client(id, shared, session).await })
+                tokio::task::spawn_local(async move { client(id, shared, session).await.map(Box::new) })
             })
             .collect();
         // Ctrl-C: one waiter per worker aborts its clients where they are (mid-transaction
@@ -603,7 +607,7 @@ fn worker(
         let mut left = Vec::new();
         for c in clients {
             if let Ok(session) = c.await {
-                left.extend(session);
+                left.extend(session.map(|s| *s));
             }
         }
         stopper.abort();
@@ -629,7 +633,7 @@ fn worker(
         let mut recorder = shared.recorder.replace(Recorder::new());
         recorder.finish();
         let (setup_connects, setup_connect_ns) = *shared.setup.borrow();
-        Ok(WorkerResult {
+        Ok(Box::new(WorkerResult {
             recorder,
             last_end: *shared.last_end.borrow(),
             cpu: cpu_between(cpu_start.cpu, cpu_end.cpu),
@@ -644,8 +648,9 @@ fn worker(
             server_version: shared.server_version.borrow().clone(),
             tls: shared.tls.borrow().clone(),
             interrupted,
-        })
-    })
+        }))
+    });
+    result.map(|r| *r)
 }
 
 /// A connection before the clock starts (persistent policy).
