@@ -236,10 +236,10 @@ impl AsyncRead for UnixConn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         loop {
             let mut guard = std::task::ready!(self.fd.poll_read_ready(cx))?;
+            // SAFETY: only recv writes into the unfilled part (it never de-initialises a
+            // byte), at most `want` bytes, and only the bytes it reports are marked filled.
             let unfilled = unsafe { buf.unfilled_mut() };
             let want = unfilled.len();
-            // SAFETY: recv writes at most `want` bytes into the unfilled part, which
-            // stays allocated for the call; only the bytes it reports are marked filled.
             let n = unsafe { libc::recv(self.fd.as_raw_fd(), unfilled.as_mut_ptr().cast(), want, 0) };
             if n < 0 {
                 let e = io::Error::last_os_error();
@@ -265,15 +265,24 @@ impl AsyncRead for UnixConn {
 
 impl AsyncWrite for UnixConn {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        use std::io::Write;
         loop {
-            match self.fd.get_ref().write(data) {
-                Ok(n) => {
-                    self.write_wait = None;
-                    return Poll::Ready(Ok(n));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
+            // MSG_NOSIGNAL: a server that closed its end gives EPIPE here, never SIGPIPE.
+            // SAFETY: send reads at most data.len() bytes from a live slice.
+            let n = unsafe {
+                libc::send(
+                    self.fd.as_raw_fd(),
+                    data.as_ptr().cast(),
+                    data.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            if n >= 0 {
+                self.write_wait = None;
+                return Poll::Ready(Ok(n as usize));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::WouldBlock {
+                return Poll::Ready(Err(e));
             }
             if self.write_wait.is_none() {
                 let dup = self.fd.get_ref().as_fd().try_clone_to_owned()?;
