@@ -217,12 +217,18 @@ impl UnixConn {
     pub fn connect(path: &Path) -> io::Result<UnixConn> {
         let sock = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM.nonblocking(), None)?;
         sock.connect(&socket2::SockAddr::unix(path)?)?;
-        UnixConn::from_std(sock.into())
+        // Created non-blocking: no second fcntl inside the timed connect phase.
+        UnixConn::register(sock.into())
     }
 
     /// Wraps a connected socket (made non-blocking here).
     pub fn from_std(s: std::os::unix::net::UnixStream) -> io::Result<UnixConn> {
         s.set_nonblocking(true)?;
+        UnixConn::register(s)
+    }
+
+    /// Registers a non-blocking socket with the runtime, for readability.
+    fn register(s: std::os::unix::net::UnixStream) -> io::Result<UnixConn> {
         Ok(UnixConn {
             // SAFETY: the UnixStream owns its descriptor and keeps it open, unchanged,
             // for as long as the AsyncFd owns the stream.
