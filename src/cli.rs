@@ -402,6 +402,12 @@ pub struct LoadArgs {
     #[arg(long, default_value = "0", value_parser = options::parse_pause)]
     pub think: Duration,
 
+    /// Report each command of the script apart, as pgbench -r does: its latency (mean,
+    /// p50, p99) and failures over the measured transactions. One machine only: the
+    /// per-command figures are not carried through --workers' store.
+    #[arg(short = 'r', long = "report-per-command", conflicts_with = "workers")]
+    pub per_command: bool,
+
     /// Print a progress line (tps, p50, p99) every N seconds (or a duration: 500ms).
     #[arg(short = 'P', long = "progress", value_name = "SECONDS", value_parser = options::parse_progress)]
     pub progress: Option<Duration>,
@@ -592,6 +598,7 @@ impl LoadArgs {
             warmup: self.warmup,
             rate: self.rate,
             think: self.think,
+            per_command: self.per_command,
             connection: if self.per_transaction {
                 Some(Connection::PerTransaction)
             } else {

@@ -252,6 +252,8 @@ pub struct LoadOptions {
     /// Pacing: a target rate for all clients together, and a pause after each transaction.
     pub rate: Option<f64>,
     pub think: Duration,
+    /// Time every command of the script (`load -r`; suites do not report it).
+    pub per_command: bool,
 }
 
 impl Default for LoadOptions {
@@ -266,6 +268,7 @@ impl Default for LoadOptions {
             warmup: Duration::ZERO,
             rate: None,
             think: Duration::ZERO,
+            per_command: false,
             connection: None,
             pool: PoolOptions {
                 size: 1,
@@ -306,6 +309,7 @@ impl LoadOptions {
             warmup: warmup.unwrap_or(d.warmup),
             rate: get(s, "rate", parse_rate)?,
             think: get(s, "think", parse_pause)?.unwrap_or(d.think),
+            per_command: d.per_command,
             connection: get(s, "connection", parse_connection)?,
             pool: PoolOptions {
                 size: get(s, "pool_size", parse_pool_size)?.unwrap_or(d.pool.size),
@@ -391,6 +395,7 @@ impl LoadOptions {
             warmup: self.warmup,
             rate: self.rate,
             think: self.think,
+            per_command: self.per_command,
             policy,
             interval: self.interval,
             progress,

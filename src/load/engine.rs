@@ -93,6 +93,8 @@ pub struct LoadPlan {
     /// Target rate for all clients together, transactions per second.
     pub rate: Option<f64>,
     pub think: Duration,
+    /// Time every command of the script (`-r`): per-command latencies and failures.
+    pub per_command: bool,
     pub policy: Policy,
     pub interval: Duration,
     pub progress: Option<Duration>,
@@ -135,6 +137,9 @@ pub struct Progress {
 #[derive(Debug, Clone)]
 pub struct LoadRun {
     pub recorder: Recorder,
+    /// With `-r`, the script's commands as written, in the order of
+    /// `recorder.commands`; empty without.
+    pub command_texts: Vec<String>,
     /// From the start of the measurement to the last measured transaction's end (or the
     /// end of the measurement window, whichever is later).
     pub measured: Duration,
@@ -168,6 +173,7 @@ impl LoadRun {
     pub fn empty() -> LoadRun {
         LoadRun {
             recorder: Recorder::new(),
+            command_texts: Vec::new(),
             measured: Duration::ZERO,
             cpu_user: Duration::ZERO,
             cpu_system: Duration::ZERO,
@@ -348,6 +354,11 @@ pub async fn run(
     let mut recorder = Recorder::new();
     let mut run = LoadRun {
         server_not_measured: plan.accounting.server_not_measured.clone(),
+        command_texts: if plan.per_command {
+            plan.script.texts.clone()
+        } else {
+            Vec::new()
+        },
         ..LoadRun::empty()
     };
     let mut last_end = measure_start;
@@ -457,7 +468,11 @@ fn worker(
     };
     let shared = Rc::new(WorkerShared {
         plan: plan.clone(),
-        recorder: RefCell::new(Recorder::new()),
+        recorder: RefCell::new(if plan.per_command {
+            Recorder::new().with_commands(plan.script.commands.len())
+        } else {
+            Recorder::new()
+        }),
         progress: RefCell::new(Interval::new()),
         pool,
         first_error: RefCell::new(None),
@@ -726,6 +741,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     let global_id = plan.first_client + id;
     let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ clock;
     let mut exec = Executor::new(&plan.script, plan.scale, global_id as i64, seed);
+    if plan.per_command {
+        exec.time_commands(&plan.script);
+    }
     let mut schedule = plan.rate.map(|r| Schedule {
         next: t.warm_start,
         mean_gap_s: plan.clients as f64 / r,
@@ -767,6 +785,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         }
         let started = Instant::now();
         let measured = intended >= t.measure_start;
+        exec.clear_times();
         let outcome = transaction(&shared, &mut exec, &mut session).await;
         let ended = Instant::now();
         // A transaction in flight at the window's end finishes just after it: it belongs
@@ -794,6 +813,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     if let Some(tl) = &connect {
                         rec.record_connect(index, tl);
                     }
+                    if let Some(times) = &exec.times {
+                        rec.record_commands(times);
+                    }
                     if plan.progress.is_some() {
                         let mut p = shared.progress.borrow_mut();
                         p.transactions += 1;
@@ -807,10 +829,11 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                 let message = || error.to_string();
                 note_first_error(&shared, message);
                 if measured {
-                    shared
-                        .recorder
-                        .borrow_mut()
-                        .record_failure(index, &failure_key(&error), message, true);
+                    let mut rec = shared.recorder.borrow_mut();
+                    rec.record_failure(index, &failure_key(&error), message, true);
+                    if let Some(times) = &exec.times {
+                        rec.record_commands(times);
+                    }
                     if plan.progress.is_some() {
                         shared.progress.borrow_mut().failures += 1;
                     }

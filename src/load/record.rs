@@ -34,6 +34,38 @@ pub fn interval_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_US, 2).expect("valid bounds")
 }
 
+/// A per-command histogram (`-r`) in nanoseconds, at 2 significant digits: one per
+/// command of the script per worker, so a tenth of the transaction histogram's memory.
+pub fn command_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_NS, 2).expect("valid bounds")
+}
+
+/// One script command's executions in measured transactions (`-r`).
+#[derive(Debug, Clone)]
+pub struct CommandRecord {
+    /// Latency of each completed execution; its mean is approximate, hence `sum_ns`.
+    pub latency: Histogram<u64>,
+    pub sum_ns: u64,
+    /// Executions that failed (the transaction failed at this command).
+    pub failures: u64,
+}
+
+impl CommandRecord {
+    pub fn new() -> CommandRecord {
+        CommandRecord {
+            latency: command_histogram(),
+            sum_ns: 0,
+            failures: 0,
+        }
+    }
+}
+
+impl Default for CommandRecord {
+    fn default() -> Self {
+        CommandRecord::new()
+    }
+}
+
 /// Transactions and latencies of one period (progress reports use it live).
 #[derive(Debug, Clone)]
 pub struct Interval {
@@ -93,6 +125,8 @@ pub struct Recorder {
     /// Round trips of measured transactions (and their connects), counted on the socket;
     /// apart from `bytes` because a u32 would wrap on a long run.
     pub round_trips: u64,
+    /// Per script command, with `-r` (empty without): see [`Recorder::record_commands`].
+    pub commands: Vec<CommandRecord>,
     /// Per interval since the measurement started (call [`Recorder::finish`] before
     /// reading the last one).
     pub series: Vec<SeriesEntry>,
@@ -141,6 +175,7 @@ impl Recorder {
             connect_ns: 0,
             bytes: Counters::default(),
             round_trips: 0,
+            commands: Vec::new(),
             series: Vec::new(),
             live: interval_histogram(),
             live_index: 0,
@@ -195,6 +230,24 @@ impl Recorder {
             // A late record for a finished interval (one worker's transactions end in
             // order, so this does not happen in practice): keep it as a pair.
             self.interval(index).latency_us.push((us, 1));
+        }
+    }
+
+    /// Prepares the per-command records (`-r`), so recording them never allocates.
+    pub fn with_commands(mut self, n: usize) -> Recorder {
+        self.commands = (0..n).map(|_| CommandRecord::new()).collect();
+        self
+    }
+
+    /// The per-command times of a measured transaction, failed or not: every command
+    /// it completed, and the one it failed at. pgbench's -r counts the same way.
+    pub fn record_commands(&mut self, t: &crate::load::workload::CommandTimes) {
+        for (rec, &ns) in self.commands.iter_mut().zip(&t.ns[..t.reached]) {
+            rec.latency.saturating_record(ns.max(1));
+            rec.sum_ns += ns;
+        }
+        if let Some(rec) = t.failed.and_then(|i| self.commands.get_mut(i)) {
+            rec.failures += 1;
         }
     }
 
@@ -263,6 +316,14 @@ impl AddAssign<&Recorder> for Recorder {
         self.bytes.bytes_sent += o.bytes.bytes_sent;
         self.bytes.bytes_received += o.bytes.bytes_received;
         self.round_trips += o.round_trips;
+        if self.commands.len() < o.commands.len() {
+            self.commands.resize_with(o.commands.len(), CommandRecord::new);
+        }
+        for (a, b) in self.commands.iter_mut().zip(&o.commands) {
+            a.latency.add(&b.latency).expect("same bounds");
+            a.sum_ns += b.sum_ns;
+            a.failures += b.failures;
+        }
         if self.series.len() < o.series.len() {
             self.series.resize_with(o.series.len(), SeriesEntry::default);
         }
@@ -337,6 +398,39 @@ mod tests {
         assert_eq!(
             merged.latency.value_at_quantile(0.99),
             all.latency.value_at_quantile(0.99)
+        );
+    }
+
+    #[test]
+    fn per_command_records_merge_and_count_failures_where_they_happened() {
+        use crate::load::workload::CommandTimes;
+        let (mut a, mut b) = (Recorder::new().with_commands(3), Recorder::new().with_commands(3));
+        // A transaction that completed all three commands, and one that failed at the second.
+        let done = CommandTimes {
+            ns: vec![100, 2_000, 3_000],
+            reached: 3,
+            failed: None,
+        };
+        let broken = CommandTimes {
+            ns: vec![200, 9_999, 9_999],
+            reached: 1,
+            failed: Some(1),
+        };
+        a.record_commands(&done);
+        b.record_commands(&done);
+        b.record_commands(&broken);
+        let mut merged = Recorder::new();
+        merged += &a;
+        merged += &b;
+        let c = &merged.commands;
+        assert_eq!(c.len(), 3);
+        assert_eq!((c[0].latency.len(), c[0].sum_ns, c[0].failures), (3, 400, 0));
+        // The failed execution is a failure, not a latency (its stale 9,999 is ignored).
+        assert_eq!((c[1].latency.len(), c[1].sum_ns, c[1].failures), (2, 4_000, 1));
+        assert_eq!((c[2].latency.len(), c[2].sum_ns, c[2].failures), (2, 6_000, 0));
+        assert!(
+            Recorder::new().commands.is_empty(),
+            "nothing allocated without -r"
         );
     }
 

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::proto::ConnectError;
 use crate::proto::{Session, Statement};
@@ -180,6 +180,9 @@ pub enum Part {
 pub struct Script {
     pub name: String,
     pub commands: Vec<Command>,
+    /// Each command as written (a SQL command's lines joined by spaces), for the
+    /// per-command report.
+    pub texts: Vec<String>,
     /// Variable names by index; `scale` and `client_id` are always 0 and 1.
     pub variables: Vec<String>,
 }
@@ -207,6 +210,7 @@ impl Script {
             }
         }
         let mut commands = Vec::new();
+        let mut texts = Vec::new();
         let mut sql = String::new();
         let mut sql_line = 0;
         for (i, raw) in text.lines().enumerate() {
@@ -217,6 +221,7 @@ impl Script {
             }
             if sql.is_empty() && line.starts_with('\\') {
                 commands.push(p.meta(line, line_no)?);
+                texts.push(line.to_string());
                 continue;
             }
             if sql.is_empty() {
@@ -228,6 +233,7 @@ impl Script {
             if line.ends_with(';') {
                 let n = commands.iter().filter(|c| matches!(c, Command::Sql(_))).count();
                 commands.push(Command::Sql(p.sql(sql.trim(), n)));
+                texts.push(one_line(&sql));
                 sql.clear();
             }
         }
@@ -235,11 +241,13 @@ impl Script {
             // pgbench accepts a last command without its semicolon.
             let n = commands.iter().filter(|c| matches!(c, Command::Sql(_))).count();
             commands.push(Command::Sql(p.sql(sql.trim(), n)));
+            texts.push(one_line(&sql));
         }
         let _ = sql_line;
         Ok(Script {
             name: name.to_string(),
             commands,
+            texts,
             variables: p.variables,
         })
     }
@@ -251,6 +259,11 @@ impl Script {
             .filter(|c| matches!(c, Command::Sql(_)))
             .count()
     }
+}
+
+/// A command's text on one line: its lines' words joined by single spaces.
+fn one_line(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 struct ScriptParser<'a> {
@@ -608,6 +621,19 @@ pub struct Executor {
     /// Which pooled connection the statements were prepared on.
     pub connection: u64,
     pub rng: Rng,
+    /// With `-r`: what each command of the last run took.
+    pub times: Option<CommandTimes>,
+}
+
+/// What each command of one run of the script took (`-r`): the commands before
+/// `reached` completed, in `ns[i]` nanoseconds each; `failed` is the one that failed.
+/// Kept on the executor and overwritten run by run, so timing allocates nothing; the
+/// client hands a measured transaction's times to its worker's recorder.
+#[derive(Debug, Clone, Default)]
+pub struct CommandTimes {
+    pub ns: Vec<u64>,
+    pub reached: usize,
+    pub failed: Option<usize>,
 }
 
 /// Why a transaction failed: the statement and the error.
@@ -630,7 +656,26 @@ impl Executor {
             prepared: false,
             connection: u64::MAX,
             rng: Rng::new(seed),
+            times: None,
         }
+    }
+
+    /// Forgets the last run's command times (before a transaction that may fail before
+    /// the script runs, e.g. while connecting).
+    pub fn clear_times(&mut self) {
+        if let Some(t) = &mut self.times {
+            t.reached = 0;
+            t.failed = None;
+        }
+    }
+
+    /// Times every command of each run from now on (`-r`).
+    pub fn time_commands(&mut self, script: &Script) {
+        self.times = Some(CommandTimes {
+            ns: vec![0; script.commands.len()],
+            reached: 0,
+            failed: None,
+        });
     }
 
     fn eval(&mut self, e: &Expr) -> i64 {
@@ -664,21 +709,26 @@ impl Executor {
         mode: QueryMode,
         session: &mut Session,
     ) -> Result<(), StepError> {
+        self.clear_times();
         if mode == QueryMode::Prepared && !self.prepared {
-            for c in &script.commands {
+            for (i, c) in script.commands.iter().enumerate() {
                 if let Command::Sql(q) = c {
-                    session
-                        .prepare(&q.statement_name, &q.placeholder_sql)
-                        .await
-                        .map_err(|error| StepError {
+                    if let Err(error) = session.prepare(&q.statement_name, &q.placeholder_sql).await {
+                        if let Some(t) = &mut self.times {
+                            t.failed = Some(i);
+                        }
+                        return Err(StepError {
                             error,
                             statement: Some(q.text.clone()),
-                        })?;
+                        });
+                    }
                 }
             }
             self.prepared = true;
         }
-        for c in &script.commands {
+        for (i, c) in script.commands.iter().enumerate() {
+            // Two clock reads per command, only under -r (pgbench's -r costs the same).
+            let started = self.times.is_some().then(Instant::now);
             match c {
                 Command::Set { var, expr } => {
                     let v = self.eval(expr);
@@ -690,6 +740,9 @@ impl Executor {
                 }
                 Command::Sql(q) => {
                     if let Err(error) = self.statement(q, mode, session).await {
+                        if let Some(t) = &mut self.times {
+                            t.failed = Some(i);
+                        }
                         if session.in_failed_transaction() {
                             // Best effort: a broken connection will show on the next use.
                             let _ = session.execute(Statement::Simple("ROLLBACK"), &[]).await;
@@ -700,6 +753,10 @@ impl Executor {
                         });
                     }
                 }
+            }
+            if let (Some(t), Some(started)) = (&mut self.times, started) {
+                t.ns[i] = started.elapsed().as_nanos() as u64;
+                t.reached = i + 1;
             }
         }
         Ok(())

@@ -10,7 +10,9 @@ use crate::host::MachineUse;
 use crate::load::engine::{End, Policy};
 use crate::load::workload::QueryMode;
 use crate::net::transport::TlsInfo;
-use crate::stats::load::{FailureSummary, IntervalSummary, Latency, LoadSummary, STEAL_LIMIT_PERCENT};
+use crate::stats::load::{
+    CommandSummary, FailureSummary, IntervalSummary, Latency, LoadSummary, STEAL_LIMIT_PERCENT,
+};
 
 /// What was run, as the report states it.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -143,6 +145,10 @@ struct Summary<'a> {
     bytes_sent: u64,
     bytes_received: u64,
     failures: &'a [FailureSummary],
+    /// Each command of the script over the measured transactions (`-r`): completed
+    /// executions, failures, and latency from the command's start to its end; null
+    /// without -r.
+    per_command: Option<&'a [CommandSummary]>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -229,6 +235,7 @@ pub fn json(
             bytes_sent: s.bytes_sent,
             bytes_received: s.bytes_received,
             failures: &s.failures,
+            per_command: s.per_command.as_deref(),
         },
         series: &s.series,
     };
@@ -434,6 +441,26 @@ pub fn text(
     for f in &s.failures {
         let class = f.class.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
         let _ = writeln!(o, "failed        {}x {}{class}: {}", f.count, f.kind, f.example);
+    }
+    if let Some(commands) = &s.per_command {
+        let _ = writeln!(
+            o,
+            "\nper command, over the measured transactions (mean exact; p50 and p99 from HDR histograms within 1%):\n{:>10} {:>10} {:>10} {:>11} {:>8}  command",
+            "mean", "p50", "p99", "executions", "failed"
+        );
+        let f = |ms: Option<f64>| ms.map(|ms| format_ns(ms * 1e6)).unwrap_or_else(|| "-".into());
+        for c in commands {
+            let _ = writeln!(
+                o,
+                "{:>10} {:>10} {:>10} {:>11} {:>8}  {}",
+                f(c.mean_ms),
+                f(c.p50_ms),
+                f(c.p99_ms),
+                c.executions,
+                c.failures,
+                c.command
+            );
+        }
     }
     if show_series && !s.series.is_empty() {
         let _ = writeln!(

@@ -80,6 +80,26 @@ pub struct IntervalSummary {
     pub max_ms: Option<f64>,
 }
 
+/// One script command over the measured transactions (`-r`). Latency is from the
+/// command's start to its end on the client: a SQL command's round trip(s) and the
+/// server's work, a `\set`'s arithmetic, a `\sleep`'s pause.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CommandSummary {
+    /// The command as written (a SQL command on one line).
+    pub command: String,
+    /// Completed executions.
+    pub executions: u64,
+    /// Executions that failed: the transaction failed at this command.
+    pub failures: u64,
+    /// Exact (a sum of nanoseconds over the executions); null with none.
+    pub mean_ms: Option<f64>,
+    /// From an HDR histogram at 2 significant digits (within 1%); null with none.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+}
+
 /// Everything a report needs about a load run.
 #[derive(Debug, Clone)]
 pub struct LoadSummary {
@@ -127,6 +147,8 @@ pub struct LoadSummary {
     pub round_trips_per_transaction: Option<f64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Per script command, with `-r`; `None` without.
+    pub per_command: Option<Vec<CommandSummary>>,
     pub series: Vec<IntervalSummary>,
 }
 
@@ -295,6 +317,25 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
             .then(|| r.round_trips as f64 / r.transactions as f64),
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
+        per_command: (!run.command_texts.is_empty()).then(|| {
+            run.command_texts
+                .iter()
+                .zip(&r.commands)
+                .map(|(text, c)| {
+                    let n = c.latency.len();
+                    let at = |q: f64| (n > 0).then(|| c.latency.value_at_quantile(q) as f64 / 1e6);
+                    CommandSummary {
+                        command: text.clone(),
+                        executions: n,
+                        failures: c.failures,
+                        mean_ms: (n > 0).then(|| c.sum_ns as f64 / n as f64 / 1e6),
+                        p50_ms: at(0.50),
+                        p99_ms: at(0.99),
+                        max_ms: (n > 0).then(|| c.latency.max() as f64 / 1e6),
+                    }
+                })
+                .collect()
+        }),
         series: {
             let mut h = crate::load::record::interval_histogram();
             r.series

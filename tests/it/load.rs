@@ -499,3 +499,74 @@ fn cpu_is_accounted_per_group_and_is_null_with_a_reason_where_not_measured() {
     let v = load_json(&["--sandbox", "unix", "-S", "-C", "-T", "1"]);
     assert!(f(&v, "server_cpu_per_connect_us") > 100.0, "{}", v["summary"]);
 }
+
+#[test]
+fn per_command_report_times_each_command_and_puts_failures_where_they_happened() {
+    dataset();
+    // Half the transactions fail at their last command (x even: division by zero).
+    let script = std::env::temp_dir().join(format!("cb-per-command-{}.sql", std::process::id()));
+    std::fs::write(
+        &script,
+        "\\set x random(1, 10)\nSELECT pg_sleep(0.002);\nSELECT 1 /\n  (:x % 2);\n",
+    )
+    .unwrap();
+    let path = script.to_str().unwrap();
+    let v = load_json(&[&conninfo("unix"), "-f", path, "-r", "-c", "2", "-t", "40"]);
+    let s = &v["summary"];
+    let (ok, failed) = (
+        s["transactions"].as_u64().unwrap(),
+        s["failed_transactions"].as_u64().unwrap(),
+    );
+    assert_eq!(ok + failed, 80, "{s}");
+    assert!(
+        ok > 10 && failed > 10,
+        "random(1, 10) is even about half the time: {s}"
+    );
+    let c = s["per_command"].as_array().expect("per_command with -r");
+    let texts: Vec<&str> = c.iter().map(|c| c["command"].as_str().unwrap()).collect();
+    assert_eq!(
+        texts,
+        [
+            "\\set x random(1, 10)",
+            "SELECT pg_sleep(0.002);",
+            "SELECT 1 / (:x % 2);"
+        ]
+    );
+    // Every measured transaction ran the first two commands; the last completed in the
+    // successful ones and failed in the others.
+    assert_eq!(c[0]["executions"], ok + failed);
+    assert_eq!(c[1]["executions"], ok + failed);
+    assert_eq!(c[2]["executions"], ok);
+    assert_eq!(c[2]["failures"], failed);
+    assert_eq!(c[0]["failures"], 0);
+    let ms = |i: usize, k: &str| c[i][k].as_f64().unwrap();
+    assert!(
+        ms(1, "mean_ms") >= 2.0 && ms(1, "p50_ms") >= 1.98,
+        "pg_sleep(0.002): {}",
+        c[1]
+    );
+    assert!(ms(0, "mean_ms") < 0.1, "a \\set is arithmetic: {}", c[0]);
+    assert!(ms(1, "p50_ms") <= ms(1, "p99_ms") && ms(1, "p99_ms") <= ms(1, "max_ms") * 1.01);
+    // A successful transaction is its commands, back to back: their means add up to
+    // nearly its mean latency (the rest is the client's loop between commands).
+    let sum: f64 = (0..3).map(|i| ms(i, "mean_ms")).sum();
+    let tx = s["latency"]["mean_ms"].as_f64().unwrap();
+    assert!(
+        sum <= tx * 1.02 && sum >= tx * 0.8,
+        "commands {sum} ms, transaction {tx} ms"
+    );
+
+    // Text: one row per command, in script order; without -r there is none, and the
+    // JSON key is null.
+    let o = connbench(&["load", &conninfo("unix"), "-f", path, "-r", "-t", "5"]);
+    let text = stdout(&o);
+    let header = text
+        .lines()
+        .position(|l| l.starts_with("per command"))
+        .unwrap_or_else(|| panic!("no per-command table: {text}"));
+    let rows: Vec<&str> = text.lines().skip(header + 2).take(3).collect();
+    assert!(rows[1].ends_with("SELECT pg_sleep(0.002);"), "{rows:#?}");
+    let v = load_json(&[&conninfo("unix"), "-S", "-t", "5"]);
+    assert!(v["summary"]["per_command"].is_null(), "{}", v["summary"]);
+    std::fs::remove_file(&script).unwrap();
+}
