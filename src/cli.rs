@@ -408,6 +408,14 @@ pub struct LoadArgs {
     #[arg(short = 'r', long = "report-per-command", conflicts_with = "workers")]
     pub per_command: bool,
 
+    /// Count transactions slower than this as late (milliseconds, or a duration such as
+    /// 50ms), as pgbench -L does. With -R, a transaction already further behind its
+    /// schedule than the limit when it is due is skipped, not sent, and counted.
+    /// One machine only: not with --workers.
+    #[arg(short = 'L', long = "latency-limit", value_name = "MS", conflicts_with = "workers",
+          value_parser = options::parse_latency_limit)]
+    pub latency_limit: Option<Duration>,
+
     /// Print a progress line (tps, p50, p99) every N seconds (or a duration: 500ms).
     #[arg(short = 'P', long = "progress", value_name = "SECONDS", value_parser = options::parse_progress)]
     pub progress: Option<Duration>,
@@ -599,6 +607,7 @@ impl LoadArgs {
             rate: self.rate,
             think: self.think,
             per_command: self.per_command,
+            latency_limit: self.latency_limit,
             connection: if self.per_transaction {
                 Some(Connection::PerTransaction)
             } else {

@@ -197,6 +197,26 @@ pub fn parse_progress(v: &str) -> Result<Duration, String> {
     parse_length(v).map_err(|e| e.replace("duration", "progress period"))
 }
 
+/// A latency limit (-L): milliseconds as a bare number, as pgbench takes it, or a
+/// duration (50ms, 1s); positive.
+pub fn parse_latency_limit(v: &str) -> Result<Duration, String> {
+    let d = match v.trim().parse::<f64>() {
+        Ok(ms) if ms.is_finite() && ms > 0.0 && ms <= 3.6e6 => Duration::from_secs_f64(ms / 1e3),
+        Ok(_) => {
+            return Err(format!(
+                "invalid latency limit {v:?}: give milliseconds above 0 (at most an hour), e.g. 50"
+            ))
+        }
+        Err(_) => parse_duration(v).map_err(|_| {
+            format!("invalid latency limit {v:?}: give milliseconds (e.g. 50) or a duration (50ms, 1s)")
+        })?,
+    };
+    if d.is_zero() {
+        return Err(format!("invalid latency limit {v:?}: it must be above 0"));
+    }
+    Ok(d)
+}
+
 /// A relative precision: a fraction between 0 and 1 (0.05 is ±5%).
 pub fn parse_precision(v: &str) -> Result<f64, String> {
     match v.trim().parse::<f64>() {
@@ -254,6 +274,8 @@ pub struct LoadOptions {
     pub think: Duration,
     /// Time every command of the script (`load -r`; suites do not report it).
     pub per_command: bool,
+    /// pgbench's -L (`load` only).
+    pub latency_limit: Option<Duration>,
 }
 
 impl Default for LoadOptions {
@@ -269,6 +291,7 @@ impl Default for LoadOptions {
             rate: None,
             think: Duration::ZERO,
             per_command: false,
+            latency_limit: None,
             connection: None,
             pool: PoolOptions {
                 size: 1,
@@ -310,6 +333,7 @@ impl LoadOptions {
             rate: get(s, "rate", parse_rate)?,
             think: get(s, "think", parse_pause)?.unwrap_or(d.think),
             per_command: d.per_command,
+            latency_limit: d.latency_limit,
             connection: get(s, "connection", parse_connection)?,
             pool: PoolOptions {
                 size: get(s, "pool_size", parse_pool_size)?.unwrap_or(d.pool.size),
@@ -396,6 +420,7 @@ impl LoadOptions {
             rate: self.rate,
             think: self.think,
             per_command: self.per_command,
+            latency_limit: self.latency_limit,
             policy,
             interval: self.interval,
             progress,
@@ -610,6 +635,17 @@ mod tests {
         assert_eq!(parse_length("3s"), Ok(Duration::from_secs(3)));
         assert!(parse_sslmode("sometimes").unwrap_err().contains("sslmode"));
         assert!(parse_period("0").is_err());
+    }
+
+    #[test]
+    fn a_latency_limit_is_milliseconds_bare_as_in_pgbench_or_a_duration() {
+        assert_eq!(parse_latency_limit("50"), Ok(Duration::from_millis(50)));
+        assert_eq!(parse_latency_limit("0.5"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_latency_limit("2s"), Ok(Duration::from_secs(2)));
+        for bad in ["0", "0ms", "-1", "nan", "inf", "soon"] {
+            let e = parse_latency_limit(bad).unwrap_err();
+            assert!(e.contains("latency limit") && e.contains(bad), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -99,6 +99,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         end: plan.end,
         warmup_s: plan.warmup.as_secs_f64(),
         rate_tps: plan.rate,
+        latency_limit_ms: plan.latency_limit.map(|d| d.as_secs_f64() * 1e3),
         think_ms: plan.think.as_secs_f64() * 1e3,
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),

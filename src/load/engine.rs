@@ -95,6 +95,9 @@ pub struct LoadPlan {
     pub think: Duration,
     /// Time every command of the script (`-r`): per-command latencies and failures.
     pub per_command: bool,
+    /// pgbench's -L: a successful transaction slower than this is counted late; under
+    /// -R, one already further behind schedule when due is skipped (never sent).
+    pub latency_limit: Option<Duration>,
     pub policy: Policy,
     pub interval: Duration,
     pub progress: Option<Duration>,
@@ -774,6 +777,24 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             reconnect_pause = false;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // Under -R with a latency limit, a transaction already further behind its
+        // schedule than the limit cannot meet it: it is skipped, not sent (pgbench -L),
+        // so a backlog does not snowball into the server.
+        if let (Some(limit), Some(_)) = (plan.latency_limit, &schedule) {
+            let now = Instant::now();
+            if now.saturating_duration_since(intended) > limit {
+                if intended >= t.measure_start {
+                    shared.recorder.borrow_mut().record_skip();
+                    measured_done += 1;
+                    if let End::TransactionsPerClient(n) = plan.end {
+                        if measured_done >= n {
+                            return session;
+                        }
+                    }
+                }
+                continue;
+            }
+        }
         if intended > Instant::now() {
             let precise = match timer.as_mut() {
                 Some(t) => t.sleep_until(intended).await.is_ok(),
@@ -807,6 +828,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     let latency = ended.saturating_duration_since(intended).as_nanos() as u64;
                     let mut rec = shared.recorder.borrow_mut();
                     rec.record_transaction(index, latency, bytes);
+                    if plan.latency_limit.is_some_and(|l| latency > l.as_nanos() as u64) {
+                        rec.late += 1;
+                    }
                     if schedule.is_some() {
                         rec.record_lag(started.saturating_duration_since(intended).as_nanos() as u64);
                     }

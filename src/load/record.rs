@@ -115,6 +115,10 @@ pub struct Recorder {
     /// Per phase, of those connects.
     pub connect_phases: Vec<Histogram<u64>>,
     pub transactions: u64,
+    /// With -L: successful transactions slower than the limit, and (under -R)
+    /// transactions skipped because they were already later than it when due.
+    pub late: u64,
+    pub skipped: u64,
     /// Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).
     pub failures: BTreeMap<String, FailureCount>,
     pub failed_transactions: u64,
@@ -169,6 +173,8 @@ impl Recorder {
             connect: latency_histogram(),
             connect_phases: (0..Phase::COUNT).map(|_| latency_histogram()).collect(),
             transactions: 0,
+            late: 0,
+            skipped: 0,
             failures: BTreeMap::new(),
             failed_transactions: 0,
             connects: 0,
@@ -251,6 +257,11 @@ impl Recorder {
         }
     }
 
+    /// A transaction skipped under -R and -L (it was due longer ago than the limit).
+    pub fn record_skip(&mut self) {
+        self.skipped += 1;
+    }
+
     pub fn record_lag(&mut self, lag_ns: u64) {
         self.lag.saturating_record(lag_ns.max(1));
     }
@@ -304,6 +315,8 @@ impl AddAssign<&Recorder> for Recorder {
             a.add(b).expect("same bounds");
         }
         self.transactions += o.transactions;
+        self.late += o.late;
+        self.skipped += o.skipped;
         self.failed_transactions += o.failed_transactions;
         for (k, f) in &o.failures {
             self.failures

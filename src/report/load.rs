@@ -27,6 +27,9 @@ pub struct LoadSettings {
     pub end: End,
     pub warmup_s: f64,
     pub rate_tps: Option<f64>,
+    /// -L, in milliseconds; null without.
+    #[serde(default)]
+    pub latency_limit_ms: Option<f64>,
     pub think_ms: f64,
     pub connection: Policy,
     pub interval_s: f64,
@@ -96,6 +99,12 @@ struct Connections {
 struct Summary<'a> {
     transactions: u64,
     failed_transactions: u64,
+    /// With -L: successful transactions slower than the limit (null without -L).
+    late_transactions: Option<u64>,
+    /// With -L and -R: transactions skipped, never sent, because they were already
+    /// further behind schedule than the limit when due (null otherwise). Not in
+    /// `transactions`.
+    skipped_transactions: Option<u64>,
     measured_s: f64,
     tps: f64,
     tps_excluding_connect: f64,
@@ -190,6 +199,11 @@ pub fn json(
         summary: Summary {
             transactions: s.transactions,
             failed_transactions: s.failed_transactions,
+            late_transactions: settings.latency_limit_ms.map(|_| s.late),
+            skipped_transactions: settings
+                .latency_limit_ms
+                .and(settings.rate_tps)
+                .map(|_| s.skipped),
             measured_s: s.measured_s,
             tps: s.tps,
             tps_excluding_connect: s.tps_excluding_connect,
@@ -329,6 +343,27 @@ pub fn text(
             format_ns(l.p999_ns as f64),
             format_ns(l.max_ns as f64),
         );
+    }
+    if let Some(limit) = settings.latency_limit_ms {
+        let share = |n: u64, of: u64| 100.0 * n as f64 / of.max(1) as f64;
+        let _ = writeln!(
+            o,
+            "late          {} of {} transactions above the {} latency limit ({:.3}%)",
+            s.late,
+            s.transactions,
+            format_ns(limit * 1e6),
+            share(s.late, s.transactions)
+        );
+        if settings.rate_tps.is_some() {
+            let due = s.transactions + s.failed_transactions + s.skipped;
+            let _ = writeln!(
+                o,
+                "skipped       {} of {} due ({:.3}%): already over the limit behind schedule, so never sent",
+                s.skipped,
+                due,
+                share(s.skipped, due)
+            );
+        }
     }
     let mut conn = format!("connections   {} opened before the measurement", s.setup_connects);
     if let Some(m) = s.setup_connect_mean_ns {

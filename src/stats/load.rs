@@ -104,6 +104,9 @@ pub struct CommandSummary {
 #[derive(Debug, Clone)]
 pub struct LoadSummary {
     pub transactions: u64,
+    /// With -L: successful transactions over the limit, and those skipped under -R.
+    pub late: u64,
+    pub skipped: u64,
     pub failed_transactions: u64,
     pub failures: Vec<FailureSummary>,
     pub measured_s: f64,
@@ -252,6 +255,8 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
     let cpu = run.cpu_user.as_secs_f64() + run.cpu_system.as_secs_f64();
     LoadSummary {
         transactions: r.transactions,
+        late: r.late,
+        skipped: r.skipped,
         failed_transactions: r.failed_transactions,
         failures: r
             .failures

@@ -570,3 +570,64 @@ fn per_command_report_times_each_command_and_puts_failures_where_they_happened()
     assert!(v["summary"]["per_command"].is_null(), "{}", v["summary"]);
     std::fs::remove_file(&script).unwrap();
 }
+
+#[test]
+fn latency_limit_counts_late_transactions_and_skips_hopeless_ones_under_a_rate() {
+    // One client, 4 ms per transaction: at most about 250 tps.
+    let script = std::env::temp_dir().join(format!("cb-latency-limit-{}.sql", std::process::id()));
+    std::fs::write(&script, "SELECT pg_sleep(0.004);\n").unwrap();
+    let path = script.to_str().unwrap();
+    let v = load_json(&[&conninfo("unix"), "-f", path, "-t", "20", "-L", "2"]);
+    let s = &v["summary"];
+    assert_eq!(v["settings"]["latency_limit_ms"], 2.0);
+    assert_eq!(s["transactions"], 20);
+    assert_eq!(
+        s["late_transactions"], 20,
+        "every 4 ms transaction is over 2 ms: {s}"
+    );
+    assert!(
+        s["skipped_transactions"].is_null(),
+        "nothing is skipped without -R: {s}"
+    );
+
+    // Asked for 1,000 tps, the client falls behind. Without a limit the backlog grows
+    // for the whole second; with -L 10 what is already 10 ms late is skipped, so the
+    // transactions sent stay within about the limit plus their own 4 ms.
+    let free = load_json(&[&conninfo("unix"), "-f", path, "-T", "1", "-R", "1000"]);
+    let limited = load_json(&[&conninfo("unix"), "-f", path, "-T", "1", "-R", "1000", "-L", "10"]);
+    let (fs, ls) = (&free["summary"], &limited["summary"]);
+    assert!(fs["latency"]["max_ms"].as_f64().unwrap() > 200.0, "{fs}");
+    assert!(fs["late_transactions"].is_null() && fs["skipped_transactions"].is_null());
+    let skipped = ls["skipped_transactions"].as_u64().unwrap();
+    let sent = ls["transactions"].as_u64().unwrap();
+    assert!(
+        skipped > 300,
+        "about 750 of the ~1,000 due cannot be served: {ls}"
+    );
+    assert!(
+        (700..=1300).contains(&(skipped + sent)),
+        "the sent and the skipped are the transactions due: {ls}"
+    );
+    assert!(ls["latency"]["max_ms"].as_f64().unwrap() < 40.0, "{ls}");
+    let o = connbench(&[
+        "load",
+        &conninfo("unix"),
+        "-f",
+        path,
+        "-T",
+        "1",
+        "-R",
+        "1000",
+        "-L",
+        "10",
+    ]);
+    assert!(stdout(&o).contains("never sent"), "{}", stdout(&o));
+
+    for bad in ["0", "-5", "soon"] {
+        let flag = format!("--latency-limit={bad}");
+        let o = connbench(&["load", &conninfo("unix"), "-f", path, &flag]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains("latency limit"), "{flag}: {}", stderr(&o));
+    }
+    std::fs::remove_file(&script).unwrap();
+}
