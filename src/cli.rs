@@ -63,7 +63,7 @@ pub enum Command {
     /// SQLSTATE, connections opened and their cost, client CPU per transaction, bytes, and
     /// a per-interval series.
     #[command(after_help = LOAD_EXAMPLES)]
-    Load(LoadArgs),
+    Load(Box<LoadArgs>),
     /// Run an experiment suite: a matrix of cells, repeated and interleaved, with
     /// confidence intervals and verdicts, saved to the results store as it goes.
     ///
@@ -416,6 +416,12 @@ pub struct LoadArgs {
           value_parser = options::parse_latency_limit)]
     pub latency_limit: Option<Duration>,
 
+    /// The seed of the clients' random generators (an unsigned integer, or `time`): the
+    /// same seed repeats every client's `random()` values and -R arrival gaps. The seed
+    /// used is in the report either way, so any run's choices can be repeated.
+    #[arg(long = "random-seed", value_name = "SEED", default_value = "time", value_parser = options::parse_seed)]
+    pub random_seed: options::SeedArg,
+
     /// Print a progress line (tps, p50, p99) every N seconds (or a duration: 500ms).
     #[arg(short = 'P', long = "progress", value_name = "SECONDS", value_parser = options::parse_progress)]
     pub progress: Option<Duration>,
@@ -608,6 +614,7 @@ impl LoadArgs {
             think: self.think,
             per_command: self.per_command,
             latency_limit: self.latency_limit,
+            random_seed: self.random_seed.0,
             connection: if self.per_transaction {
                 Some(Connection::PerTransaction)
             } else {

@@ -55,7 +55,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
         match cli.command {
             Command::Connect(args) => connect::run_connect(args).await,
             Command::Init(args) => init::run_init(args).await,
-            Command::Load(args) => load::run_load(args).await,
+            Command::Load(args) => load::run_load(*args).await,
             Command::Run(args) => suite::run_suite_command(args).await,
             Command::Suites => suite::list_suites(),
             Command::Runs(cmd) => runs::run_runs(cmd),

@@ -197,6 +197,30 @@ pub fn parse_progress(v: &str) -> Result<Duration, String> {
     parse_length(v).map_err(|e| e.replace("duration", "progress period"))
 }
 
+/// A seed from the clock, for a run given none.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// --random-seed as given: a seed, or `None` for one from the clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SeedArg(pub Option<u64>);
+
+/// --random-seed: an unsigned integer, or `time` (pgbench's words) for one from the clock.
+pub fn parse_seed(v: &str) -> Result<SeedArg, String> {
+    match v.trim() {
+        "time" => Ok(SeedArg(None)),
+        s => s.parse::<u64>().map(|n| SeedArg(Some(n))).map_err(|_| {
+            format!(
+                "invalid random seed {v:?}: give an unsigned integer (0 to 18446744073709551615) or \"time\""
+            )
+        }),
+    }
+}
+
 /// A latency limit (-L): milliseconds as a bare number, as pgbench takes it, or a
 /// duration (50ms, 1s); positive.
 pub fn parse_latency_limit(v: &str) -> Result<Duration, String> {
@@ -276,6 +300,8 @@ pub struct LoadOptions {
     pub per_command: bool,
     /// pgbench's -L (`load` only).
     pub latency_limit: Option<Duration>,
+    /// pgbench's --random-seed: `None` draws one from the clock.
+    pub random_seed: Option<u64>,
 }
 
 impl Default for LoadOptions {
@@ -292,6 +318,7 @@ impl Default for LoadOptions {
             think: Duration::ZERO,
             per_command: false,
             latency_limit: None,
+            random_seed: None,
             connection: None,
             pool: PoolOptions {
                 size: 1,
@@ -334,6 +361,7 @@ impl LoadOptions {
             think: get(s, "think", parse_pause)?.unwrap_or(d.think),
             per_command: d.per_command,
             latency_limit: d.latency_limit,
+            random_seed: d.random_seed,
             connection: get(s, "connection", parse_connection)?,
             pool: PoolOptions {
                 size: get(s, "pool_size", parse_pool_size)?.unwrap_or(d.pool.size),
@@ -428,6 +456,7 @@ impl LoadOptions {
             netns,
             accounting: Default::default(),
             first_client: 0,
+            seed: self.random_seed.unwrap_or_else(clock_seed),
             start_gate: None,
         })
     }

@@ -100,6 +100,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         warmup_s: plan.warmup.as_secs_f64(),
         rate_tps: plan.rate,
         latency_limit_ms: plan.latency_limit.map(|d| d.as_secs_f64() * 1e3),
+        random_seed: Some(plan.seed),
         think_ms: plan.think.as_secs_f64() * 1e3,
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),
@@ -112,6 +113,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
             let whole = report::load::LoadSettings {
                 clients: total_clients,
                 rate_tps: total_rate,
+                random_seed: args.random_seed.0,
                 threads: args.threads * workers,
                 ..settings.clone()
             };

@@ -111,6 +111,10 @@ pub struct LoadPlan {
     /// The id of this plan's first client: a worker of a many-machine run numbers its
     /// clients after the workers before it, so ids (and seeds) differ across workers.
     pub first_client: usize,
+    /// The base of the clients' random generators: client i draws from a seed mixed
+    /// from this and i, so the same seed repeats every client's random choices (the
+    /// values of `random()`, and the arrival gaps under -R).
+    pub seed: u64,
     /// Called once every client is connected, to say when the run starts (a worker of a
     /// many-machine run waits for the others); `None` starts at once.
     pub start_gate: Option<StartGate>,
@@ -737,12 +741,8 @@ impl Schedule {
 async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session>) -> Option<Session> {
     let plan = shared.plan.clone();
     let t = shared.times.borrow().expect("set before clients run");
-    let clock = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
     let global_id = plan.first_client + id;
-    let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ clock;
+    let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
     let mut exec = Executor::new(&plan.script, plan.scale, global_id as i64, seed);
     if plan.per_command {
         exec.time_commands(&plan.script);

@@ -585,8 +585,9 @@ fn push_int(out: &mut String, v: i64) {
     out.push_str(std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
 }
 
-/// A client's random numbers: rand's `SmallRng` (xoshiro), seeded per client so clients
-/// differ and a run is reproducible from its seed. `range` draws with rand's uniform
+/// A client's random numbers: rand's `SmallRng` (xoshiro), seeded per client from the
+/// run's seed (`--random-seed`, reported) and the client's id, so clients differ and a
+/// run's random choices can be repeated. `range` draws with rand's uniform
 /// integer sampling, which has no modulo bias.
 #[derive(Debug, Clone)]
 pub struct Rng(rand::rngs::SmallRng);

@@ -30,6 +30,11 @@ pub struct LoadSettings {
     /// -L, in milliseconds; null without.
     #[serde(default)]
     pub latency_limit_ms: Option<f64>,
+    /// The base seed of the clients' random generators (give it to --random-seed to
+    /// repeat the run's random choices); in a many-worker run's settings, as given
+    /// (null when each worker drew its own from the clock).
+    #[serde(default)]
+    pub random_seed: Option<u64>,
     pub think_ms: f64,
     pub connection: Policy,
     pub interval_s: f64,

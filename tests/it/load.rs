@@ -631,3 +631,54 @@ fn latency_limit_counts_late_transactions_and_skips_hopeless_ones_under_a_rate()
     }
     std::fs::remove_file(&script).unwrap();
 }
+
+#[test]
+fn the_same_random_seed_repeats_every_clients_random_choices() {
+    let table = format!("cb_seed_seen_{}", std::process::id());
+    sql(&format!("CREATE TABLE {table} (v bigint)"));
+    let script = std::env::temp_dir().join(format!("cb-seed-{}.sql", std::process::id()));
+    std::fs::write(
+        &script,
+        format!("\\set a random(1, 1000000000)\nINSERT INTO {table} VALUES (:a);\n"),
+    )
+    .unwrap();
+    let drawn = |seed: &str| {
+        sql(&format!("TRUNCATE {table}"));
+        let v = load_json(&[
+            &conninfo("unix"),
+            "-f",
+            script.to_str().unwrap(),
+            "-c",
+            "3",
+            "-t",
+            "20",
+            "--random-seed",
+            seed,
+        ]);
+        assert_eq!(v["settings"]["random_seed"].as_u64().unwrap().to_string(), seed);
+        sql(&format!("SELECT v FROM {table} ORDER BY v"))
+    };
+    let (a, b, other) = (drawn("7"), drawn("7"), drawn("8"));
+    assert_eq!(a.len(), 60);
+    assert_eq!(a, b, "the same seed draws the same values");
+    assert_ne!(a, other, "another seed draws others");
+    // Without a seed, the one drawn from the clock is reported, and repeats the run.
+    sql(&format!("TRUNCATE {table}"));
+    let v = load_json(&[
+        &conninfo("unix"),
+        "-f",
+        script.to_str().unwrap(),
+        "-c",
+        "3",
+        "-t",
+        "20",
+    ]);
+    let used = v["settings"]["random_seed"]
+        .as_u64()
+        .expect("the seed used")
+        .to_string();
+    let first = sql(&format!("SELECT v FROM {table} ORDER BY v"));
+    assert_eq!(drawn(&used), first);
+    sql(&format!("DROP TABLE {table}"));
+    std::fs::remove_file(&script).unwrap();
+}
