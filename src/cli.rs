@@ -387,7 +387,8 @@ pub struct LoadArgs {
     #[arg(short = 'S', conflicts_with = "file")]
     pub select_only: bool,
 
-    /// A custom script in pgbench's syntax: SQL, \set NAME EXPR with random(lo, hi),
+    /// A custom script in pgbench's syntax: SQL, \set NAME EXPR with random(lo, hi) and
+    /// random_exponential, random_gaussian or random_zipfian(lo, hi, parameter),
     /// \sleep N [us|ms|s].
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<std::path::PathBuf>,

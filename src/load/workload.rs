@@ -1,9 +1,10 @@
 //! Workloads: what one transaction does, as a script in pgbench's syntax.
 //!
 //! A script is parsed once into [`Command`]s: `\set VAR EXPR` (integer arithmetic with
-//! `+ - * / %`, parentheses, `:var` references and `random(lo, hi)`), `\sleep N [us|ms|s]`,
-//! and SQL commands (which may span lines and end with `;`) that refer to variables as
-//! `:name`. Each SQL command is kept in two forms, so every query mode sends what libpq
+//! `+ - * / %`, parentheses, `:var` references, `random(lo, hi)` and pgbench's skewed
+//! `random_exponential`, `random_gaussian` and `random_zipfian(lo, hi, parameter)`),
+//! `\sleep N [us|ms|s]`, and SQL commands (which may span lines and end with `;`) that
+//! refer to variables as `:name`. Each SQL command is kept in two forms, so every query mode sends what libpq
 //! would: values spliced into the text (simple), or `$n` placeholders with text
 //! parameters (extended, prepared). The built-in workloads are pgbench's own scripts,
 //! pointed at connbench's schema.
@@ -144,6 +145,49 @@ pub enum Expr {
     Neg(Box<Expr>),
     Bin(char, Box<Expr>, Box<Expr>),
     Random(Box<Expr>, Box<Expr>),
+    /// random_exponential, random_gaussian or random_zipfian(lo, hi, parameter): the
+    /// parameter is a number written in the script, checked when it is parsed.
+    Skewed(Distribution, Box<Expr>, Box<Expr>, f64),
+}
+
+/// pgbench's non-uniform random functions, drawn as pgbench draws them (see [`Rng`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Distribution {
+    Exponential,
+    Gaussian,
+    Zipfian,
+}
+
+impl Distribution {
+    fn named(f: &str) -> Option<Distribution> {
+        match f {
+            "random_exponential" => Some(Distribution::Exponential),
+            "random_gaussian" => Some(Distribution::Gaussian),
+            "random_zipfian" => Some(Distribution::Zipfian),
+            _ => None,
+        }
+    }
+
+    /// pgbench's limits on the parameter, as a message when `p` is outside them.
+    fn check(self, f: &str, p: f64) -> Result<(), String> {
+        let ok = match self {
+            Distribution::Exponential => p > 0.0,
+            Distribution::Gaussian => p >= 2.0,
+            Distribution::Zipfian => (1.001..=1000.0).contains(&p),
+        };
+        let limits = match self {
+            Distribution::Exponential => "above 0",
+            Distribution::Gaussian => "at least 2.0",
+            Distribution::Zipfian => "between 1.001 and 1000",
+        };
+        if ok && p.is_finite() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{f}'s parameter must be {limits} (pgbench's limits), not {p}"
+            ))
+        }
+    }
 }
 
 /// One step of a script.
@@ -470,10 +514,49 @@ impl ScriptParser<'_> {
                 *pos += 1;
                 Ok(Expr::Random(Box::new(lo), Box::new(hi)))
             }
+            Some(Tok::Ident(f)) if Distribution::named(f).is_some() => {
+                let d = Distribution::named(f).expect("checked");
+                let usage = format!("{f} needs (lo, hi, parameter), the parameter a number such as 2.5");
+                *pos += 1;
+                if t.get(*pos) != Some(&Tok::Open) {
+                    return Err(self.err(no, usage));
+                }
+                *pos += 1;
+                let lo = self.parse_sum(t, pos, no)?;
+                if t.get(*pos) != Some(&Tok::Comma) {
+                    return Err(self.err(no, usage));
+                }
+                *pos += 1;
+                let hi = self.parse_sum(t, pos, no)?;
+                if t.get(*pos) != Some(&Tok::Comma) {
+                    return Err(self.err(no, usage));
+                }
+                *pos += 1;
+                let param = match t.get(*pos) {
+                    Some(Tok::Int(n)) => *n as f64,
+                    Some(Tok::Float(x)) => *x,
+                    _ => return Err(self.err(no, usage)),
+                };
+                *pos += 1;
+                if t.get(*pos) != Some(&Tok::Close) {
+                    return Err(self.err(no, usage));
+                }
+                *pos += 1;
+                d.check(f, param).map_err(|why| self.err(no, why))?;
+                Ok(Expr::Skewed(d, Box::new(lo), Box::new(hi), param))
+            }
             Some(Tok::Ident(f)) => Err(self.err(
                 no,
                 format!(
-                    "function {f}() is not supported; connbench knows random(lo, hi) and integer arithmetic"
+                    "function {f}() is not supported; connbench knows random(lo, hi), random_exponential, \
+                     random_gaussian and random_zipfian(lo, hi, parameter), and integer arithmetic"
+                ),
+            )),
+            Some(Tok::Float(x)) => Err(self.err(
+                no,
+                format!(
+                    "{x} is not an integer: connbench's \\set works in integers; only a random_* \
+                     function's parameter takes a decimal"
                 ),
             )),
             other => Err(self.err(no, format!("expected a value, found {other:?}"))),
@@ -484,6 +567,8 @@ impl ScriptParser<'_> {
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Int(i64),
+    /// A number with a decimal point: only a distribution's parameter takes one.
+    Float(f64),
     Var(String),
     Ident(String),
     Op(char),
@@ -505,6 +590,16 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, String> {
                 while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
                     s.push(d);
                     chars.next();
+                }
+                if chars.peek() == Some(&'.') {
+                    s.push('.');
+                    chars.next();
+                    while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                        s.push(d);
+                        chars.next();
+                    }
+                    out.push(Tok::Float(s.parse().map_err(|_| format!("{s} is not a number"))?));
+                    continue;
                 }
                 out.push(Tok::Int(
                     s.parse().map_err(|_| format!("number {s} is too large"))?,
@@ -605,6 +700,53 @@ impl Rng {
         rand::RngExt::random_range(&mut self.0, lo..=hi)
     }
 
+    /// pgbench's non-uniform draws in [lo, hi] (`lo` when the range is empty), with its
+    /// formulas (pgbench.c: getExponentialRand, getGaussianRand, getZipfianRand):
+    /// - exponential: `-ln(cut + (1 - cut) u) / p` with `cut = e^-p`, u uniform in (0, 1],
+    ///   a value in [0, 1) falling off as e^(-p x);
+    /// - gaussian: Box-Muller, redrawn until within ±p standard deviations, mapped from
+    ///   [-p, p) to [0, 1);
+    /// - zipfian: Devroye's rejection method ("Non-Uniform Random Variate Generation",
+    ///   p. 550), value k with probability proportional to 1/k^p.
+    ///
+    /// The first two scale their [0, 1) value to the range's width.
+    pub fn skewed(&mut self, d: Distribution, lo: i64, hi: i64, p: f64) -> i64 {
+        if hi <= lo {
+            return lo;
+        }
+        let width = (hi as i128 - lo as i128 + 1) as f64;
+        let scaled = |r: f64| (lo as i128 + (width * r) as i128).min(hi as i128) as i64;
+        match d {
+            Distribution::Exponential => {
+                let cut = (-p).exp();
+                let r = -(cut + (1.0 - cut) * self.unit()).ln() / p;
+                scaled(r)
+            }
+            Distribution::Gaussian => {
+                let stdev = loop {
+                    let (r1, r2) = (self.unit(), self.unit());
+                    let z = (-2.0 * r1.ln()).sqrt() * (2.0 * std::f64::consts::PI * r2).sin();
+                    if (-p..p).contains(&z) {
+                        break z;
+                    }
+                };
+                scaled((stdev + p) / (2.0 * p))
+            }
+            Distribution::Zipfian => {
+                let b = 2f64.powf(p - 1.0);
+                loop {
+                    let u = 1.0 - self.unit();
+                    let v = 1.0 - self.unit();
+                    let x = u.powf(-1.0 / (p - 1.0)).floor();
+                    let t = (1.0 + 1.0 / x).powf(p - 1.0);
+                    if v * x * (t - 1.0) / (b - 1.0) <= t / b && x <= width {
+                        break (lo as i128 + x as i128 - 1) as i64;
+                    }
+                }
+            }
+        }
+    }
+
     /// Uniform in (0, 1], so that its logarithm is finite.
     pub fn unit(&mut self) -> f64 {
         1.0 - rand::RngExt::random::<f64>(&mut self.0)
@@ -698,6 +840,10 @@ impl Executor {
             Expr::Random(lo, hi) => {
                 let (lo, hi) = (self.eval(lo), self.eval(hi));
                 self.rng.range(lo, hi)
+            }
+            Expr::Skewed(d, lo, hi, p) => {
+                let (lo, hi) = (self.eval(lo), self.eval(hi));
+                self.rng.skewed(*d, lo, hi, *p)
             }
         }
     }
@@ -847,6 +993,88 @@ mod tests {
                 .statements(),
             0
         );
+    }
+
+    #[test]
+    fn skewed_random_functions_follow_pgbenchs_distributions() {
+        let mut rng = Rng::new(42);
+        let n = 200_000;
+        // Exponential, parameter 2 on [0, 999]: the value / 1000 has density proportional
+        // to e^(-2x) on [0, 1), whose mean is 1/2 - e^-2 / (1 - e^-2) = 0.3435.
+        let mean = (0..n)
+            .map(|_| rng.skewed(Distribution::Exponential, 0, 999, 2.0) as f64 / 1000.0)
+            .sum::<f64>()
+            / n as f64;
+        assert!((mean - 0.3435).abs() < 0.005, "exponential mean {mean}");
+        // Gaussian, parameter 2.5 on [1, 100]: symmetric about the middle, every value
+        // in range, and the middle tenth far more frequent than the outer tenths.
+        let draws: Vec<i64> = (0..n)
+            .map(|_| rng.skewed(Distribution::Gaussian, 1, 100, 2.5))
+            .collect();
+        assert!(draws.iter().all(|v| (1..=100).contains(v)));
+        let mean = draws.iter().sum::<i64>() as f64 / n as f64;
+        assert!((mean - 50.5).abs() < 0.3, "gaussian mean {mean}");
+        let count = |r: std::ops::RangeInclusive<i64>| draws.iter().filter(|v| r.contains(v)).count();
+        assert!(
+            count(46..=55) > 10 * count(1..=10),
+            "{} vs {}",
+            count(46..=55),
+            count(1..=10)
+        );
+        // Zipfian, s = 2 on [1, 1000]: P(k) is proportional to 1/k^2, so 1 comes up four
+        // times as often as 2, and nine times as often as 3.
+        let draws: Vec<i64> = (0..n)
+            .map(|_| rng.skewed(Distribution::Zipfian, 1, 1000, 2.0))
+            .collect();
+        assert!(draws.iter().all(|v| (1..=1000).contains(v)));
+        let f = |k: i64| draws.iter().filter(|&&v| v == k).count() as f64;
+        assert!((f(1) / f(2) - 4.0).abs() < 0.2, "{}", f(1) / f(2));
+        assert!((f(1) / f(3) - 9.0).abs() < 0.8, "{}", f(1) / f(3));
+        // An empty range gives lo, as random() does; the widest range stays in range.
+        assert_eq!(rng.skewed(Distribution::Gaussian, 5, 5, 2.0), 5);
+        for d in [
+            Distribution::Exponential,
+            Distribution::Gaussian,
+            Distribution::Zipfian,
+        ] {
+            let v = rng.skewed(d, i64::MIN, i64::MAX, 2.0);
+            assert!((i64::MIN..=i64::MAX).contains(&v));
+        }
+    }
+
+    #[test]
+    fn skewed_random_functions_parse_with_pgbenchs_limits() {
+        let s = Script::parse(
+            "t",
+            "\\set a random_zipfian(1, 10 * :scale, 1.07)\n\\set b random_gaussian(1, 10, 3)\n\\set c random_exponential(1, :b, 0.5)\n",
+        )
+        .unwrap();
+        assert!(matches!(
+            &s.commands[0],
+            Command::Set { expr: Expr::Skewed(Distribution::Zipfian, _, _, p), .. } if *p == 1.07
+        ));
+        assert!(matches!(
+            &s.commands[1],
+            Command::Set { expr: Expr::Skewed(Distribution::Gaussian, _, _, p), .. } if *p == 3.0
+        ));
+        for (line, want) in [
+            ("\\set a random_gaussian(1, 10, 1.5)", "at least 2.0"),
+            ("\\set a random_exponential(1, 10, 0)", "above 0"),
+            ("\\set a random_zipfian(1, 10, 1)", "between 1.001 and 1000"),
+            ("\\set a random_zipfian(1, 10)", "needs (lo, hi, parameter)"),
+            (
+                "\\set a random_gaussian(1, 10, :scale)",
+                "needs (lo, hi, parameter)",
+            ),
+            (
+                "\\set a random_poisson(1, 10, 2)",
+                "random_zipfian(lo, hi, parameter)",
+            ),
+            ("\\set a 1.5 + 2", "1.5 is not an integer"),
+        ] {
+            let e = Script::parse("t", line).unwrap_err();
+            assert!(e.why.contains(want), "{line}: {e}");
+        }
     }
 
     #[test]

@@ -682,3 +682,38 @@ fn the_same_random_seed_repeats_every_clients_random_choices() {
     sql(&format!("DROP TABLE {table}"));
     std::fs::remove_file(&script).unwrap();
 }
+
+#[test]
+fn a_script_drawing_from_random_zipfian_sends_its_skew_to_the_server() {
+    let table = format!("cb_zipf_seen_{}", std::process::id());
+    sql(&format!("CREATE TABLE {table} (v bigint)"));
+    let script = std::env::temp_dir().join(format!("cb-zipf-{}.sql", std::process::id()));
+    std::fs::write(
+        &script,
+        format!("\\set k random_zipfian(1, 100, 1.5)\nINSERT INTO {table} VALUES (:k);\n"),
+    )
+    .unwrap();
+    for mode in ["simple", "prepared"] {
+        sql(&format!("TRUNCATE {table}"));
+        load_json(&[
+            &conninfo("unix"),
+            "-f",
+            script.to_str().unwrap(),
+            "-c",
+            "2",
+            "-t",
+            "300",
+            "-M",
+            mode,
+        ]);
+        let rows = sql(&format!(
+            "SELECT min(v)::text || ' ' || max(v) || ' ' || count(*) FILTER (WHERE v = 1) || ' ' || count(*) FILTER (WHERE v = 2) FROM {table}"
+        ));
+        let n: Vec<i64> = rows[0].split(' ').map(|x| x.parse().unwrap()).collect();
+        assert!(n[0] >= 1 && n[1] <= 100, "{mode}: in range: {n:?}");
+        // P(1) / P(2) = 2^1.5 = 2.8 for s = 1.5: of 600 draws, 1 far ahead of 2.
+        assert!(n[2] > n[3] * 3 / 2 && n[2] > 100, "{mode}: skewed to 1: {n:?}");
+    }
+    sql(&format!("DROP TABLE {table}"));
+    std::fs::remove_file(&script).unwrap();
+}
