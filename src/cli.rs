@@ -423,6 +423,11 @@ pub struct LoadArgs {
     #[arg(long = "random-seed", value_name = "SEED", default_value = "time", value_parser = options::parse_seed)]
     pub random_seed: options::SeedArg,
 
+    /// Set a script variable before each client starts, as pgbench -D does (integers;
+    /// repeat for several). `-D scale=N` overrides the scale read from the tables.
+    #[arg(short = 'D', long = "define", value_name = "NAME=VALUE", value_parser = options::parse_define)]
+    pub defines: Vec<(String, i64)>,
+
     /// Print a progress line (tps, p50, p99) every N seconds (or a duration: 500ms).
     #[arg(short = 'P', long = "progress", value_name = "SECONDS", value_parser = options::parse_progress)]
     pub progress: Option<Duration>,
@@ -616,6 +621,7 @@ impl LoadArgs {
             per_command: self.per_command,
             latency_limit: self.latency_limit,
             random_seed: self.random_seed.0,
+            defines: self.defines.clone(),
             connection: if self.per_transaction {
                 Some(Connection::PerTransaction)
             } else {

@@ -221,6 +221,26 @@ pub fn parse_seed(v: &str) -> Result<SeedArg, String> {
     }
 }
 
+/// -D NAME=VALUE: a script variable's name and its integer value.
+pub fn parse_define(v: &str) -> Result<(String, i64), String> {
+    let (name, value) = v
+        .split_once('=')
+        .ok_or_else(|| format!("invalid -D {v:?}: write NAME=VALUE, e.g. -D scale=10"))?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "invalid -D {v:?}: a variable name is letters, digits and '_'"
+        ));
+    }
+    if name == "client_id" {
+        return Err("invalid -D client_id: connbench numbers the clients itself".into());
+    }
+    let value = value.trim().parse::<i64>().map_err(|_| {
+        format!("invalid -D {v:?}: connbench's script variables are integers, and {value:?} is not one")
+    })?;
+    Ok((name.to_string(), value))
+}
+
 /// A latency limit (-L): milliseconds as a bare number, as pgbench takes it, or a
 /// duration (50ms, 1s); positive.
 pub fn parse_latency_limit(v: &str) -> Result<Duration, String> {
@@ -302,6 +322,8 @@ pub struct LoadOptions {
     pub latency_limit: Option<Duration>,
     /// pgbench's --random-seed: `None` draws one from the clock.
     pub random_seed: Option<u64>,
+    /// pgbench's -D NAME=VALUE: script variables set before each client starts.
+    pub defines: Vec<(String, i64)>,
 }
 
 impl Default for LoadOptions {
@@ -319,6 +341,7 @@ impl Default for LoadOptions {
             per_command: false,
             latency_limit: None,
             random_seed: None,
+            defines: Vec::new(),
             connection: None,
             pool: PoolOptions {
                 size: 1,
@@ -362,6 +385,7 @@ impl LoadOptions {
             per_command: d.per_command,
             latency_limit: d.latency_limit,
             random_seed: d.random_seed,
+            defines: d.defines,
             connection: get(s, "connection", parse_connection)?,
             pool: PoolOptions {
                 size: get(s, "pool_size", parse_pool_size)?.unwrap_or(d.pool.size),
@@ -415,7 +439,7 @@ impl LoadOptions {
                 })?,
             ),
         };
-        let script = Script::parse(&name, &text)?;
+        let script = Script::parse_with(&name, &text, &self.defines)?;
         Ok((name, script))
     }
 

@@ -101,6 +101,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         rate_tps: plan.rate,
         latency_limit_ms: plan.latency_limit.map(|d| d.as_secs_f64() * 1e3),
         random_seed: Some(plan.seed),
+        defines: options.defines.iter().cloned().collect(),
         think_ms: plan.think.as_secs_f64() * 1e3,
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),

@@ -229,6 +229,9 @@ pub struct Script {
     pub texts: Vec<String>,
     /// Variable names by index; `scale` and `client_id` are always 0 and 1.
     pub variables: Vec<String>,
+    /// Values given on the command line (`-D NAME=VALUE`), by variable index: each
+    /// client starts with them, after `scale` and `client_id`, so `-D scale=N` wins.
+    pub defined: Vec<(usize, i64)>,
 }
 
 pub const VAR_SCALE: usize = 0;
@@ -237,6 +240,11 @@ pub const VAR_CLIENT_ID: usize = 1;
 impl Script {
     /// Parses a script in pgbench's syntax (the subset described in the module docs).
     pub fn parse(name: &str, text: &str) -> Result<Script, ScriptError> {
+        Script::parse_with(name, text, &[])
+    }
+
+    /// Parses a script with variables given values beforehand (`-D NAME=VALUE`).
+    pub fn parse_with(name: &str, text: &str, defines: &[(String, i64)]) -> Result<Script, ScriptError> {
         let mut p = ScriptParser {
             name,
             vars: HashMap::new(),
@@ -244,6 +252,7 @@ impl Script {
         };
         p.var("scale");
         p.var("client_id");
+        let defined = defines.iter().map(|(n, v)| (p.var(n), *v)).collect();
         // First pass: every variable a \set defines, so `:name` in SQL can be told apart
         // from a `::type` cast or text that only looks like a variable.
         for line in text.lines() {
@@ -293,6 +302,7 @@ impl Script {
             commands,
             texts,
             variables: p.variables,
+            defined,
         })
     }
 
@@ -792,6 +802,9 @@ impl Executor {
         let mut values = vec![0; script.variables.len()];
         values[VAR_SCALE] = scale;
         values[VAR_CLIENT_ID] = client_id;
+        for &(var, v) in &script.defined {
+            values[var] = v;
+        }
         Executor {
             values,
             sql: String::with_capacity(256),

@@ -35,6 +35,9 @@ pub struct LoadSettings {
     /// (null when each worker drew its own from the clock).
     #[serde(default)]
     pub random_seed: Option<u64>,
+    /// Script variables given with -D, by name.
+    #[serde(default)]
+    pub defines: std::collections::BTreeMap<String, i64>,
     pub think_ms: f64,
     pub connection: Policy,
     pub interval_s: f64,

@@ -717,3 +717,41 @@ fn a_script_drawing_from_random_zipfian_sends_its_skew_to_the_server() {
     sql(&format!("DROP TABLE {table}"));
     std::fs::remove_file(&script).unwrap();
 }
+
+#[test]
+fn defined_variables_reach_the_script_and_scale_can_be_overridden() {
+    let table = format!("cb_define_seen_{}", std::process::id());
+    sql(&format!("CREATE TABLE {table} (v bigint)"));
+    let script = std::env::temp_dir().join(format!("cb-define-{}.sql", std::process::id()));
+    std::fs::write(
+        &script,
+        format!("INSERT INTO {table} VALUES (:k * 10 + :scale);\n"),
+    )
+    .unwrap();
+    let path = script.to_str().unwrap();
+    let v = load_json(&[
+        &conninfo("unix"),
+        "-f",
+        path,
+        "-t",
+        "3",
+        "-D",
+        "k=7",
+        "-D",
+        "scale=3",
+    ]);
+    assert_eq!(v["settings"]["defines"], serde_json::json!({"k": 7, "scale": 3}));
+    assert_eq!(sql(&format!("SELECT DISTINCT v FROM {table}")), ["73"]);
+    for (bad, want) in [
+        ("k", "write NAME=VALUE"),
+        ("k=x", "integers"),
+        ("a-b=1", "a variable name"),
+        ("client_id=1", "numbers the clients itself"),
+    ] {
+        let o = connbench(&["load", &conninfo("unix"), "-f", path, "-D", bad]);
+        assert_eq!(o.status.code(), Some(2), "-D {bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "-D {bad}: {}", stderr(&o));
+    }
+    sql(&format!("DROP TABLE {table}"));
+    std::fs::remove_file(&script).unwrap();
+}
