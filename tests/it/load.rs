@@ -632,126 +632,110 @@ fn latency_limit_counts_late_transactions_and_skips_hopeless_ones_under_a_rate()
     std::fs::remove_file(&script).unwrap();
 }
 
+/// A table a test creates for its script to insert into, and the script file: what the
+/// clients drew, seen from the server. `done` removes both.
+struct Sink {
+    table: String,
+    script: std::path::PathBuf,
+}
+
+impl Sink {
+    /// `body` writes the script, given the table's name.
+    fn new(tag: &str, body: impl Fn(&str) -> String) -> Sink {
+        let table = format!("cb_{tag}_seen_{}", std::process::id());
+        sql(&format!("CREATE TABLE {table} (v bigint)"));
+        let script = std::env::temp_dir().join(format!("cb-{tag}-{}.sql", std::process::id()));
+        std::fs::write(&script, body(&table)).unwrap();
+        Sink { table, script }
+    }
+
+    fn path(&self) -> &str {
+        self.script.to_str().unwrap()
+    }
+
+    /// Empties the table, runs `load` with the script and `args`, returns its JSON.
+    fn load(&self, args: &[&str]) -> serde_json::Value {
+        sql(&format!("TRUNCATE {}", self.table));
+        let mut all = vec![conninfo("unix"), "-f".into(), self.path().into()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        load_json(&all.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// The values inserted, sorted.
+    fn values(&self) -> Vec<i64> {
+        sql(&format!("SELECT v FROM {} ORDER BY v", self.table))
+            .iter()
+            .map(|v| v.parse().unwrap())
+            .collect()
+    }
+
+    fn done(self) {
+        sql(&format!("DROP TABLE {}", self.table));
+        std::fs::remove_file(&self.script).unwrap();
+    }
+}
+
 #[test]
 fn the_same_random_seed_repeats_every_clients_random_choices() {
-    let table = format!("cb_seed_seen_{}", std::process::id());
-    sql(&format!("CREATE TABLE {table} (v bigint)"));
-    let script = std::env::temp_dir().join(format!("cb-seed-{}.sql", std::process::id()));
-    std::fs::write(
-        &script,
-        format!("\\set a random(1, 1000000000)\nINSERT INTO {table} VALUES (:a);\n"),
-    )
-    .unwrap();
+    let sink = Sink::new("seed", |t| {
+        format!("\\set a random(1, 1000000000)\nINSERT INTO {t} VALUES (:a);\n")
+    });
     let drawn = |seed: &str| {
-        sql(&format!("TRUNCATE {table}"));
-        let v = load_json(&[
-            &conninfo("unix"),
-            "-f",
-            script.to_str().unwrap(),
-            "-c",
-            "3",
-            "-t",
-            "20",
-            "--random-seed",
-            seed,
-        ]);
+        let v = sink.load(&["-c", "3", "-t", "20", "--random-seed", seed]);
         assert_eq!(v["settings"]["random_seed"].as_u64().unwrap().to_string(), seed);
-        sql(&format!("SELECT v FROM {table} ORDER BY v"))
+        sink.values()
     };
     let (a, b, other) = (drawn("7"), drawn("7"), drawn("8"));
     assert_eq!(a.len(), 60);
     assert_eq!(a, b, "the same seed draws the same values");
     assert_ne!(a, other, "another seed draws others");
     // Without a seed, the one drawn from the clock is reported, and repeats the run.
-    sql(&format!("TRUNCATE {table}"));
-    let v = load_json(&[
-        &conninfo("unix"),
-        "-f",
-        script.to_str().unwrap(),
-        "-c",
-        "3",
-        "-t",
-        "20",
-    ]);
-    let used = v["settings"]["random_seed"]
-        .as_u64()
-        .expect("the seed used")
-        .to_string();
-    let first = sql(&format!("SELECT v FROM {table} ORDER BY v"));
-    assert_eq!(drawn(&used), first);
-    sql(&format!("DROP TABLE {table}"));
-    std::fs::remove_file(&script).unwrap();
+    let v = sink.load(&["-c", "3", "-t", "20"]);
+    let used = v["settings"]["random_seed"].as_u64().expect("the seed used");
+    let first = sink.values();
+    assert_eq!(drawn(&used.to_string()), first);
+    sink.done();
 }
 
 #[test]
 fn a_script_drawing_from_random_zipfian_sends_its_skew_to_the_server() {
-    let table = format!("cb_zipf_seen_{}", std::process::id());
-    sql(&format!("CREATE TABLE {table} (v bigint)"));
-    let script = std::env::temp_dir().join(format!("cb-zipf-{}.sql", std::process::id()));
-    std::fs::write(
-        &script,
-        format!("\\set k random_zipfian(1, 100, 1.5)\nINSERT INTO {table} VALUES (:k);\n"),
-    )
-    .unwrap();
+    let sink = Sink::new("zipf", |t| {
+        format!("\\set k random_zipfian(1, 100, 1.5)\nINSERT INTO {t} VALUES (:k);\n")
+    });
     for mode in ["simple", "prepared"] {
-        sql(&format!("TRUNCATE {table}"));
-        load_json(&[
-            &conninfo("unix"),
-            "-f",
-            script.to_str().unwrap(),
-            "-c",
-            "2",
-            "-t",
-            "300",
-            "-M",
-            mode,
-        ]);
-        let rows = sql(&format!(
-            "SELECT min(v)::text || ' ' || max(v) || ' ' || count(*) FILTER (WHERE v = 1) || ' ' || count(*) FILTER (WHERE v = 2) FROM {table}"
-        ));
-        let n: Vec<i64> = rows[0].split(' ').map(|x| x.parse().unwrap()).collect();
-        assert!(n[0] >= 1 && n[1] <= 100, "{mode}: in range: {n:?}");
+        sink.load(&["-c", "2", "-t", "300", "-M", mode]);
+        let v = sink.values();
+        assert_eq!(v.len(), 600);
+        assert!(v[0] >= 1 && v[599] <= 100, "{mode}: in range");
         // P(1) / P(2) = 2^1.5 = 2.8 for s = 1.5: of 600 draws, 1 far ahead of 2.
-        assert!(n[2] > n[3] * 3 / 2 && n[2] > 100, "{mode}: skewed to 1: {n:?}");
+        let count = |k: i64| v.iter().filter(|&&x| x == k).count();
+        assert!(
+            count(1) > count(2) * 3 / 2 && count(1) > 100,
+            "{mode}: skewed to 1: {} ones, {} twos",
+            count(1),
+            count(2)
+        );
     }
-    sql(&format!("DROP TABLE {table}"));
-    std::fs::remove_file(&script).unwrap();
+    sink.done();
 }
 
 #[test]
 fn defined_variables_reach_the_script_and_scale_can_be_overridden() {
-    let table = format!("cb_define_seen_{}", std::process::id());
-    sql(&format!("CREATE TABLE {table} (v bigint)"));
-    let script = std::env::temp_dir().join(format!("cb-define-{}.sql", std::process::id()));
-    std::fs::write(
-        &script,
-        format!("INSERT INTO {table} VALUES (:k * 10 + :scale);\n"),
-    )
-    .unwrap();
-    let path = script.to_str().unwrap();
-    let v = load_json(&[
-        &conninfo("unix"),
-        "-f",
-        path,
-        "-t",
-        "3",
-        "-D",
-        "k=7",
-        "-D",
-        "scale=3",
-    ]);
+    let sink = Sink::new("define", |t| {
+        format!("INSERT INTO {t} VALUES (:k * 10 + :scale);\n")
+    });
+    let v = sink.load(&["-t", "3", "-D", "k=7", "-D", "scale=3"]);
     assert_eq!(v["settings"]["defines"], serde_json::json!({"k": 7, "scale": 3}));
-    assert_eq!(sql(&format!("SELECT DISTINCT v FROM {table}")), ["73"]);
+    assert_eq!(sink.values(), [73, 73, 73]);
     for (bad, want) in [
         ("k", "write NAME=VALUE"),
         ("k=x", "integers"),
         ("a-b=1", "a variable name"),
         ("client_id=1", "numbers the clients itself"),
     ] {
-        let o = connbench(&["load", &conninfo("unix"), "-f", path, "-D", bad]);
+        let o = connbench(&["load", &conninfo("unix"), "-f", sink.path(), "-D", bad]);
         assert_eq!(o.status.code(), Some(2), "-D {bad}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "-D {bad}: {}", stderr(&o));
     }
-    sql(&format!("DROP TABLE {table}"));
-    std::fs::remove_file(&script).unwrap();
+    sink.done();
 }
