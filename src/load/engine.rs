@@ -806,7 +806,6 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         }
         let started = Instant::now();
         let measured = intended >= t.measure_start;
-        exec.clear_times();
         let outcome = transaction(&shared, &mut exec, &mut session).await;
         let ended = Instant::now();
         // A transaction in flight at the window's end finishes just after it: it belongs
@@ -855,7 +854,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                 if measured {
                     let mut rec = shared.recorder.borrow_mut();
                     rec.record_failure(index, &failure_key(&error), message, true);
-                    if let Some(times) = &exec.times {
+                    // A transaction that failed while connecting never ran the script:
+                    // the executor's times are still the previous transaction's.
+                    if let (Some(times), false) = (&exec.times, connecting) {
                         rec.record_commands(times);
                     }
                     if plan.progress.is_some() {

@@ -816,15 +816,6 @@ impl Executor {
         }
     }
 
-    /// Forgets the last run's command times (before a transaction that may fail before
-    /// the script runs, e.g. while connecting).
-    pub fn clear_times(&mut self) {
-        if let Some(t) = &mut self.times {
-            t.reached = 0;
-            t.failed = None;
-        }
-    }
-
     /// Times every command of each run from now on (`-r`).
     pub fn time_commands(&mut self, script: &Script) {
         self.times = Some(CommandTimes {
@@ -869,7 +860,10 @@ impl Executor {
         mode: QueryMode,
         session: &mut Session,
     ) -> Result<(), StepError> {
-        self.clear_times();
+        if let Some(t) = &mut self.times {
+            t.reached = 0;
+            t.failed = None;
+        }
         if mode == QueryMode::Prepared && !self.prepared {
             for (i, c) in script.commands.iter().enumerate() {
                 if let Command::Sql(q) = c {
