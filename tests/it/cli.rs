@@ -1,7 +1,7 @@
 //! The `connbench` binary as users run it: tables, JSON keys, one clear line per bad
 //! target, and the documented exit codes.
 
-use crate::common::{connbench, conninfo, stderr, stdout};
+use crate::common::{connbench, conninfo, stderr, stdout, TempFile};
 
 #[test]
 fn connect_prints_a_phase_table_and_compares_with_the_first_target() {
@@ -220,15 +220,13 @@ fn peer_tools_accept_the_sandbox_conninfo_unchanged() {
             );
         }
     }
-    let script = std::env::temp_dir().join(format!("cb-select1-{}.sql", std::process::id()));
-    std::fs::write(&script, "SELECT 1;\n").unwrap();
+    let script = TempFile::new("select1.sql", "SELECT 1;\n");
     let o = std::process::Command::new("pgbench")
         .args(["-n", "-C", "-t", "5", "-f"])
-        .arg(&script)
+        .arg(script.path())
         .arg(conninfo("unix"))
         .output()
         .unwrap();
-    std::fs::remove_file(&script).unwrap();
     assert!(o.status.success(), "pgbench: {}", stderr(&o));
     assert!(stdout(&o).contains("average connection time"), "{}", stdout(&o));
 }

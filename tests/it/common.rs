@@ -145,6 +145,28 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A file a test writes (a script, mostly), removed when the guard drops, so a test that
+/// fails half-way leaves nothing in the temporary directory either.
+pub struct TempFile(PathBuf);
+
+impl TempFile {
+    pub fn new(tag: &str, contents: &str) -> TempFile {
+        let path = std::env::temp_dir().join(format!("cbt-{tag}-{}", std::process::id()));
+        std::fs::write(&path, contents).unwrap();
+        TempFile(path)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// `--target NAME=conninfo` for each name, pointing at the shared test sandbox.
 pub fn map(names: &[&str]) -> Vec<String> {
     names

@@ -9,7 +9,7 @@ use connbench::proto::PhaseCursor;
 use connbench::proto::{self, Endpoint};
 use connbench::target::Target;
 
-use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
+use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout, TempFile};
 
 use crate::common::dataset;
 
@@ -285,17 +285,8 @@ fn a_terminated_backend_is_counted_and_the_client_reconnects() {
 
 #[test]
 fn every_transaction_failing_exits_1_with_the_first_error() {
-    let script = std::env::temp_dir().join(format!("cb-bad-{}.sql", std::process::id()));
-    std::fs::write(&script, "SELECT * FROM no_such_table;\n").unwrap();
-    let o = connbench(&[
-        "load",
-        &conninfo("unix"),
-        "-f",
-        script.to_str().unwrap(),
-        "-t",
-        "5",
-    ]);
-    std::fs::remove_file(&script).unwrap();
+    let script = TempFile::new("bad.sql", "SELECT * FROM no_such_table;\n");
+    let o = connbench(&["load", &conninfo("unix"), "-f", script.path(), "-t", "5"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("error: every transaction failed; the first error: query: relation \"no_such_table\" does not exist (42P01)"),
@@ -504,13 +495,11 @@ fn cpu_is_accounted_per_group_and_is_null_with_a_reason_where_not_measured() {
 fn per_command_report_times_each_command_and_puts_failures_where_they_happened() {
     dataset();
     // Half the transactions fail at their last command (x even: division by zero).
-    let script = std::env::temp_dir().join(format!("cb-per-command-{}.sql", std::process::id()));
-    std::fs::write(
-        &script,
+    let script = TempFile::new(
+        "per-command.sql",
         "\\set x random(1, 10)\nSELECT pg_sleep(0.002);\nSELECT 1 /\n  (:x % 2);\n",
-    )
-    .unwrap();
-    let path = script.to_str().unwrap();
+    );
+    let path = script.path();
     let v = load_json(&[&conninfo("unix"), "-f", path, "-r", "-c", "2", "-t", "40"]);
     let s = &v["summary"];
     let (ok, failed) = (
@@ -551,23 +540,11 @@ fn per_command_report_times_each_command_and_puts_failures_where_they_happened()
     // latency (the rest is the client's loop between commands). Only where every
     // transaction succeeds do the two means cover the same transactions: above, the
     // sleep's mean also counts the failed ones, which the latency leaves out.
-    let whole = std::env::temp_dir().join(format!("cb-per-command-ok-{}.sql", std::process::id()));
-    std::fs::write(
-        &whole,
+    let whole = TempFile::new(
+        "per-command-ok.sql",
         "\\set x random(1, 10)\nSELECT pg_sleep(0.002);\nSELECT :x;\n",
-    )
-    .unwrap();
-    let v = load_json(&[
-        &conninfo("unix"),
-        "-f",
-        whole.to_str().unwrap(),
-        "-r",
-        "-c",
-        "2",
-        "-t",
-        "40",
-    ]);
-    let _ = std::fs::remove_file(&whole);
+    );
+    let v = load_json(&[&conninfo("unix"), "-f", whole.path(), "-r", "-c", "2", "-t", "40"]);
     let (s, c) = (&v["summary"], v["summary"]["per_command"].as_array().unwrap());
     assert_eq!(s["failed_transactions"], 0, "{s}");
     let sum: f64 = c.iter().map(|c| c["mean_ms"].as_f64().unwrap()).sum();
@@ -589,15 +566,13 @@ fn per_command_report_times_each_command_and_puts_failures_where_they_happened()
     assert!(rows[1].ends_with("SELECT pg_sleep(0.002);"), "{rows:#?}");
     let v = load_json(&[&conninfo("unix"), "-S", "-t", "5"]);
     assert!(v["summary"]["per_command"].is_null(), "{}", v["summary"]);
-    std::fs::remove_file(&script).unwrap();
 }
 
 #[test]
 fn latency_limit_counts_late_transactions_and_skips_hopeless_ones_under_a_rate() {
     // One client, 4 ms per transaction: at most about 250 tps.
-    let script = std::env::temp_dir().join(format!("cb-latency-limit-{}.sql", std::process::id()));
-    std::fs::write(&script, "SELECT pg_sleep(0.004);\n").unwrap();
-    let path = script.to_str().unwrap();
+    let script = TempFile::new("latency-limit.sql", "SELECT pg_sleep(0.004);\n");
+    let path = script.path();
     let v = load_json(&[&conninfo("unix"), "-f", path, "-t", "20", "-L", "2"]);
     let s = &v["summary"];
     assert_eq!(v["settings"]["latency_limit_ms"], 2.0);
@@ -650,14 +625,14 @@ fn latency_limit_counts_late_transactions_and_skips_hopeless_ones_under_a_rate()
         assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
         assert!(stderr(&o).contains("latency limit"), "{flag}: {}", stderr(&o));
     }
-    std::fs::remove_file(&script).unwrap();
 }
 
 /// A table a test creates for its script to insert into, and the script file: what the
-/// clients drew, seen from the server. `done` removes both.
+/// clients drew, seen from the server. `done` drops the table; the script goes with the
+/// guard.
 struct Sink {
     table: String,
-    script: std::path::PathBuf,
+    script: TempFile,
 }
 
 impl Sink {
@@ -665,13 +640,12 @@ impl Sink {
     fn new(tag: &str, body: impl Fn(&str) -> String) -> Sink {
         let table = format!("cb_{tag}_seen_{}", std::process::id());
         sql(&format!("CREATE TABLE {table} (v bigint)"));
-        let script = std::env::temp_dir().join(format!("cb-{tag}-{}.sql", std::process::id()));
-        std::fs::write(&script, body(&table)).unwrap();
+        let script = TempFile::new(&format!("{tag}.sql"), &body(&table));
         Sink { table, script }
     }
 
     fn path(&self) -> &str {
-        self.script.to_str().unwrap()
+        self.script.path()
     }
 
     /// Empties the table, runs `load` with the script and `args`, returns its JSON.
@@ -692,7 +666,6 @@ impl Sink {
 
     fn done(self) {
         sql(&format!("DROP TABLE {}", self.table));
-        std::fs::remove_file(&self.script).unwrap();
     }
 }
 

@@ -10,7 +10,7 @@ use connbench::proto::{Endpoint, ErrorKind, Phase, Timeline};
 use connbench::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
 use connbench::target::Target;
 
-use crate::common::{check_schema, connbench, runtime, stderr, stdout};
+use crate::common::{check_schema, connbench, runtime, stderr, stdout, TempFile};
 
 /// One sandbox with MariaDB for this module's tests (never dropped: its watchdog removes
 /// it when the test process ends).
@@ -163,13 +163,10 @@ fn mariadb_failures_name_their_phase_code_and_never_the_password() {
     assert_eq!(e.phase, Phase::Auth, "{e}");
     assert!(e.to_string().contains("no_such_db"), "{e}");
     // TLS against a CA that did not sign the server's certificate.
-    let other_ca = std::env::temp_dir().join(format!("connbench-other-ca-{}.crt", std::process::id()));
     let cert = rcgen::generate_simple_self_signed(vec!["other".to_string()]).unwrap();
-    std::fs::write(&other_ca, cert.cert.pem()).unwrap();
-    let tls =
-        conninfo("mariadb_tls").replace(&sb.ca_cert.display().to_string(), &other_ca.display().to_string());
+    let other_ca = TempFile::new("other-ca.crt", &cert.cert.pem());
+    let tls = conninfo("mariadb_tls").replace(&sb.ca_cert.display().to_string(), other_ca.path());
     let e = connect(&tls, None).unwrap_err();
-    std::fs::remove_file(&other_ca).unwrap();
     assert_eq!(e.phase, Phase::Tls, "{e}");
     // The command line: one clear line with the phase, and no password.
     let out = connbench(&["connect", &wrong, "-n", "2"]);

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use connbench::experiment::store::{deserialize_histogram, Store};
 
-use crate::common::{check_schema, connbench, conninfo, dataset, stderr, stdout};
+use crate::common::{check_schema, connbench, conninfo, dataset, stderr, stdout, TempFile};
 use crate::load::sql;
 
 /// A PostgreSQL results store of its own in the shared sandbox: a new database.
@@ -296,17 +296,15 @@ fn the_kubernetes_job_passes_strict_validation_offline() {
     ] {
         assert!(manifest.contains(want), "{want} missing:\n{manifest}");
     }
-    let file = std::env::temp_dir().join(format!("cbt-job-{}.yaml", std::process::id()));
-    std::fs::write(&file, &manifest).unwrap();
+    let file = TempFile::new("job.yaml", &manifest);
     // PyPI's kubernetes-validate, which scripts/test.sh installs; strict mode rejects any
     // property Kubernetes does not know. 1.32 is the kubectl this machine has.
     let validator = std::env::var("KUBERNETES_VALIDATE").unwrap_or_else(|_| "kubernetes-validate".into());
     let v = Command::new(&validator)
         .args(["--strict", "-k", "1.32.0"])
-        .arg(&file)
+        .arg(file.path())
         .output()
         .unwrap_or_else(|e| panic!("{validator}: {e}; scripts/test.sh installs it (pip, in target/tools)"));
-    std::fs::remove_file(&file).unwrap();
     assert!(
         v.status.success(),
         "{}{}",
