@@ -482,6 +482,7 @@ impl LoadOptions {
             first_client: 0,
             seed: self.random_seed.unwrap_or_else(clock_seed),
             start_gate: None,
+            turn: None,
         })
     }
 

@@ -7,7 +7,7 @@
 //! is saved (marked) and never counted.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _, Result};
 use tokio::sync::watch;
@@ -243,7 +243,33 @@ pub fn check(suite: &Suite, schema: &str) -> Result<()> {
                             );
                         }
                     }
-                    LoadOptions::from_settings(&c.settings, suite.duration, suite.warmup, schema)?.check()
+                    let o = LoadOptions::from_settings(&c.settings, suite.duration, suite.warmup, schema)?;
+                    if suite.slice.is_some() {
+                        // Turns stop a cell's clients between its turns; a clock that
+                        // runs on meanwhile (a think time, a rate's schedule, a pool's
+                        // timers, a fault's moment) would not measure what it says.
+                        let clock = if !o.think.is_zero() {
+                            Some("think")
+                        } else if o.rate.is_some() {
+                            Some("rate")
+                        } else if o.pool.max_lifetime.is_some() || o.pool.idle_timeout.is_some() {
+                            Some("pool_lifetime or pool_idle_timeout")
+                        } else if fault.is_some() {
+                            Some("fault")
+                        } else {
+                            None
+                        };
+                        if let Some(setting) = clock {
+                            bail!(
+                                "slices: cells take turns, and {setting} keeps time through the other cells' turns; \
+                                 remove `slices` from the suite, or {setting} from the cell"
+                            );
+                        }
+                        if !matches!(o.end, engine::End::Duration(_)) {
+                            bail!("slices: cells take turns of a duration; give the suite a duration, not transactions");
+                        }
+                    }
+                    o.check()
                 }
                 Kind::Connect if fault.is_some() => {
                     bail!("faults strike during load suites, not connect suites")
@@ -397,6 +423,17 @@ pub async fn run(
         // interleaved sample by sample (A B C A B C ...), so every cell of the round sees
         // the same moment of the machine and the round's ratios cancel it.
         let mut group = vec![step];
+        // A load suite with time slices measures a round's cells in one run too, the
+        // cells taking turns every `slice` (crate::load::slices).
+        if suite.kind == Kind::Load && suite.slice.is_some() {
+            while let Some(next) = todo.front().copied() {
+                if next.repetition != step.repetition {
+                    break;
+                }
+                group.push(next);
+                todo.pop_front();
+            }
+        }
         if suite.kind == Kind::Connect && interleavable(suite, step) {
             while let Some(next) = todo.front().copied() {
                 if next.repetition != step.repetition
@@ -527,6 +564,13 @@ async fn measure_group(
     ctx: &Context,
 ) -> Vec<Result<Measured>> {
     match suite.kind {
+        Kind::Load if suite.slice.is_some() => {
+            let cells: Vec<(&Settings, &Endpoint)> = group
+                .iter()
+                .map(|s| (&suite.cells[s.cell].settings, &endpoints[s.cell]))
+                .collect();
+            run_load_sliced(&cells, suite, ctx).await
+        }
         Kind::Load => {
             let step = group[0];
             let cell = &suite.cells[step.cell];
@@ -755,7 +799,13 @@ struct Measured {
     detail: Option<serde_json::Value>,
 }
 
-async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
+/// A load cell's plan, with its client count and series interval.
+async fn load_plan(
+    suite: &Suite,
+    s: &Settings,
+    endpoint: &Endpoint,
+    ctx: &Context,
+) -> Result<(engine::LoadPlan, usize, f64)> {
     let options = LoadOptions::from_settings(s, suite.duration, suite.warmup, &ctx.schema)?;
     let key = endpoint.target.conninfo();
     let known = ctx.scales.borrow().get(&key).copied();
@@ -773,6 +823,11 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     let mut plan = options.plan(endpoint.clone(), scale, ctx.client_namespace(s)?, None)?;
     plan.accounting = options::accounting(&ctx.direct_endpoint(s)?.target, ctx.sandbox.as_ref(), None)?;
     plan.accounting.relays = ctx.relay_threads(s)?;
+    Ok((plan, clients, interval_s))
+}
+
+async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
+    let (mut plan, clients, interval_s) = load_plan(suite, s, endpoint, ctx).await?;
     let fault = options::fault(s)?;
     let (run, struck) = match fault {
         None => (engine::run(plan, ctx.stop.clone(), |_| {}).await?, None),
@@ -806,22 +861,8 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
         }
     };
     let summary = crate::stats::load::summarize_load(&run, clients, interval_s);
-    let Some(lat) = summary.latency else {
-        bail!(
-            "no transaction completed; the first error: {}",
-            run.first_error.as_deref().unwrap_or("none recorded")
-        );
-    };
-    let ms = |ns: f64| ns / 1e6;
-    let mut f = Figures::new();
-    f.insert("tps".into(), summary.tps);
-    f.insert("latency_mean_ms".into(), ms(lat.mean_ns));
-    f.insert("latency_p50_ms".into(), ms(lat.p50_ns as f64));
-    f.insert("latency_p95_ms".into(), ms(lat.p95_ns as f64));
-    f.insert("latency_p99_ms".into(), ms(lat.p99_ns as f64));
-    f.insert("transactions".into(), summary.transactions as f64);
-    f.insert("failed_transactions".into(), summary.failed_transactions as f64);
-    f.insert("connects".into(), summary.connects as f64);
+    let mut measured = load_figures(&run, &summary)?;
+    let f = &mut measured.figures;
     if let Some(cpu) = summary.cpu_per_transaction_us {
         f.insert("cpu_per_transaction_us".into(), cpu);
     }
@@ -841,10 +882,6 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     if let Some(cs) = summary.context_switches_per_transaction {
         f.insert("context_switches_per_transaction".into(), cs);
     }
-    if let Some(rt) = summary.round_trips_per_transaction {
-        f.insert("round_trips_per_transaction".into(), rt);
-    }
-    f.insert("latency_max_ms".into(), ms(lat.max_ns as f64));
     let mut detail = serde_json::json!({ "series": summary.series });
     if let (Some(fault), Some(took)) = (fault, struck) {
         let at_s = fault.at.as_secs_f64();
@@ -860,10 +897,112 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
             f.insert("reconnects_per_s_peak".into(), e.connects_per_s_peak);
         }
     }
+    measured.detail = Some(detail);
+    Ok(measured)
+}
+
+/// Measures load cells together, taking turns of the suite's slice (a group of one runs
+/// alone, in turns all the same); one result per cell. Each cell gets the suite's warm-up
+/// and duration in turns. The figures are those every load repetition has; CPU is not
+/// attributed (the server's, the pooler's and the machine's serve every cell in turn, and
+/// the clients' threads span the warm-up turns), so those figures are absent.
+async fn run_load_sliced(
+    cells: &[(&Settings, &Endpoint)],
+    suite: &Suite,
+    ctx: &Context,
+) -> Vec<Result<Measured>> {
+    let slice = suite.slice.expect("only called for a suite with slices");
+    let duration = suite.duration.expect("a load suite has a duration");
+    let slices = crate::load::slices::Slices::new(cells.len());
+    let mut plans = Vec::new();
+    for (i, (s, ep)) in cells.iter().enumerate() {
+        let plan = match load_plan(suite, s, ep, ctx).await {
+            Ok((mut plan, clients, _)) => {
+                let turn = slices.turn(i);
+                plan.warmup = Duration::ZERO;
+                // The turns end the run; this end is only a backstop.
+                plan.end = engine::End::Duration(duration * 4 * cells.len() as u32 + Duration::from_secs(30));
+                plan.accounting = Default::default();
+                plan.start_gate = Some(engine::StartGate(std::sync::Arc::new({
+                    let turn = turn.clone();
+                    move || turn.arrive()
+                })));
+                plan.turn = Some(turn);
+                Ok((plan, clients))
+            }
+            Err(e) => Err(e),
+        };
+        plans.push(plan);
+    }
+    // A cell that cannot even be planned fails the whole group before anything runs: the
+    // others would wait for it at the start line.
+    if let Some(e) = plans.iter().find_map(|p| p.as_ref().err()) {
+        let message = format!("{e:#}");
+        return cells.iter().map(|_| Err(anyhow!("{message}"))).collect();
+    }
+    let turns_of = |d: Duration| (d.as_secs_f64() / slice.as_secs_f64()).ceil().max(1.0) as u32;
+    let warm_turns = suite
+        .warmup
+        .map_or(0, |w| if w.is_zero() { 0 } else { turns_of(w) });
+    let runs: Vec<_> = plans
+        .into_iter()
+        .map(|p| {
+            let (plan, clients) = p.expect("checked above");
+            let stop = ctx.stop.clone();
+            tokio::spawn(async move { (engine::run(plan, stop, |_| {}).await, clients) })
+        })
+        .collect();
+    let turns = slices
+        .drive(slice, warm_turns, turns_of(duration), ctx.stop.clone())
+        .await;
+    let mut out = Vec::new();
+    for (i, r) in runs.into_iter().enumerate() {
+        let measured = match r.await {
+            Ok((Ok(mut run), clients)) => {
+                // The arm's own time: its turns, not the group's clock.
+                run.measured = turns.measured[i];
+                let summary = crate::stats::load::summarize_load(&run, clients, duration.as_secs_f64());
+                load_figures(&run, &summary).map(|mut m| {
+                    m.figures.insert("slice_turns".into(), f64::from(turns.turns));
+                    m.figures
+                        .insert("slice_ms".into(), turns.slice.as_secs_f64() * 1e3);
+                    m
+                })
+            }
+            Ok((Err(e), _)) => Err(e),
+            Err(e) => Err(anyhow!("a load run panicked: {e}")),
+        };
+        out.push(measured);
+    }
+    out
+}
+
+/// The figures every load repetition has: throughput, latency, counts, round trips.
+fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary) -> Result<Measured> {
+    let Some(lat) = &summary.latency else {
+        bail!(
+            "no transaction completed; the first error: {}",
+            run.first_error.as_deref().unwrap_or("none recorded")
+        );
+    };
+    let ms = |ns: f64| ns / 1e6;
+    let mut f = Figures::new();
+    f.insert("tps".into(), summary.tps);
+    f.insert("latency_mean_ms".into(), ms(lat.mean_ns));
+    f.insert("latency_p50_ms".into(), ms(lat.p50_ns as f64));
+    f.insert("latency_p95_ms".into(), ms(lat.p95_ns as f64));
+    f.insert("latency_p99_ms".into(), ms(lat.p99_ns as f64));
+    f.insert("transactions".into(), summary.transactions as f64);
+    f.insert("failed_transactions".into(), summary.failed_transactions as f64);
+    f.insert("connects".into(), summary.connects as f64);
+    if let Some(rt) = summary.round_trips_per_transaction {
+        f.insert("round_trips_per_transaction".into(), rt);
+    }
+    f.insert("latency_max_ms".into(), ms(lat.max_ns as f64));
     Ok(Measured {
         figures: f,
-        histogram: Some(run.recorder.latency),
-        detail: Some(detail),
+        histogram: Some(run.recorder.latency.clone()),
+        detail: None,
     })
 }
 

@@ -94,6 +94,10 @@ struct SuiteFile {
     repetitions: u32,
     #[serde(default)]
     order: Order,
+    /// Load suites: a round's cells take turns this long each (time slices) rather than
+    /// running one after another.
+    #[serde(default)]
+    slices: Option<String>,
     #[serde(default)]
     baseline: Option<String>,
     #[serde(default)]
@@ -129,6 +133,7 @@ struct SuiteFile {
 #[serde(deny_unknown_fields)]
 struct QuickFile {
     duration: Option<String>,
+    slices: Option<String>,
     warmup: Option<String>,
     repetitions: Option<u32>,
     prewarm: Option<bool>,
@@ -242,6 +247,15 @@ pub struct Suite {
     pub prewarm: bool,
     pub repetitions: u32,
     pub order: Order,
+    /// Load suites: the turn each cell of a round gets when the round's cells take turns
+    /// (`crate::load::slices`); `None` runs them one after another.
+    #[serde(
+        default,
+        serialize_with = "crate::units::ser_opt_duration_s",
+        deserialize_with = "crate::units::de_opt_duration_s"
+    )]
+    #[schemars(with = "Option<f64>")]
+    pub slice: Option<Duration>,
     pub seed: u64,
     /// The figure compared between cells, and which way is better.
     pub figure: String,
@@ -339,6 +353,7 @@ impl Suite {
             if let Some(q) = file.quick.take() {
                 quick_lab = true;
                 file.duration = q.duration.or(file.duration);
+                file.slices = q.slices.or(file.slices);
                 file.warmup = q.warmup.or(file.warmup);
                 file.repetitions = q.repetitions.unwrap_or(file.repetitions);
                 file.prewarm = q.prewarm.unwrap_or(file.prewarm);
@@ -364,6 +379,18 @@ impl Suite {
         };
         let duration = parse_d("duration", &file.duration)?;
         let warmup = parse_d("warmup", &file.warmup)?;
+        let slice = parse_d("slices", &file.slices)?;
+        if let Some(d) = slice {
+            if file.kind != Kind::Load {
+                bail!("suite {name}: slices is for load suites (connect suites already interleave connection by connection)");
+            }
+            if d < Duration::from_millis(20) || d > Duration::from_secs(10) {
+                bail!(
+                    "suite {name}: slices = {}: give a turn between 20ms and 10s (100ms is a good start)",
+                    crate::units::format_duration(d)
+                );
+            }
+        }
         // The quick profile's budget is the lab's to share; the suite's own is for `run`.
         let run_budget = match profile {
             Profile::Full => parse_d("budget", &file.budget)?,
@@ -469,6 +496,7 @@ impl Suite {
             prewarm: file.prewarm,
             repetitions: file.repetitions,
             order: file.order,
+            slice,
             seed: file.seed.unwrap_or(0x636f_6e6e_6265_6e63),
             figure,
             better,

@@ -118,6 +118,11 @@ pub struct LoadPlan {
     /// Called once every client is connected, to say when the run starts (a worker of a
     /// many-machine run waits for the others); `None` starts at once.
     pub start_gate: Option<StartGate>,
+    /// This run's arm in a group taking turns ([`crate::load::slices`]): a client
+    /// starts a transaction only in its arm's turn, the turns (not the clock) say which
+    /// transactions are measured, and the run ends when the turns do. Not with `-R` or a
+    /// think time, whose clocks would run on through other arms' turns.
+    pub turn: Option<crate::load::slices::Turn>,
 }
 
 /// Says when the run starts: a blocking call, made once all clients are connected; an
@@ -763,6 +768,15 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         if shared.stopped.get() {
             return session;
         }
+        // Taking turns: wait (untimed) for this arm's turn; the run is over when the
+        // turns are.
+        let in_turn = match &plan.turn {
+            Some(turn) => match turn.enter().await {
+                Some(t) => Some(t),
+                None => return session,
+            },
+            None => None,
+        };
         // When to start: now, or the next intended start under -R.
         let intended = match schedule.as_mut() {
             Some(s) => s.advance(&mut exec.rng),
@@ -805,9 +819,15 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             }
         }
         let started = Instant::now();
-        let measured = intended >= t.measure_start;
+        let measured = match &in_turn {
+            Some(turn) => turn.measured,
+            None => intended >= t.measure_start,
+        };
         let outcome = transaction(&shared, &mut exec, &mut session).await;
         let ended = Instant::now();
+        if let Some(turn) = in_turn {
+            turn.end(ended);
+        }
         // A transaction in flight at the window's end finishes just after it: it belongs
         // to the window's last interval, not to a new interval a few microseconds long
         // (whose tps would be absurd). One that started after the end (a paced client

@@ -62,10 +62,17 @@ pub fn design(s: &crate::experiment::suite::Suite) -> String {
         ),
     };
     format!(
-        "{rounds}, {}{}",
+        "{rounds}, {}{}{}",
         match s.order {
             crate::experiment::suite::Order::Interleaved => "interleaved",
             crate::experiment::suite::Order::Sequential => "sequential",
+        },
+        match s.slice {
+            Some(d) => format!(
+                ", each round's cells in turns of {} (CPU not attributed)",
+                crate::units::format_duration(d)
+            ),
+            None => String::new(),
         },
         if s.prewarm {
             ", pre-warm pass discarded"

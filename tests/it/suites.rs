@@ -442,3 +442,68 @@ fn lab_quick_answers_stores_and_reports() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_sliced_suite_measures_a_rounds_cells_in_turns() {
+    dataset();
+    let dir = scratch("sliced");
+    let suite = r#"
+name = "sliced"
+question = "Unix socket or TCP, in turns?"
+kind = "load"
+duration = "300ms"
+warmup = "100ms"
+slices = "50ms"
+repetitions = 3
+prewarm = false
+baseline = "tcp"
+[defaults]
+workload = "select-only"
+clients = 2
+[[cells]]
+name = "unix"
+target = "unix"
+[[cells]]
+name = "tcp"
+target = "tcp"
+"#;
+    let (store, args) = suite_args(&dir, suite, &["unix", "tcp"], &[]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("answer: unix"), "{}", stdout(&o));
+    let st = connbench::experiment::store::Store::open(&store).unwrap();
+    let stored = st.load_run(1).unwrap().unwrap();
+    assert_eq!(stored.repetitions.len(), 6, "2 cells x 3 rounds");
+    for round in 1..=3 {
+        let reps: Vec<_> = stored
+            .repetitions
+            .iter()
+            .filter(|r| r.repetition == round)
+            .collect();
+        // One run per round: both cells started together.
+        assert_eq!(reps[0].started_at, reps[1].started_at, "round {round}");
+        for rep in reps {
+            let s = &rep.summary;
+            assert_eq!(s["slice_turns"], 6.0, "300 ms in turns of 50 ms: {s}");
+            assert_eq!(s["slice_ms"], 50.0, "{s}");
+            // The cell's measured time is its six turns, each until its last
+            // transaction ended: 300 ms and a little.
+            let measured = s["transactions"].as_f64().unwrap() / s["tps"].as_f64().unwrap();
+            assert!((0.3..0.35).contains(&measured), "measured {measured} s: {s}");
+            // CPU serves every cell in turn: not attributed, so absent.
+            assert!(s.get("cpu_per_transaction_us").is_none(), "{s}");
+            assert!(s.get("server_cpu_per_transaction_us").is_none(), "{s}");
+        }
+    }
+    // A clock that runs on through other cells' turns is refused before anything runs.
+    let thinking = suite.replace("clients = 2", "clients = 2\nthink = \"1ms\"");
+    let (_, args) = suite_args(&dir, &thinking, &["unix", "tcp"], &[]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("slices") && stderr(&o).contains("think"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,0 +1,301 @@
+//! Time slices: several load runs ("arms") on one machine at once, taking turns every
+//! few dozen milliseconds, so each arm's figures come from the same stretches of the
+//! machine as the others'.
+//!
+//! Why: on a shared VM a run's throughput wanders with the machine (other tenants in the
+//! shared cache, where the scheduler puts threads), and the wander is slow: 50 ms windows
+//! of one run correlate at 0.7-0.9 with their neighbours, and still at 0.4-0.7 400 ms
+//! apart. Arms measured one after another, a second or more apart, see different
+//! machines; arms that alternate every 100 ms see nearly the same one, so their ratio
+//! cancels most of the wander. The connect suites get the same from interleaving
+//! connection by connection.
+//!
+//! How: one [`Slices`] per group of arms. A driver ([`Slices::drive`]) opens one arm's
+//! turn at a time. A client enters a transaction only during its arm's turn (it waits
+//! otherwise, untimed), and when a turn closes the driver waits until the arm's
+//! transactions in flight have ended before it opens the next, so arms never overlap.
+//! An arm's measured time is the sum of its turns, each from its opening to its last
+//! transaction's end (or the closing, when nothing was in flight): a transaction that
+//! straddles the closing counts, and so does the time it took. The first turns warm every
+//! arm up and are not counted.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use tokio::sync::{watch, Notify};
+
+/// No arm's turn: between turns, before the first and while draining.
+const CLOSED: usize = usize::MAX;
+/// The run is over: waiting clients leave.
+const DONE: usize = usize::MAX - 1;
+
+/// How long the arms may take to connect before the group gives up.
+pub const ARRIVAL_LIMIT: Duration = Duration::from_secs(60);
+
+/// The turns of a group of arms.
+#[derive(Debug)]
+pub struct Slices {
+    arms: usize,
+    /// Whose turn it is (an arm, `CLOSED` or `DONE`); the watch wakes waiting clients.
+    turn: AtomicUsize,
+    wake: watch::Sender<usize>,
+    /// Whether transactions entered now are measured (after the warm-up turns).
+    measuring: std::sync::atomic::AtomicBool,
+    in_flight: Vec<AtomicUsize>,
+    /// Nanoseconds since `base` at which each arm's latest transaction ended.
+    last_end: Vec<AtomicU64>,
+    drained: Notify,
+    base: Instant,
+    /// Arms whose clients are all connected, for the start line.
+    arrived: (Mutex<usize>, Condvar),
+}
+
+/// What a driven group measured.
+#[derive(Debug, Clone)]
+pub struct Turns {
+    /// Per arm, the sum of its measured turns.
+    pub measured: Vec<Duration>,
+    /// Measured turns per arm.
+    pub turns: u32,
+    pub slice: Duration,
+}
+
+/// A client's transaction inside its arm's turn; dropping it (or [`InTurn::end`]) leaves
+/// the turn.
+pub struct InTurn {
+    slices: Arc<Slices>,
+    arm: usize,
+    pub measured: bool,
+}
+
+impl InTurn {
+    /// The transaction ended at `at`.
+    pub fn end(self, at: Instant) {
+        let ns = at.saturating_duration_since(self.slices.base).as_nanos() as u64;
+        self.slices.last_end[self.arm].fetch_max(ns, SeqCst);
+    }
+}
+
+impl Drop for InTurn {
+    fn drop(&mut self) {
+        self.slices.leave(self.arm);
+    }
+}
+
+/// One arm's handle, which its engine's clients hold.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub slices: Arc<Slices>,
+    pub arm: usize,
+}
+
+impl Turn {
+    /// Waits for this arm's turn and enters it; `None` once the run is over.
+    pub async fn enter(&self) -> Option<InTurn> {
+        let s = &self.slices;
+        let mut wake = s.wake.subscribe();
+        loop {
+            wake.borrow_and_update();
+            // Counted in before the turn is read: the driver closes the turn before it
+            // reads the count, so (all SeqCst) either it sees this transaction and waits
+            // for it, or this client sees the turn closed.
+            s.in_flight[self.arm].fetch_add(1, SeqCst);
+            let turn = s.turn.load(SeqCst);
+            if turn == self.arm {
+                return Some(InTurn {
+                    slices: s.clone(),
+                    arm: self.arm,
+                    measured: s.measuring.load(SeqCst),
+                });
+            }
+            s.leave(self.arm);
+            if turn == DONE || wake.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Blocks until every arm has arrived (its clients are connected), at most
+    /// [`ARRIVAL_LIMIT`]; the engine's start gate.
+    pub fn arrive(&self) -> Result<Instant> {
+        let limit = ARRIVAL_LIMIT;
+        let (count, all) = &self.slices.arrived;
+        let mut n = count.lock().unwrap_or_else(|e| e.into_inner());
+        *n += 1;
+        all.notify_all();
+        let deadline = Instant::now() + limit;
+        while *n < self.slices.arms {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!(
+                    "time slices: {} of {} arms connected within {}; the others never did",
+                    *n,
+                    self.slices.arms,
+                    crate::units::format_duration(limit)
+                );
+            }
+            n = all.wait_timeout(n, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        Ok(Instant::now())
+    }
+}
+
+impl Slices {
+    pub fn new(arms: usize) -> Arc<Slices> {
+        Arc::new(Slices {
+            arms,
+            turn: AtomicUsize::new(CLOSED),
+            wake: watch::channel(CLOSED).0,
+            measuring: false.into(),
+            in_flight: (0..arms).map(|_| AtomicUsize::new(0)).collect(),
+            last_end: (0..arms).map(|_| AtomicU64::new(0)).collect(),
+            drained: Notify::new(),
+            base: Instant::now(),
+            arrived: (Mutex::new(0), Condvar::new()),
+        })
+    }
+
+    pub fn turn(self: &Arc<Slices>, arm: usize) -> Turn {
+        Turn {
+            slices: self.clone(),
+            arm,
+        }
+    }
+
+    fn leave(&self, arm: usize) {
+        if self.in_flight[arm].fetch_sub(1, SeqCst) == 1 {
+            self.drained.notify_one();
+        }
+    }
+
+    fn set(&self, turn: usize) {
+        self.turn.store(turn, SeqCst);
+        self.wake.send_replace(turn);
+    }
+
+    /// Runs the turns: `warm_turns` rounds of turns uncounted, then `turns` rounds
+    /// counted, each arm `slice` long, the first arm of each round one further along (A B
+    /// C, B C A, ...). Waits for every arm's clients to be connected first. `stop`
+    /// turning true ends it early. Returns each arm's measured time.
+    pub async fn drive(
+        self: &Arc<Slices>,
+        slice: Duration,
+        warm_turns: u32,
+        turns: u32,
+        mut stop: watch::Receiver<bool>,
+    ) -> Turns {
+        let mut measured = vec![Duration::ZERO; self.arms];
+        let mut done_turns = 0;
+        // The start line: every arm's engine has arrived at its start gate (or, after
+        // the gates' own limit, one never will: the gates fail and the run ends).
+        let waiting = Instant::now();
+        loop {
+            let arrived = *self.arrived.0.lock().unwrap_or_else(|e| e.into_inner());
+            if arrived >= self.arms {
+                break;
+            }
+            if *stop.borrow() || waiting.elapsed() > ARRIVAL_LIMIT {
+                self.set(DONE);
+                return Turns {
+                    measured,
+                    turns: 0,
+                    slice,
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        'rounds: for round in 0..warm_turns + turns {
+            let counted = round >= warm_turns;
+            self.measuring.store(counted, SeqCst);
+            for k in 0..self.arms {
+                if *stop.borrow_and_update() {
+                    break 'rounds;
+                }
+                let arm = (round as usize + k) % self.arms;
+                let opened = Instant::now();
+                self.set(arm);
+                tokio::select! {
+                    _ = tokio::time::sleep(slice) => {}
+                    _ = stop.changed() => {}
+                }
+                self.set(CLOSED);
+                let closed = Instant::now();
+                while self.in_flight[arm].load(SeqCst) != 0 {
+                    self.drained.notified().await;
+                }
+                if counted {
+                    let last = self.base + Duration::from_nanos(self.last_end[arm].load(SeqCst));
+                    measured[arm] += last.max(closed).saturating_duration_since(opened);
+                }
+            }
+            if counted {
+                done_turns += 1;
+            }
+        }
+        self.set(DONE);
+        Turns {
+            measured,
+            turns: done_turns,
+            slice,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two arms' "transactions" on one runtime: they never overlap, each arm's measured
+    /// time is its turns, and every transaction is counted in the turn it entered.
+    #[tokio::test]
+    async fn arms_take_turns_and_never_overlap() {
+        let slices = Slices::new(2);
+        let running = Arc::new(AtomicUsize::new(0));
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        let mut clients = Vec::new();
+        for arm in 0..2 {
+            for _ in 0..3 {
+                let (turn, running, overlaps) = (slices.turn(arm), running.clone(), overlaps.clone());
+                clients.push(tokio::spawn(async move {
+                    let mut counted = 0u32;
+                    while let Some(t) = turn.enter().await {
+                        // Another arm's transaction in flight now would be an overlap.
+                        let bit = 1 << (arm * 8);
+                        if running.fetch_add(bit, SeqCst) & !(0xff << (arm * 8)) != 0 {
+                            overlaps.fetch_add(1, SeqCst);
+                        }
+                        tokio::time::sleep(Duration::from_micros(700)).await;
+                        running.fetch_sub(bit, SeqCst);
+                        counted += u32::from(t.measured);
+                        t.end(Instant::now());
+                    }
+                    counted
+                }));
+            }
+        }
+        let gate = slices.turn(0);
+        let gate2 = slices.turn(1);
+        std::thread::spawn(move || gate.arrive().unwrap());
+        std::thread::spawn(move || gate2.arrive().unwrap());
+        let (_tx, stop) = watch::channel(false);
+        let t = slices.drive(Duration::from_millis(20), 1, 5, stop).await;
+        let mut total = 0;
+        for c in clients {
+            total += c.await.unwrap();
+        }
+        assert_eq!(overlaps.load(SeqCst), 0, "arms ran at the same time");
+        assert_eq!(t.turns, 5);
+        for m in &t.measured {
+            // Five turns of 20 ms, each plus at most one transaction's drain.
+            assert!(
+                *m >= Duration::from_millis(100) && *m < Duration::from_millis(140),
+                "{m:?}"
+            );
+        }
+        // Three clients at about 1 ms per transaction, 100 ms each arm: on the order of
+        // 300 per arm counted, never none.
+        assert!(total > 100, "{total}");
+    }
+}
