@@ -109,6 +109,30 @@ impl MachineCpu {
     }
 
     /// What happened between `earlier` and this reading; `None` when no time passed.
+    /// Nothing counted yet: the start of a sum of windows ([`MachineCpu::add`]).
+    pub fn zero() -> MachineCpu {
+        MachineCpu {
+            ticks: [0; 8],
+            context_switches: 0,
+            packets: Some((0, 0)),
+        }
+    }
+
+    /// Adds the window from `a` to `b` to this sum, so that `sum.since(&zero())` describes
+    /// the windows together (a cell's turns).
+    pub fn add(&mut self, a: &MachineCpu, b: &MachineCpu) {
+        for (t, (x, y)) in self.ticks.iter_mut().zip(a.ticks.iter().zip(b.ticks)) {
+            *t += y.saturating_sub(*x);
+        }
+        self.context_switches += b.context_switches.saturating_sub(a.context_switches);
+        self.packets = match (self.packets, a.packets, b.packets) {
+            (Some(s), Some(x), Some(y)) => {
+                Some((s.0 + y.0.saturating_sub(x.0), s.1 + y.1.saturating_sub(x.1)))
+            }
+            _ => None,
+        };
+    }
+
     pub fn since(&self, earlier: &MachineCpu) -> Option<MachineUse> {
         let d: Vec<u64> = self
             .ticks
@@ -163,6 +187,23 @@ pub fn thread_cpu(tid: i32) -> Option<(Duration, Duration)> {
     }
     let ticks = |t: u64| Duration::from_secs_f64(t as f64 / hz as f64);
     Some((ticks(utime), ticks(stime)))
+}
+
+/// Context switches (voluntary, involuntary) of several of this process's threads so
+/// far; `None` when any cannot be read.
+pub fn threads_switches(tids: &[i32]) -> Option<(u64, u64)> {
+    tids.iter().try_fold((0, 0), |(v, n), &t| {
+        let text = std::fs::read_to_string(format!("/proc/self/task/{t}/status")).ok()?;
+        let field = |name: &str| -> Option<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|rest| rest.trim().parse().ok())
+        };
+        Some((
+            v + field("voluntary_ctxt_switches:")?,
+            n + field("nonvoluntary_ctxt_switches:")?,
+        ))
+    })
 }
 
 /// The summed CPU time of several threads; `None` when any cannot be read (a relay that

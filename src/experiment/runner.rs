@@ -863,22 +863,7 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
     let summary = crate::stats::load::summarize_load(&run, clients, interval_s);
     let mut measured = load_figures(&run, &summary)?;
     let f = &mut measured.figures;
-    if let Some(cpu) = summary.cpu_per_transaction_us {
-        f.insert("cpu_per_transaction_us".into(), cpu);
-    }
-    for (name, cpu) in [
-        ("relay", &summary.relay_cpu),
-        ("server", &summary.server_cpu),
-        ("pooler", &summary.pooler_cpu),
-    ] {
-        if let Some(c) = cpu {
-            if let Some(us) = c.per_transaction_us {
-                f.insert(format!("{name}_cpu_per_transaction_us"), us);
-            }
-            f.insert(format!("{name}_cores"), c.cores);
-        }
-    }
-    f.insert("client_cores".into(), summary.client_cores);
+    cpu_figures(f, &summary, true);
     if let Some(cs) = summary.context_switches_per_transaction {
         f.insert("context_switches_per_transaction".into(), cs);
     }
@@ -903,9 +888,8 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
 
 /// Measures load cells together, taking turns of the suite's slice (a group of one runs
 /// alone, in turns all the same); one result per cell. Each cell gets the suite's warm-up
-/// and duration in turns. The figures are those every load repetition has; CPU is not
-/// attributed (the server's, the pooler's and the machine's serve every cell in turn, and
-/// the clients' threads span the warm-up turns), so those figures are absent.
+/// and duration in turns, and its CPU (clients, server, pooler, relays) is what the
+/// driver read around its counted turns, and so are the machine's context switches.
 async fn run_load_sliced(
     cells: &[(&Settings, &Endpoint)],
     suite: &Suite,
@@ -922,7 +906,11 @@ async fn run_load_sliced(
                 plan.warmup = Duration::ZERO;
                 // The turns end the run; this end is only a backstop.
                 plan.end = engine::End::Duration(duration * 4 * cells.len() as u32 + Duration::from_secs(30));
-                plan.accounting = Default::default();
+                // The driver reads the groups on the path around each of the cell's
+                // turns; the engine's own window would span every cell's.
+                let accounting = std::mem::take(&mut plan.accounting);
+                plan.accounting.server_not_measured = accounting.server_not_measured.clone();
+                turn.account(accounting);
                 plan.start_gate = Some(engine::StartGate(std::sync::Arc::new({
                     let turn = turn.clone();
                     move || turn.arrive()
@@ -959,10 +947,21 @@ async fn run_load_sliced(
     for (i, r) in runs.into_iter().enumerate() {
         let measured = match r.await {
             Ok((Ok(mut run), clients)) => {
-                // The arm's own time: its turns, not the group's clock.
+                // The arm's own time and CPU: over its turns, not the group's clock.
                 run.measured = turns.measured[i];
+                let cpu = &turns.cpu[i];
+                (run.cpu_user, run.cpu_system) = cpu.clients.unwrap_or_default();
+                run.server_cpu = cpu.server;
+                run.pooler_cpu = cpu.pooler;
+                run.relay_cpu = cpu.relays;
+                run.context_switches = cpu.switches.unwrap_or_default();
+                run.machine = cpu.machine;
                 let summary = crate::stats::load::summarize_load(&run, clients, duration.as_secs_f64());
                 load_figures(&run, &summary).map(|mut m| {
+                    cpu_figures(&mut m.figures, &summary, cpu.clients.is_some());
+                    if let Some(cs) = summary.context_switches_per_transaction {
+                        m.figures.insert("context_switches_per_transaction".into(), cs);
+                    }
                     m.figures.insert("slice_turns".into(), f64::from(turns.turns));
                     m.figures
                         .insert("slice_ms".into(), turns.slice.as_secs_f64() * 1e3);
@@ -975,6 +974,29 @@ async fn run_load_sliced(
         out.push(measured);
     }
     out
+}
+
+/// CPU per transaction and cores busy: the clients' (when `clients` says they were
+/// measured), and the relays', server's and pooler's where measured.
+fn cpu_figures(f: &mut Figures, summary: &crate::stats::load::LoadSummary, clients: bool) {
+    if clients {
+        if let Some(cpu) = summary.cpu_per_transaction_us {
+            f.insert("cpu_per_transaction_us".into(), cpu);
+        }
+        f.insert("client_cores".into(), summary.client_cores);
+    }
+    for (name, cpu) in [
+        ("relay", &summary.relay_cpu),
+        ("server", &summary.server_cpu),
+        ("pooler", &summary.pooler_cpu),
+    ] {
+        if let Some(c) = cpu {
+            if let Some(us) = c.per_transaction_us {
+                f.insert(format!("{name}_cpu_per_transaction_us"), us);
+            }
+            f.insert(format!("{name}_cores"), c.cores);
+        }
+    }
 }
 
 /// The figures every load repetition has: throughput, latency, counts, round trips.

@@ -465,6 +465,9 @@ fn worker(
     if let Some(ns) = &plan.netns {
         crate::net::netns::enter(ns).context("cannot enter the client's network namespace")?;
     }
+    if let Some(turn) = &plan.turn {
+        turn.register_worker();
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

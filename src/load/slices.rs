@@ -18,8 +18,15 @@
 //! transaction's end (or the closing, when nothing was in flight): a transaction that
 //! straddles the closing counts, and so does the time it took. The first turns warm every
 //! arm up and are not counted.
+//!
+//! CPU: the server, the pooler and the machine serve every arm in turn, so the driver
+//! reads each arm's groups (its server, pooler, relay threads, its engine's worker
+//! threads and the machine's counters) just before its turn opens and just after it
+//! drains, while no arm runs, and adds the differences up per arm.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+
+use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +57,33 @@ pub struct Slices {
     base: Instant,
     /// Arms whose clients are all connected, for the start line.
     arrived: (Mutex<usize>, Condvar),
+    /// Per arm: whose CPU to read, and its engine's worker threads.
+    accounting: Mutex<Vec<(Accounting, Vec<i32>)>>,
+}
+
+/// One arm's CPU over its counted turns; `None` where a group was not read at both ends
+/// of every turn (or the arm has none: no pooler on its path).
+#[derive(Debug, Clone, Default)]
+pub struct ArmCpu {
+    pub clients: Option<Cpu>,
+    /// The clients' threads' context switches (voluntary, involuntary).
+    pub switches: Option<(u64, u64)>,
+    /// The whole machine during the arm's turns.
+    pub machine: Option<MachineUse>,
+    pub server: Option<Cpu>,
+    pub pooler: Option<Cpu>,
+    pub relays: Option<Cpu>,
+}
+
+/// One reading of an arm's groups.
+#[derive(Clone, Copy)]
+struct Reading {
+    clients: Option<Cpu>,
+    switches: Option<(u64, u64)>,
+    machine: Option<MachineCpu>,
+    server: Option<Cpu>,
+    pooler: Option<Cpu>,
+    relays: Option<Cpu>,
 }
 
 /// What a driven group measured.
@@ -60,6 +94,8 @@ pub struct Turns {
     /// Measured turns per arm.
     pub turns: u32,
     pub slice: Duration,
+    /// Per arm, its CPU over its counted turns.
+    pub cpu: Vec<ArmCpu>,
 }
 
 /// A client's transaction inside its arm's turn; dropping it (or [`InTurn::end`]) leaves
@@ -92,6 +128,19 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// Says whose CPU this arm's turns are charged with (the groups on its path).
+    pub fn account(&self, accounting: Accounting) {
+        self.slices.accounting.lock().unwrap_or_else(|e| e.into_inner())[self.arm].0 = accounting;
+    }
+
+    /// Registers the calling thread as one of this arm's engine workers.
+    pub fn register_worker(&self) {
+        let tid = crate::host::current_thread_id();
+        self.slices.accounting.lock().unwrap_or_else(|e| e.into_inner())[self.arm]
+            .1
+            .push(tid);
+    }
+
     /// Waits for this arm's turn and enters it; `None` once the run is over.
     pub async fn enter(&self) -> Option<InTurn> {
         let s = &self.slices;
@@ -154,7 +203,20 @@ impl Slices {
             drained: Notify::new(),
             base: Instant::now(),
             arrived: (Mutex::new(0), Condvar::new()),
+            accounting: Mutex::new(vec![Default::default(); arms]),
         })
+    }
+
+    fn read(&self, arm: usize) -> Reading {
+        let (a, workers) = self.accounting.lock().unwrap_or_else(|e| e.into_inner())[arm].clone();
+        Reading {
+            clients: crate::host::threads_cpu(&workers).filter(|_| !workers.is_empty()),
+            switches: crate::host::threads_switches(&workers).filter(|_| !workers.is_empty()),
+            machine: MachineCpu::read(),
+            server: a.server.as_ref().and_then(Source::cpu),
+            pooler: a.pooler.as_ref().and_then(Source::cpu),
+            relays: crate::host::threads_cpu(&a.relays).filter(|_| !a.relays.is_empty()),
+        }
     }
 
     pub fn turn(self: &Arc<Slices>, arm: usize) -> Turn {
@@ -188,6 +250,10 @@ impl Slices {
     ) -> Turns {
         let mut measured = vec![Duration::ZERO; self.arms];
         let mut done_turns = 0;
+        // Per arm and group: the sum so far, `None` once a reading failed.
+        let mut cpu: Vec<[Option<Cpu>; 4]> = vec![[Some((Duration::ZERO, Duration::ZERO)); 4]; self.arms];
+        let mut switches: Vec<Option<(u64, u64)>> = vec![Some((0, 0)); self.arms];
+        let mut machine: Vec<Option<MachineCpu>> = vec![Some(MachineCpu::zero()); self.arms];
         // The start line: every arm's engine has arrived at its start gate (or, after
         // the gates' own limit, one never will: the gates fail and the run ends).
         let waiting = Instant::now();
@@ -202,6 +268,7 @@ impl Slices {
                     measured,
                     turns: 0,
                     slice,
+                    cpu: vec![ArmCpu::default(); self.arms],
                 };
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -214,6 +281,8 @@ impl Slices {
                     break 'rounds;
                 }
                 let arm = (round as usize + k) % self.arms;
+                // Read while no arm runs, so the reading costs no arm's time.
+                let before = counted.then(|| self.read(arm));
                 let opened = Instant::now();
                 self.set(arm);
                 tokio::select! {
@@ -225,9 +294,38 @@ impl Slices {
                 while self.in_flight[arm].load(SeqCst) != 0 {
                     self.drained.notified().await;
                 }
-                if counted {
+                if let Some(before) = before {
                     let last = self.base + Duration::from_nanos(self.last_end[arm].load(SeqCst));
                     measured[arm] += last.max(closed).saturating_duration_since(opened);
+                    let after = self.read(arm);
+                    let pairs = [
+                        (before.clients, after.clients),
+                        (before.server, after.server),
+                        (before.pooler, after.pooler),
+                        (before.relays, after.relays),
+                    ];
+                    machine[arm] = match (machine[arm].take(), &before.machine, &after.machine) {
+                        (Some(mut sum), Some(a), Some(b)) => {
+                            sum.add(a, b);
+                            Some(sum)
+                        }
+                        _ => None,
+                    };
+                    switches[arm] = match (switches[arm], before.switches, after.switches) {
+                        (Some(s), Some(a), Some(b)) => {
+                            Some((s.0 + b.0.saturating_sub(a.0), s.1 + b.1.saturating_sub(a.1)))
+                        }
+                        _ => None,
+                    };
+                    for (sum, (a, b)) in cpu[arm].iter_mut().zip(pairs) {
+                        *sum = match (*sum, a, b) {
+                            (Some(s), Some(a), Some(b)) => {
+                                let d = cpu_between(a, b);
+                                Some((s.0 + d.0, s.1 + d.1))
+                            }
+                            _ => None,
+                        };
+                    }
                 }
             }
             if counted {
@@ -235,10 +333,26 @@ impl Slices {
             }
         }
         self.set(DONE);
+        let cpu = cpu
+            .into_iter()
+            .zip(switches)
+            .zip(machine)
+            .map(
+                |(([clients, server, pooler, relays], switches), machine)| ArmCpu {
+                    clients,
+                    switches,
+                    machine: machine.and_then(|m| m.since(&MachineCpu::zero())),
+                    server,
+                    pooler,
+                    relays,
+                },
+            )
+            .collect();
         Turns {
             measured,
             turns: done_turns,
             slice,
+            cpu,
         }
     }
 }
