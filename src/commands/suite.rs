@@ -170,6 +170,12 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
             out.push_str(&format!(" {}:{}", st.cell, st.repetition));
         }
         out.push('\n');
+        if let Some(d) = s.slice {
+            out.push_str(&format!(
+                "each round's cells run together, taking turns of {} (the order above is each round's first turns)\n",
+                crate::units::format_duration(d)
+            ));
+        }
         emit(&out);
         return Ok(Exit::Success);
     }

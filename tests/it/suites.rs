@@ -467,6 +467,9 @@ target = "unix"
 name = "tcp"
 target = "tcp"
 "#;
+    let (_, args) = suite_args(&dir, suite, &["unix", "tcp"], &["--dry-run"]);
+    let o = run(&args);
+    assert!(stdout(&o).contains("taking turns of 50"), "{}", stdout(&o));
     let (store, args) = suite_args(&dir, suite, &["unix", "tcp"], &[]);
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
