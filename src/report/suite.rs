@@ -69,7 +69,7 @@ pub fn design(s: &crate::experiment::suite::Suite) -> String {
         },
         match s.slice {
             Some(d) => format!(
-                ", each round's cells in turns of {} (CPU not attributed)",
+                ", each round's cells in turns of {}",
                 crate::units::format_duration(d)
             ),
             None => String::new(),

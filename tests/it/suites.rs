@@ -474,6 +474,8 @@ target = "tcp"
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("answer: unix"), "{}", stdout(&o));
+    let words = stdout(&o).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("each round's cells in turns of 50"), "{words}");
     let st = connbench::experiment::store::Store::open(&store).unwrap();
     let stored = st.load_run(1).unwrap().unwrap();
     assert_eq!(stored.repetitions.len(), 6, "2 cells x 3 rounds");
