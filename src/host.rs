@@ -108,7 +108,6 @@ impl MachineCpu {
         })
     }
 
-    /// What happened between `earlier` and this reading; `None` when no time passed.
     /// Nothing counted yet: the start of a sum of windows ([`MachineCpu::add`]).
     pub fn zero() -> MachineCpu {
         MachineCpu {
@@ -133,6 +132,7 @@ impl MachineCpu {
         };
     }
 
+    /// What happened between `earlier` and this reading; `None` when no time passed.
     pub fn since(&self, earlier: &MachineCpu) -> Option<MachineUse> {
         let d: Vec<u64> = self
             .ticks

@@ -24,14 +24,14 @@
 //! threads and the machine's counters) just before its turn opens and just after it
 //! drains, while no arm runs, and adds the differences up per arm.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-
-use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use tokio::sync::{watch, Notify};
+
+use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
 
 /// No arm's turn: between turns, before the first and while draining.
 const CLOSED: usize = usize::MAX;
@@ -49,7 +49,7 @@ pub struct Slices {
     turn: AtomicUsize,
     wake: watch::Sender<usize>,
     /// Whether transactions entered now are measured (after the warm-up turns).
-    measuring: std::sync::atomic::AtomicBool,
+    measuring: AtomicBool,
     in_flight: Vec<AtomicUsize>,
     /// Nanoseconds since `base` at which each arm's latest transaction ended.
     last_end: Vec<AtomicU64>,
@@ -93,7 +93,6 @@ pub struct Turns {
     pub measured: Vec<Duration>,
     /// Measured turns per arm.
     pub turns: u32,
-    pub slice: Duration,
     /// Per arm, its CPU over its counted turns.
     pub cpu: Vec<ArmCpu>,
 }
@@ -267,7 +266,6 @@ impl Slices {
                 return Turns {
                     measured,
                     turns: 0,
-                    slice,
                     cpu: vec![ArmCpu::default(); self.arms],
                 };
             }
@@ -351,7 +349,6 @@ impl Slices {
         Turns {
             measured,
             turns: done_turns,
-            slice,
             cpu,
         }
     }
