@@ -233,8 +233,14 @@ impl Source {
     /// The group's CPU time so far; `None` when it cannot be read (the process is gone,
     /// the cgroup has no CPU counters), so a figure is absent rather than wrong.
     pub fn cpu(&self) -> Option<Cpu> {
+        self.cpu_in(&std::cell::OnceCell::new())
+    }
+
+    /// The same, a tree summed from `procs` (scanned here if not yet), so that the
+    /// groups read at one moment share one pass over `/proc`.
+    pub fn cpu_in(&self, procs: &std::cell::OnceCell<Option<ProcTable>>) -> Option<Cpu> {
         match self {
-            Source::Tree(pid) => tree_cpu(*pid),
+            Source::Tree(pid) => procs.get_or_init(ProcTable::scan).as_ref()?.tree_cpu(*pid),
             Source::Cgroup(dir) => cgroup_cpu(dir),
             Source::Threads(tids) => threads_cpu(tids),
         }
@@ -273,31 +279,47 @@ fn proc_stat(pid: u32) -> Option<(u32, u64, u64)> {
     Some((n(1)? as u32, n(11)? + n(13)?, n(12)? + n(14)?))
 }
 
-fn tree_cpu(root: u32) -> Option<Cpu> {
-    let (_, mut user, mut system) = proc_stat(root)?;
-    // Every process's parent, read once, then the tree walked from the root.
-    let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-    let mut stats = std::collections::BTreeMap::new();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Some((ppid, u, s)) = proc_stat(pid) {
-            children.entry(ppid).or_default().push(pid);
-            stats.insert(pid, (u, s));
+/// One pass over `/proc`: every process's parent and CPU ticks (its own and its reaped
+/// children's). Several trees are summed from one pass: the slices driver reads the
+/// server's and the pooler's between turns, while every arm waits, and a pass costs a
+/// couple of milliseconds.
+pub struct ProcTable {
+    children: std::collections::BTreeMap<u32, Vec<u32>>,
+    stats: std::collections::BTreeMap<u32, (u64, u64)>,
+}
+
+impl ProcTable {
+    pub fn scan() -> Option<ProcTable> {
+        let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+        let mut stats = std::collections::BTreeMap::new();
+        for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some((ppid, u, s)) = proc_stat(pid) {
+                children.entry(ppid).or_default().push(pid);
+                stats.insert(pid, (u, s));
+            }
         }
+        Some(ProcTable { children, stats })
     }
-    let mut todo = children.get(&root).cloned().unwrap_or_default();
-    while let Some(pid) = todo.pop() {
-        if let Some((u, s)) = stats.get(&pid) {
-            user += u;
-            system += s;
+
+    /// The CPU time of `root` and all its descendants, live or reaped; `None` when
+    /// `root` was not running at the scan.
+    pub fn tree_cpu(&self, root: u32) -> Option<Cpu> {
+        let (mut user, mut system) = *self.stats.get(&root)?;
+        let mut todo = self.children.get(&root).cloned().unwrap_or_default();
+        while let Some(pid) = todo.pop() {
+            if let Some((u, s)) = self.stats.get(&pid) {
+                user += u;
+                system += s;
+            }
+            todo.extend(self.children.get(&pid).into_iter().flatten());
         }
-        todo.extend(children.get(&pid).into_iter().flatten());
+        let hz = clock_ticks()?;
+        let d = |t: u64| Duration::from_secs_f64(t as f64 / hz);
+        Some((d(user), d(system)))
     }
-    let hz = clock_ticks()?;
-    let d = |t: u64| Duration::from_secs_f64(t as f64 / hz);
-    Some((d(user), d(system)))
 }
 
 fn cgroup_cpu(dir: &std::path::Path) -> Option<Cpu> {
@@ -383,6 +405,7 @@ mod tree_tests {
         // This test process is the root; a child burns CPU and exits; after reaping, the
         // root's tree has grown by about what the child used.
         let me = std::process::id();
+        let tree_cpu = |pid| Source::Tree(pid).cpu();
         let before = tree_cpu(me).unwrap();
         let status = std::process::Command::new("sh")
             .args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"])

@@ -900,6 +900,7 @@ async fn run_load_sliced(
         let plan = match load_plan(suite, s, ep, ctx).await {
             Ok((mut plan, clients, _)) => {
                 let turn = slices.turn(i);
+                turn.clients(clients);
                 plan.warmup = Duration::ZERO;
                 // The turns end the run; this end is only a backstop.
                 plan.end = engine::End::Duration(duration * 4 * cells.len() as u32 + Duration::from_secs(30));
