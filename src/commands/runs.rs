@@ -125,6 +125,7 @@ pub fn compare_runs(a: i64, b: i64, store: &crate::cli::StoreArgs) -> Result<Exi
     // matched cells, as one family.
     let rule = crate::stats::compare::Rule {
         sequential: false,
+        looks: None,
         ..crate::experiment::runner::rule(suite_a)
     };
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);

@@ -88,6 +88,7 @@ pub fn rule(suite: &Suite) -> Rule {
         alpha: 0.05,
         threshold: suite.noise_threshold,
         sequential: suite.budget_s.is_some(),
+        looks: suite.looks,
     }
 }
 
@@ -289,6 +290,9 @@ pub async fn run(
     // Every cell must resolve before anything runs: a typo fails in a second, not after
     // an hour of measurements.
     check(suite, &ctx.schema)?;
+    // An adaptive run fixes its looks after its first round (below).
+    let mut suite = suite.clone();
+    let suite = &mut suite;
     let endpoints: Vec<Endpoint> = suite
         .cells
         .iter()
@@ -372,6 +376,10 @@ pub async fn run(
     let mut todo: std::collections::VecDeque<Step> = suite.plan().into();
     let mut done = 0;
     let mut round = suite.repetitions;
+    // The first round's steps (the pre-warm pass, or round 1): their time fixes how many
+    // looks an adaptive run's budget has room for.
+    let first_round = if suite.prewarm { 0 } else { 1 };
+    let mut first_s: Vec<Option<f64>> = vec![None; suite.cells.len()];
     loop {
         let Some(step) = todo.pop_front() else {
             // The planned rounds are done: an adaptive run adds a round for the answers
@@ -401,6 +409,9 @@ pub async fn run(
             // The next look comes after a batch of rounds; a batch that does not fit the
             // budget is not begun, so a run ends at a look.
             let batch = suite.next_batch(round).min(suite.max_rounds - round);
+            if suite.looks.is_some_and(|cap| suite.look_at(round + batch) > cap) {
+                break;
+            }
             let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
             let estimate: f64 = batch as f64 * cells.iter().map(|&c| mean(&step_s[c])).sum::<f64>();
             if started.elapsed().as_secs_f64() + estimate > budget {
@@ -521,6 +532,9 @@ pub async fn run(
                     detail,
                 },
             )?;
+            if step.repetition == first_round {
+                first_s[step.cell] = Some(elapsed_s);
+            }
             if !step.is_prewarm() {
                 step_s[step.cell].push(elapsed_s);
                 outcomes[step.cell].push(Outcome {
@@ -530,6 +544,22 @@ pub async fn run(
                         None => Ok(figures),
                     },
                 });
+            }
+        }
+        if let (Some(budget), None) = (suite.budget_s, suite.looks) {
+            if let Some(times) = first_s.iter().copied().collect::<Option<Vec<f64>>>() {
+                let others = times
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| i != suite.baseline)
+                    .map(|(_, &t)| t);
+                // The cheapest continuation: the baseline and the quickest other cell.
+                let cheapest = others.fold(f64::INFINITY, f64::min);
+                let pair_s = times[suite.baseline] + if cheapest.is_finite() { cheapest } else { 0.0 };
+                let rounds_left = suite.repetitions.saturating_sub(first_round);
+                let left_s = budget - started.elapsed().as_secs_f64();
+                suite.looks = Some(suite.planned_looks(left_s, rounds_left, times.iter().sum(), pair_s));
+                ctx.store.update_suite(run_id, suite)?;
             }
         }
     }
@@ -644,6 +674,11 @@ fn stop_reason(suite: &Suite, cells: &[CellResult], interrupted: bool, last_roun
         }
     } else if last_round >= suite.max_rounds {
         format!("the cap of {} rounds was reached", suite.max_rounds)
+    } else if let Some(cap) = suite
+        .looks
+        .filter(|&cap| cap > 1 && suite.look_at(last_round) >= cap)
+    {
+        format!("the {cap} looks its budget had room for were taken")
     } else {
         format!(
             "the budget of {:.0} s left no room for another round",

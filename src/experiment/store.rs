@@ -451,6 +451,18 @@ impl Store {
         })
     }
 
+    /// Replaces a run's stored suite: an adaptive run fixes its looks after its first
+    /// round, and reports recompute its answers from the stored suite.
+    pub fn update_suite(&self, run: i64, suite: &crate::experiment::suite::Suite) -> Result<()> {
+        let mut suite_json = serde_json::to_value(suite)?;
+        redact_targets(&mut suite_json);
+        self.db.exec(
+            "UPDATE runs SET suite_json = $1 WHERE id = $2",
+            &[suite_json.to_string().into(), run.into()],
+        )?;
+        Ok(())
+    }
+
     /// Saves one repetition at once (its own transaction).
     pub fn save_repetition(&self, run: i64, r: &Repetition) -> Result<()> {
         self.db

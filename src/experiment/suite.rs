@@ -276,6 +276,11 @@ pub struct Suite {
     /// The most rounds an adaptive run may reach.
     #[serde(default = "default_max_rounds")]
     pub max_rounds: u32,
+    /// The most looks an adaptive run may take, fixed once its first round's time is
+    /// known ([`Suite::planned_looks`]); `None` before that, and in runs stored before
+    /// looks were capped (their looks spend 6/(π² j²) of α).
+    #[serde(default)]
+    pub looks: Option<u32>,
     pub cells: Vec<Cell>,
     /// Index of the baseline cell.
     pub baseline: usize,
@@ -508,6 +513,7 @@ impl Suite {
                 .max_rounds
                 .unwrap_or(default_max_rounds())
                 .max(file.repetitions),
+            looks: None,
             cells,
             baseline,
         })
@@ -539,6 +545,29 @@ impl Suite {
             look += 1;
         }
         look
+    }
+
+    /// The most looks an adaptive run can take, from its budget: the first after the
+    /// minimum rounds (`rounds_left` of them still to run, `round_s` seconds each), then
+    /// one per batch that fits what is left of `left_s` if only the baseline and one cell
+    /// went on (`pair_s` seconds a round), within the cap of rounds. Decided from timing
+    /// alone, before the first look, so the looks' shares of α are fixed before any
+    /// answer is seen (compare::look_share); the cheapest continuation makes it the most
+    /// looks the budget could reach.
+    pub fn planned_looks(&self, left_s: f64, rounds_left: u32, round_s: f64, pair_s: f64) -> u32 {
+        let mut left = left_s - f64::from(rounds_left) * round_s;
+        let (mut n, mut looks) = (self.repetitions, 1);
+        while n < self.max_rounds {
+            let batch = self.next_batch(n).min(self.max_rounds - n);
+            let cost = f64::from(batch) * pair_s;
+            if cost > left {
+                break;
+            }
+            left -= cost;
+            n += batch;
+            looks += 1;
+        }
+        looks
     }
 
     /// An estimate of the minimum plan's duration, for sharing a budget between suites:
@@ -758,6 +787,25 @@ connection = ["persistent", "per-transaction"]
             .filter(|st| st.repetition == 2)
             .map(|st| st.cell)
             .eq(0..4));
+    }
+
+    /// Looks at 8, 12, 18, 27 and 30 rounds for a minimum of 8; the budget after the
+    /// minimum decides how many of them a run could reach, at the cheapest continuation.
+    #[test]
+    fn planned_looks_count_the_batches_the_budget_could_reach() {
+        let mut s = Suite::parse(TRANSPORT, "t").unwrap();
+        s.repetitions = 8;
+        s.max_rounds = 30;
+        // 8 rounds of 4 s leave 68 of 100 s; batches of 4, 6, 9 and 3 rounds at 1 s each
+        // (22 s) all fit: five looks.
+        assert_eq!(s.planned_looks(100.0, 8, 4.0, 1.0), 5);
+        // 8 s left: the batch of 4 fits, the next of 6 does not.
+        assert_eq!(s.planned_looks(40.0, 8, 4.0, 1.0), 2);
+        // The minimum alone overruns the budget: one look, which spends all of α.
+        assert_eq!(s.planned_looks(20.0, 8, 4.0, 1.0), 1);
+        // The cap of rounds ends the looks however large the budget.
+        s.max_rounds = 12;
+        assert_eq!(s.planned_looks(1e6, 8, 4.0, 1.0), 2);
     }
 
     #[test]

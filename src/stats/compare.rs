@@ -19,9 +19,10 @@
 //!   its adjusted p-value implies (`1 - α · p_raw / p_adjusted`), so the interval shown
 //!   is the one the verdict used.
 //! - **Looking more than once**: an adaptive run looks after its minimum rounds and
-//!   after each added round. Look `j` may spend `α · 6/(π² j²)` of the error (the shares
-//!   sum to α over any number of looks), so stopping when an answer looks decided does
-//!   not inflate false verdicts.
+//!   after each batch of added rounds. Look `j` may spend a share of α in proportion to
+//!   1/j² over the looks its budget has room for (fixed after its first round), or
+//!   `6/(π² j²)` with no cap; the shares sum to 1, so stopping when an answer looks
+//!   decided does not inflate false verdicts.
 //! - **Verdict** (criterion's rule): faster or slower only when the whole interval lies
 //!   beyond the noise threshold; "no difference beyond the noise threshold" only when it
 //!   lies wholly inside; otherwise inconclusive, with an estimate of the rounds that
@@ -179,6 +180,9 @@ pub struct Rule {
     /// Whether the run looked repeatedly (adaptive rounds), so each look spends a share
     /// of α.
     pub sequential: bool,
+    /// The most looks the run could take, when fixed before its first
+    /// ([`look_share`]); `None`: no cap.
+    pub looks: Option<u32>,
 }
 
 /// One cell's test against the baseline on the log scale, before any adjustment.
@@ -335,11 +339,23 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     adjusted
 }
 
-/// The share of α that look `j` (1 for the first) may spend: 6/(π² j²). The shares sum
-/// to 1 over any number of looks (Σ 1/j² = π²/6), so by the union bound the chance of a
-/// false verdict at any look stays within α however long a run goes on.
-pub fn look_share(j: u32) -> f64 {
-    6.0 / (std::f64::consts::PI.powi(2) * f64::from(j.max(1)).powi(2))
+/// The share of α that look `j` (1 for the first) may spend, in proportion to 1/j² over
+/// the looks the run can take. With no cap, 6/(π² j²): the shares sum to 1 over any
+/// number of looks (Σ 1/j² = π²/6). With a cap of `L` looks, fixed before the first
+/// (from the run's budget), (1/j²) / Σ_{i≤L} 1/i²: a run with room for one look spends
+/// all of α there, one with room for two 0.8 and 0.2, and no share is set aside for
+/// looks the budget cannot reach. Either way the shares of the looks a run can take sum
+/// to 1, so by the union bound the chance of a false verdict at any look stays within α.
+/// The runner takes no look beyond its cap; a `j` beyond it is counted as the last.
+pub fn look_share(j: u32, looks: Option<u32>) -> f64 {
+    let weight = |i: u32| 1.0 / f64::from(i).powi(2);
+    match looks {
+        None => 6.0 / std::f64::consts::PI.powi(2) * weight(j.max(1)),
+        Some(cap) => {
+            let cap = cap.max(1);
+            weight(j.clamp(1, cap)) / (1..=cap).map(weight).sum::<f64>()
+        }
+    }
 }
 
 /// A ratio A/B with its interval.
@@ -411,7 +427,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
         .iter()
         .map(|c| {
             if rule.sequential {
-                (c.test.p_raw / look_share(c.look)).min(1.0)
+                (c.test.p_raw / look_share(c.look, rule.looks)).min(1.0)
             } else {
                 c.test.p_raw
             }
@@ -436,7 +452,11 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
             // The level at which this interval excludes 1 exactly when p_value < α: the
             // raw test at α · p_raw / p_value. When p_raw is 0 in floating point (the
             // interval excludes 1 at any level), the level Holm and the look give it.
-            let share = if rule.sequential { look_share(c.look) } else { 1.0 };
+            let share = if rule.sequential {
+                look_share(c.look, rule.looks)
+            } else {
+                1.0
+            };
             let gamma = if t.p_raw > 0.0 && p_value > 0.0 {
                 rule.alpha * t.p_raw / p_value
             } else {
@@ -494,10 +514,10 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                 } else {
                     String::new()
                 },
-                if rule.sequential {
-                    format!(", look {} of an adaptive run", c.look)
-                } else {
-                    String::new()
+                match (rule.sequential, rule.looks) {
+                    (false, _) => String::new(),
+                    (true, None) => format!(", look {} of an adaptive run", c.look),
+                    (true, Some(cap)) => format!(", look {} of at most {cap} in an adaptive run", c.look),
                 },
             );
             // How many times better A is, and its interval, in the good direction.
@@ -583,6 +603,7 @@ mod tests {
             alpha: 0.05,
             threshold,
             sequential,
+            looks: None,
         }
     }
 
@@ -856,6 +877,72 @@ mod tests {
         assert!(naive > 0.10, "peeking without spending α should inflate: {naive}");
     }
 
+    /// A cap of L looks spends α over those L only: all of it with one, 0.8 and 0.2
+    /// with two; the shares sum to 1 for every cap, and the uncapped rule's over many.
+    #[test]
+    fn look_shares_sum_to_one_over_the_looks_a_run_can_take() {
+        assert!(close(look_share(1, Some(1)), 1.0, 1e-12));
+        assert!(close(look_share(1, Some(2)), 0.8, 1e-12));
+        assert!(close(look_share(2, Some(2)), 0.2, 1e-12));
+        for cap in 1..=6 {
+            let sum: f64 = (1..=cap).map(|j| look_share(j, Some(cap))).sum();
+            assert!(close(sum, 1.0, 1e-12), "cap {cap}: {sum}");
+            // Each capped share is at least the uncapped one.
+            assert!(look_share(1, Some(cap)) >= look_share(1, None));
+        }
+        let uncapped: f64 = (1..=100_000).map(|j| look_share(j, None)).sum();
+        assert!(close(uncapped, 1.0, 1e-4), "{uncapped}");
+        assert!(close(
+            look_share(1, None),
+            6.0 / std::f64::consts::PI.powi(2),
+            1e-12
+        ));
+    }
+
+    /// A/A with the looks a budget allows: at 8, 12 and 18 rounds (a cap of 3), stopping
+    /// at the first significant look. False "different" verdicts stay at or below 5%.
+    #[test]
+    fn a_a_false_positives_stay_within_alpha_with_capped_looks() {
+        let mut rng = Rng::new(41);
+        let trials = 4000;
+        let mut false_hits = 0;
+        let capped = Rule {
+            looks: Some(3),
+            ..rule(Better::Higher, 0.0, true)
+        };
+        for _ in 0..trials {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let mut hit = false;
+            for round in 1..=18u32 {
+                let drift = normal(&mut rng, 1.0, 0.1).max(0.3);
+                a.push(1000.0 * drift * normal(&mut rng, 1.0, 0.02));
+                b.push(1000.0 * drift * normal(&mut rng, 1.0, 0.02));
+                let look = match round {
+                    8 => 1,
+                    12 => 2,
+                    18 => 3,
+                    _ => continue,
+                };
+                let test = log_test(&rounds(&a), &rounds(&b)).unwrap();
+                let cand = [Candidate {
+                    name: "a".into(),
+                    test,
+                    look,
+                }];
+                let c = decide(&cand, "b", capped).remove(0);
+                hit |= matches!(c.verdict, Verdict::Faster | Verdict::Slower);
+                assert!(c
+                    .method
+                    .ends_with(&format!("look {look} of at most 3 in an adaptive run")));
+            }
+            false_hits += usize::from(hit);
+        }
+        let rate = false_hits as f64 / trials as f64;
+        assert!(rate <= 0.05, "false-positive rate {rate}");
+        // And not vacuously: the rule does flag about its share (union bound, so below α).
+        assert!(rate >= 0.02, "false-positive rate {rate}");
+    }
+
     /// However small a p-value gets, its interval is printed at the level the family's
     /// adjustment gives it, never at the unadjusted 95%.
     #[test]
@@ -881,11 +968,17 @@ mod tests {
         for c in &decided {
             // At least the look's share of α, and Holm's multiplier on top for the most
             // significant: 1 - α·share/3, then /2, then /1.
-            assert!(c.ratio.confidence >= 1.0 - 0.05 * look_share(2) - 1e-12, "{c:?}");
+            assert!(
+                c.ratio.confidence >= 1.0 - 0.05 * look_share(2, None) - 1e-12,
+                "{c:?}"
+            );
             assert_eq!(c.verdict, Verdict::Faster);
         }
         let top = decided.iter().map(|c| c.ratio.confidence).fold(0.0, f64::max);
-        assert!(top >= 1.0 - 0.05 * look_share(2) / 3.0 - 1e-12, "{decided:?}");
+        assert!(
+            top >= 1.0 - 0.05 * look_share(2, None) / 3.0 - 1e-12,
+            "{decided:?}"
+        );
     }
 
     #[test]
