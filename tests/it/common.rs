@@ -137,12 +137,36 @@ pub fn dataset() {
     });
 }
 
-/// A scratch directory for one test's suite file and store.
-pub fn scratch(name: &str) -> PathBuf {
+/// A scratch directory for one test's suite file and store, removed when the guard drops,
+/// so a test that fails half-way leaves nothing behind either.
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("cbt-suite-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// See [`scratch`]: a directory path that removes its directory on drop.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A file a test writes (a script, mostly), removed when the guard drops, so a test that
