@@ -478,4 +478,36 @@ mod tests {
         // 300 per arm counted, never none.
         assert!(total > 100, "{total}");
     }
+
+    /// One arm, two clients: one with short transactions, one whose every transaction
+    /// outlasts the turn. A turn's time is the mean of the two clients' spans, not the
+    /// slow one's: about (20 + 60) / 2 ms a turn, where the slowest end would give 60.
+    #[tokio::test]
+    async fn a_turn_lasts_its_clients_mean_span() {
+        let slices = Slices::new(1);
+        let turn = slices.turn(0);
+        turn.clients(2);
+        let mut clients = Vec::new();
+        for long in [false, true] {
+            let turn = slices.turn(0);
+            clients.push(tokio::spawn(async move {
+                while let Some(t) = turn.enter().await {
+                    let ms = if long { 60 } else { 1 };
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    t.end(Instant::now());
+                }
+            }));
+        }
+        std::thread::spawn(move || turn.arrive().unwrap());
+        let (_tx, stop) = watch::channel(false);
+        let t = slices.drive(Duration::from_millis(20), 1, 3, stop).await;
+        for c in clients {
+            c.await.unwrap();
+        }
+        let per_turn = t.measured[0] / 3;
+        assert!(
+            per_turn >= Duration::from_millis(38) && per_turn < Duration::from_millis(52),
+            "{per_turn:?} a turn"
+        );
+    }
 }
