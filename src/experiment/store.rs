@@ -414,8 +414,7 @@ impl Store {
 
     /// Records a new run and its cells; returns the run's id.
     pub fn begin_run(&self, suite: &crate::experiment::suite::Suite, env: &Environment) -> Result<i64> {
-        let mut suite_json = serde_json::to_value(suite)?;
-        redact_targets(&mut suite_json);
+        let suite_json = stored_suite(suite)?;
         self.transaction(|| {
             let run = self
                 .db
@@ -427,7 +426,7 @@ impl Store {
                         suite.name.as_str().into(),
                         suite.question.as_str().into(),
                         serde_json::to_value(suite.kind)?.as_str().unwrap_or("?").into(),
-                        suite_json.to_string().into(),
+                        suite_json.into(),
                         serde_json::to_string(env)?.into(),
                     ],
                 )?
@@ -454,11 +453,9 @@ impl Store {
     /// Replaces a run's stored suite: an adaptive run fixes its looks after its first
     /// round, and reports recompute its answers from the stored suite.
     pub fn update_suite(&self, run: i64, suite: &crate::experiment::suite::Suite) -> Result<()> {
-        let mut suite_json = serde_json::to_value(suite)?;
-        redact_targets(&mut suite_json);
         self.db.exec(
             "UPDATE runs SET suite_json = $1 WHERE id = $2",
-            &[suite_json.to_string().into(), run.into()],
+            &[stored_suite(suite)?.into(), run.into()],
         )?;
         Ok(())
     }
@@ -896,6 +893,13 @@ fn redact_targets(v: &mut serde_json::Value) {
 }
 
 /// The HdrHistogram V2 + deflate serialisation of `h`.
+/// A suite as the store keeps it: JSON, with the targets' secrets redacted.
+fn stored_suite(suite: &crate::experiment::suite::Suite) -> Result<String> {
+    let mut json = serde_json::to_value(suite)?;
+    redact_targets(&mut json);
+    Ok(json.to_string())
+}
+
 pub fn serialize_histogram(h: &hdrhistogram::Histogram<u64>) -> Result<Vec<u8>> {
     use hdrhistogram::serialization::Serializer;
     let mut out = Vec::new();

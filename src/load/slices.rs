@@ -51,13 +51,12 @@ pub struct Slices {
     /// Whether transactions entered now are measured (after the warm-up turns).
     measuring: AtomicBool,
     in_flight: Vec<AtomicUsize>,
-    /// Nanoseconds since `base` at which each arm's latest transaction ended.
-    last_end: Vec<AtomicU64>,
     /// Per arm, the transactions that were in flight when its turn closed: the sum of
     /// their ends (nanoseconds since `base`) and their count.
     tail_ns: Vec<AtomicU64>,
     tail_n: Vec<AtomicU64>,
-    /// Per arm, its clients (0: not said, and a turn lasts to its last transaction's end).
+    /// Per arm, its clients (0: not said, and a turn's mean is over the clients in flight
+    /// at its closing).
     clients: Vec<AtomicUsize>,
     drained: Notify,
     base: Instant,
@@ -116,7 +115,6 @@ impl InTurn {
     pub fn end(self, at: Instant) {
         let s = &self.slices;
         let ns = at.saturating_duration_since(s.base).as_nanos() as u64;
-        s.last_end[self.arm].fetch_max(ns, SeqCst);
         // Ended after the turn closed: the client's last transaction of the turn.
         if s.turn.load(SeqCst) != self.arm {
             s.tail_ns[self.arm].fetch_add(ns, SeqCst);
@@ -216,7 +214,6 @@ impl Slices {
             wake: watch::channel(CLOSED).0,
             measuring: false.into(),
             in_flight: (0..arms).map(|_| AtomicUsize::new(0)).collect(),
-            last_end: (0..arms).map(|_| AtomicU64::new(0)).collect(),
             tail_ns: (0..arms).map(|_| AtomicU64::new(0)).collect(),
             tail_n: (0..arms).map(|_| AtomicU64::new(0)).collect(),
             clients: (0..arms).map(|_| AtomicUsize::new(0)).collect(),
@@ -230,7 +227,7 @@ impl Slices {
     /// Reads `arms`' groups at one moment: one reading of the machine and one pass over
     /// `/proc` for all of them.
     fn read(&self, arms: &[usize]) -> Vec<Reading> {
-        let accounting = self.accounting.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let accounting = self.accounting.lock().unwrap_or_else(|e| e.into_inner());
         let machine = MachineCpu::read();
         let procs = std::cell::OnceCell::new();
         arms.iter()
@@ -253,18 +250,14 @@ impl Slices {
     /// flight then). Clients finish their last transactions one by one after the
     /// closing; the mean span charges each client its own overrun, so a turn of eight
     /// clients at 50 ms a transaction is not charged as if all eight had worked until the
-    /// slowest finished. Without a client count, the turn lasts to its last end.
+    /// slowest finished.
     fn turn_time(&self, arm: usize, opened: Instant, closed: Instant) -> Duration {
         let clients = self.clients[arm].load(SeqCst);
         let closed_ns = closed.saturating_duration_since(self.base).as_nanos() as u64;
-        let body = closed.saturating_duration_since(opened);
-        if clients == 0 {
-            let last = self.last_end[arm].load(SeqCst);
-            return body + Duration::from_nanos(last.saturating_sub(closed_ns));
-        }
         let (sum, n) = (self.tail_ns[arm].load(SeqCst), self.tail_n[arm].load(SeqCst));
         let overrun = sum.saturating_sub(n * closed_ns);
-        body + Duration::from_nanos(overrun / clients.max(n as usize) as u64)
+        closed.saturating_duration_since(opened)
+            + Duration::from_nanos(overrun / clients.max(n as usize).max(1) as u64)
     }
 
     pub fn turn(self: &Arc<Slices>, arm: usize) -> Turn {
@@ -358,11 +351,12 @@ impl Slices {
                     } else {
                         (round + 1 < passes).then(|| (round as usize + 1) % self.arms)
                     };
-                    let mut readings = self.read(&[arm].into_iter().chain(next).collect::<Vec<_>>());
-                    if let Some(next) = next {
-                        carried = readings.pop().map(|r| (next, r));
-                    }
-                    let after = readings.remove(0);
+                    let readings = match next {
+                        Some(next) => self.read(&[arm, next]),
+                        None => self.read(&[arm]),
+                    };
+                    carried = next.zip(readings.get(1).copied());
+                    let after = readings[0];
                     let pairs = [
                         (before.clients, after.clients),
                         (before.server, after.server),
