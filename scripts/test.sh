@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, check formatting and lints, then run
 # the unit tests and the integration tests against a real sandbox.
+#
+#   scripts/test.sh            the whole suite
+#   scripts/test.sh --stress   the same with every core kept busy by a CPU hog for the
+#                              whole run, as on a laptop or CI runner doing other work:
+#                              a test that races a timer, a rate or a kill fails here
+#                              first. Any other argument is passed to `cargo test` after
+#                              `--` (e.g. a test name filter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stress=0
+filters=()
+for a in "$@"; do
+    case "$a" in
+        --stress) stress=1 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) filters+=("$a") ;;
+    esac
+done
 scripts/setup.sh
 # kubernetes-validate (PyPI) checks the Job manifest offline against Kubernetes' schemas;
 # it lives in a venv under target/, installed once.
@@ -15,11 +31,23 @@ fi
 export KUBERNETES_VALIDATE="$PWD/$KV/bin/kubernetes-validate"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
+if [ "$stress" = 1 ]; then
+    # Build first: the hogs are for the tests, not the compiler.
+    cargo test --no-run --quiet
+    # One busy loop per core, at the tests' own priority, stopped however this script ends.
+    hogs=()
+    for _ in $(seq "$(nproc)"); do
+        sh -c 'while :; do :; done' &
+        hogs+=($!)
+    done
+    trap 'kill "${hogs[@]}" 2>/dev/null || true' EXIT
+    echo "test.sh: $(nproc) CPU hogs running (pids ${hogs[*]})" >&2
+fi
 # The bridge-path tests need root (namespaces, links, NAT rules): they are ignored in a
 # plain `cargo test`, and run here when we are root, as CI is.
 if [ "$(id -u)" -eq 0 ]; then
-    cargo test -- --include-ignored
+    cargo test -- --include-ignored "${filters[@]}"
 else
     echo "test.sh: not root, so the bridge-path tests are reported as ignored" >&2
-    cargo test
+    cargo test -- "${filters[@]}"
 fi

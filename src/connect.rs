@@ -11,7 +11,9 @@
 //! Closing each connection (Terminate) happens outside the timed region. A failure is
 //! counted by kind with one example kept; a target that has not succeeded once in its
 //! first [`GIVE_UP_AFTER`] attempts is dropped from the rest of the run, so a wrong
-//! password or an unreachable host ends the run quickly with its reason.
+//! password or an unreachable host ends the run quickly with its reason; one whose first
+//! attempt runs into the connect bound is dropped at once, so a silent peer costs a run
+//! one bound, not one per attempt.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::proto::{self, Endpoint};
-use crate::proto::{ConnectError, PhaseCursor, Timeline};
+use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
 
 /// Attempts without a single success after which a target is given up.
 pub const GIVE_UP_AFTER: usize = 3;
@@ -172,6 +174,11 @@ fn record(t: &mut TargetSamples, outcome: Result<(Timeline, Option<String>), Con
             }
         }
         Err(e) => {
+            // A connect that ran into its time bound before any success would do so
+            // again: one bound is what a whole run waits for a silent peer (a server of
+            // another protocol, a proxy that never answers), not one per attempt.
+            let timed_out = matches!(e.kind, ErrorKind::Timeout(_) | ErrorKind::Bound(_));
+            let unproven = t.samples.is_empty() && t.warmup.is_empty();
             t.failures
                 .entry(e.key())
                 .and_modify(|f| f.count += 1)
@@ -179,7 +186,17 @@ fn record(t: &mut TargetSamples, outcome: Result<(Timeline, Option<String>), Con
                     count: 1,
                     example: e.to_string(),
                 });
-            if t.attempts >= GIVE_UP_AFTER && t.samples.is_empty() && t.warmup.is_empty() {
+            if timed_out && unproven {
+                t.gave_up = Some(format!(
+                    "its first {} timed out, and no connection had succeeded; a peer that \
+                     never answers would time out again",
+                    if t.attempts == 1 {
+                        "attempt".to_string()
+                    } else {
+                        format!("{} attempts", t.attempts)
+                    }
+                ));
+            } else if t.attempts >= GIVE_UP_AFTER && unproven {
                 t.gave_up = Some(format!(
                     "no connection succeeded in the first {} attempts",
                     t.attempts

@@ -808,7 +808,22 @@ fn parse_uri(text: &str) -> Result<Vec<(String, String)>, TargetError> {
             .find(']')
             .ok_or_else(|| syntax("missing \"]\" after an IPv6 address".into()))?;
         let host = &stripped[..close];
+        if host.is_empty() {
+            // libpq: "IPv6 host address may not be empty in URI".
+            return Err(syntax(
+                "the IPv6 host between \"[\" and \"]\" is empty (libpq refuses it too); \
+                 write an address such as [::1], or leave the brackets out for the default socket"
+                    .into(),
+            ));
+        }
         let after = &stripped[close + 1..];
+        if let Some(c) = after.chars().next().filter(|&c| c != ':') {
+            // libpq: "unexpected character ... (expected ":" or "/")".
+            return Err(syntax(format!(
+                "unexpected {c:?} after the IPv6 host [{host}]: libpq expects \":\" and a port, \
+                 or \"/\" and a database name, there"
+            )));
+        }
         (host, after.strip_prefix(':'))
     } else {
         match hostport.rsplit_once(':') {
@@ -849,6 +864,10 @@ fn percent_decode(s: &str) -> Result<String, String> {
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
                 .ok_or_else(|| format!("bad percent-encoding at {:?}", &s[i..]))?;
+            if hex == 0 {
+                // libpq: "forbidden value %00 in percent-encoded value".
+                return Err("%00 (a NUL byte) is not allowed in a URI, as in libpq".into());
+            }
             out.push(hex);
             i += 3;
         } else {
@@ -1014,6 +1033,25 @@ mod tests {
         assert_eq!(t.dbname, "my db");
         assert_eq!(t.sslmode, SslMode::Require);
         assert_eq!(t.application_name.as_deref(), Some("cb"));
+    }
+
+    /// libpq's own URI regression vectors (src/interfaces/libpq/test/regress.in) that
+    /// it refuses: an empty IPv6 host, text after the closing bracket, a NUL byte.
+    #[test]
+    fn uris_libpq_refuses_are_refused_with_its_reason() {
+        for (uri, want) in [
+            ("postgres://[]", "IPv6 host between \"[\" and \"]\" is empty"),
+            ("postgres://[::1]z", "unexpected 'z' after the IPv6 host [::1]"),
+            ("postgres://[::1]z/db", "unexpected 'z' after the IPv6 host [::1]"),
+            ("postgres://host/db%00x", "%00"),
+            ("postgres://ho%00st/db", "%00"),
+        ] {
+            let e = parse(uri).unwrap_err().to_string();
+            assert!(e.contains(want), "{uri}: {e}");
+        }
+        for ok in ["postgres://[::1]", "postgres://[::1]:5433", "postgres://[::1]/db"] {
+            assert_eq!(parse(ok).unwrap().host, Host::Tcp("::1".into()), "{ok}");
+        }
     }
 
     #[test]

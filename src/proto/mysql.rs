@@ -26,7 +26,7 @@ use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, Hand
 use mysql_common::proto::MySerialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::postgres::{open_socket, tls_cause};
+use super::postgres::{closed, open_socket, tls_cause};
 pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, Statement, Stopwatch, Timeline};
 use crate::net::transport::{self, Counters, Stream};
@@ -225,10 +225,45 @@ impl Session {
         }
         .await;
         self.frame = framed;
-        written.map_err(|e| {
-            self.broken = true;
-            ConnectError::new(phase, ErrorKind::io(e, ""))
-        })
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.broken = true;
+                Err(self.said_before_closing(phase, e).await)
+            }
+        }
+    }
+
+    /// After a failed write: the error packet the server sent before it closed, if it
+    /// sent one (a shutdown's 1053, MySQL 8's 4031 on `wait_timeout`); else "the server
+    /// closed the connection" when it closed without a word, as MariaDB 10.11 does on a
+    /// `KILL` of an idle session; else the write's own error. Like the PostgreSQL
+    /// session, so a closed connection is counted as the same kind whichever side of the
+    /// race the client was on (writing first gets EPIPE, reading first an EOF).
+    async fn said_before_closing(&mut self, phase: Phase, write: std::io::Error) -> ConnectError {
+        const WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if self.rbuf.len() >= 4 {
+                let len =
+                    self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
+                if self.rbuf.len() >= 4 + len {
+                    let pkt = self.rbuf.split_to(4 + len);
+                    if pkt.get(4) == Some(&0xff) {
+                        return server_error(phase, &pkt[4..]);
+                    }
+                    continue;
+                }
+            }
+            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                // It closed without a word: the same failure a client that read first
+                // sees, so the kind does not depend on which side of the race it was.
+                Ok(Ok(_)) => return closed(phase),
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return closed(phase),
+                _ => return ConnectError::new(phase, ErrorKind::io(write, "")),
+            }
+        }
     }
 
     /// Starts a command: a new sequence, the command byte first.

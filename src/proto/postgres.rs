@@ -234,10 +234,52 @@ impl Session {
         }
         .await;
         self.wbuf.clear();
-        written.map_err(|e| {
-            self.broken = true;
-            ConnectError::new(phase, ErrorKind::io(e, ""))
-        })
+        match written {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.broken = true;
+                Err(self.said_before_closing(phase, e).await)
+            }
+        }
+    }
+
+    /// After a failed write: the error the server sent before it closed, if it sent one;
+    /// else "the server closed the connection" when it closed without a word (as a client
+    /// that read first would count it); else the write's own error. A server that ends a session (`pg_terminate_backend`, a shutdown, an idle timeout)
+    /// sends `FATAL` and closes; a client that writes its next query before reading gets
+    /// EPIPE or ECONNRESET, and the server's reason waits unread in the socket. libpq
+    /// reads it before it reports a failed send (`pqSendSome` calls `pqReadData`), and so
+    /// do we: a terminated backend is counted as 57P01 whichever side of the race the
+    /// client was on. The peer has closed, so the read ends at once; the bound only
+    /// guards against a peer that half-closed and went silent.
+    async fn said_before_closing(&mut self, phase: Phase, write: std::io::Error) -> ConnectError {
+        const WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match self.buffered_message(phase) {
+                Ok(Some((b'E', _))) => {
+                    if let Ok(Some(Message::ErrorResponse(body))) = Message::parse(&mut self.rbuf) {
+                        return ConnectError::new(phase, server_error(&body));
+                    }
+                    return ConnectError::new(phase, ErrorKind::io(write, ""));
+                }
+                // Rows or notices of an earlier answer: not the reason.
+                Ok(Some((_, len))) => {
+                    self.rbuf.advance(len);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(_) => return ConnectError::new(phase, ErrorKind::io(write, "")),
+            }
+            match tokio::time::timeout_at(deadline, self.stream.read_buf(&mut self.rbuf)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                // It closed without a word: the same failure a client that read first
+                // sees, so the kind does not depend on which side of the race it was.
+                Ok(Ok(_)) => return closed(phase),
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return closed(phase),
+                _ => return ConnectError::new(phase, ErrorKind::io(write, "")),
+            }
+        }
     }
 
     /// Whether a socket error made this session unusable.
@@ -681,6 +723,11 @@ fn server_error(body: &postgres_protocol::message::backend::ErrorResponseBody) -
         }
     }
     ErrorKind::Server { code, message }
+}
+
+/// The server closed the connection without a word (EOF, or a reset on reading).
+pub(super) fn closed(p: Phase) -> ConnectError {
+    ConnectError::new(p, ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""))
 }
 
 fn protocol(p: Phase, e: std::io::Error) -> ConnectError {

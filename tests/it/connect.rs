@@ -8,7 +8,7 @@ use connbench::proto::Endpoint;
 use connbench::proto::{ConnectError, ErrorKind, Phase, Timeline};
 use connbench::target::Target;
 
-use crate::common::{conninfo, runtime, sandbox};
+use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
 
 fn endpoint(conninfo: &str) -> Endpoint {
     Endpoint::new(Target::parse(conninfo).unwrap()).unwrap()
@@ -252,4 +252,31 @@ fn full_listener() -> (u16, Vec<std::net::TcpStream>) {
         }
         (port, held)
     }
+}
+
+/// A MySQL target pointed at PostgreSQL's port: each side waits for the other to speak
+/// first, so the connect runs into its bound. `connect` gives the target up after that
+/// first bound instead of waiting one per attempt (a warm-up and a measured connect were
+/// two), and its error states the bound. Timed against a bound that holds on a busy
+/// machine: two bounds would take at least 4 s, one takes 2 s and the process's start.
+#[test]
+fn a_server_of_another_protocol_costs_connect_one_bound() {
+    let pg = conninfo("tcp");
+    let port = pg
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("port="))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let o = connbench(&[
+        "connect",
+        &format!("mariadb://x@127.0.0.1:{port}/x?connect-timeout=2"),
+        "-n",
+        "1",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(out.contains("timed out after 2.00 s (connect_timeout)"), "{out}");
+    assert!(out.contains("its first attempt timed out"), "{out}");
+    assert!(took < Duration::from_millis(3900), "one bound, not two: {took:?}");
 }

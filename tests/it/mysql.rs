@@ -577,3 +577,83 @@ FlfOmJbHEPb5QOYNWQIDAQAB
         assert_eq!(e.phase, Phase::Auth, "{e}");
     }
 }
+
+/// MariaDB's `KILL` of a running load's sessions is counted as one kind whichever side of
+/// the race each client is on: MariaDB 10.11 closes a killed idle session without an
+/// error packet, so a client that reads first sees EOF, and one that writes its next
+/// statement first gets EPIPE, reads back what the server sent (nothing, then EOF) and
+/// counts the same "the server closed the connection". The load runs as the ed25519 role, which no other load
+/// of this module uses, so the strike hits this test's sessions only; it strikes once the
+/// sessions show in the server's process list (an event, not a sleep).
+#[test]
+fn a_killed_mariadb_session_is_counted_by_the_servers_reason() {
+    let target = conninfo("mariadb_ed25519_unix");
+    let script = TempFile::new("kill.sql", "SELECT 1;\n");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "load",
+            &target,
+            "-f",
+            script.path(),
+            "-c",
+            "3",
+            "-T",
+            "3",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // As the ed25519 role itself: a user sees and may kill its own sessions.
+    let as_role = |sql: &str| {
+        let m = sandbox().mariadb.as_ref().unwrap();
+        let out = std::process::Command::new("mariadb")
+            .arg(format!(
+                "--defaults-extra-file={}",
+                m.ed25519_defaults_file.display()
+            ))
+            .arg(format!("--socket={}", m.socket.display()))
+            .args(["--skip-ssl", "-N", "-B", "connbench", "-e", sql])
+            .output()
+            .expect("run the mariadb client");
+        stdout(&out).trim().to_string()
+    };
+    let others =
+        "FROM information_schema.processlist WHERE user = 'connbench_ed25519' AND id <> connection_id()";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while as_role(&format!("SELECT count(*) {others}"))
+        .parse::<u32>()
+        .unwrap_or(0)
+        < 3
+    {
+        assert!(std::time::Instant::now() < deadline, "the load never connected");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for id in as_role(&format!("SELECT id {others}")).lines() {
+        // A session may have ended since the list was read: its KILL then fails, harmlessly.
+        as_role(&format!("KILL {id}"));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<String> = v["summary"]["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["kind"].as_str().unwrap(),
+                f["example"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(!kinds.is_empty(), "the KILL failed the sessions' next statements");
+    assert!(
+        kinds
+            .iter()
+            .all(|k| k.starts_with("query:io-unexpectedeof query: the server closed the connection")),
+        "every failure is the server's closing, never a broken pipe: {kinds:?}"
+    );
+}
