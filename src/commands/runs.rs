@@ -145,6 +145,7 @@ pub fn compare_runs(a: i64, b: i64, store: &crate::cli::StoreArgs) -> Result<Exi
             family.push((
                 rows.len(),
                 crate::stats::compare::Candidate {
+                    versus: None,
                     name: format!("run {a}"),
                     test,
                     look: 1,

@@ -404,8 +404,13 @@ pub async fn run(
             if undecided.is_empty() {
                 break;
             }
-            let mut cells = undecided;
-            cells.push(suite.baseline);
+            // With the cells they are compared with, so the new rounds pair.
+            let mut cells = undecided.clone();
+            for &i in &undecided {
+                cells.push(suite.cells[i].versus.unwrap_or(suite.baseline));
+            }
+            cells.sort_unstable();
+            cells.dedup();
             // The next look comes after a batch of rounds; a batch that does not fit the
             // budget is not begun, so a run ends at a look.
             let batch = suite.next_batch(round).min(suite.max_rounds - round);
@@ -734,14 +739,22 @@ pub fn summarize(
                 .filter_map(|(k, v)| compare::describe(v, r.confidence).map(|d| (k.clone(), d)))
                 .collect();
             let mut no_comparison = None;
-            if i != suite.baseline {
-                match compare::log_test(&series(outs), &base_series) {
+            // Each cell against its own reference: its `versus`, else the baseline.
+            let versus = cell.versus.unwrap_or(suite.baseline);
+            if i != versus {
+                let reference = if versus == suite.baseline {
+                    base_series.clone()
+                } else {
+                    series(&outcomes[versus])
+                };
+                match compare::log_test(&series(outs), &reference) {
                     Ok(test) => {
                         // The look that decided this answer: how far its rounds went.
                         let look = suite.look_at(outs.iter().map(|o| o.round).max().unwrap_or(0));
                         family.push((
                             i,
                             Candidate {
+                                versus: (versus != suite.baseline).then(|| suite.cells[versus].name.clone()),
                                 name: cell.name.clone(),
                                 test,
                                 look,

@@ -141,6 +141,10 @@ struct QuickFile {
     defaults: toml::Table,
     /// Replaces `[axes]` entirely when given.
     axes: Option<toml::Table>,
+    /// Replaces `[[cells]]` entirely when given: for settings whose quick value is not
+    /// the full one's (a pool lifetime kept at its ratio to a shorter think time), so the
+    /// cells can say so in their names.
+    cells: Option<Vec<toml::Table>>,
 }
 
 /// The built-in suites: one per experiment our users run by hand.
@@ -210,6 +214,11 @@ pub struct Cell {
     #[serde(serialize_with = "ser_redacted_settings")]
     #[schemars(with = "Settings")]
     pub settings: Settings,
+    /// The cell this one is compared with, when not the suite's baseline: the suite
+    /// file's `versus = "LABEL"`, the cell of that label with the same axis values (so
+    /// "a short pool lifetime against a long one" is asked at every distance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versus: Option<usize>,
 }
 
 /// Serialises a cell's settings with the password of a `target` conninfo redacted.
@@ -368,6 +377,9 @@ impl Suite {
                 if let Some(axes) = q.axes {
                     file.axes = axes;
                 }
+                if let Some(cells) = q.cells {
+                    file.cells = cells;
+                }
             }
         }
         let quick_lab = quick_lab || file.quick.is_some();
@@ -435,9 +447,14 @@ impl Suite {
         for (i, t) in file.cells.iter().enumerate() {
             let mut settings = defaults.clone();
             let mut label = None;
+            let mut versus = None;
             for (k, v) in t {
                 if k == "name" {
                     label = Some(toml_value_text(k, v, name)?);
+                    continue;
+                }
+                if k == "versus" {
+                    versus = Some(toml_value_text(k, v, name)?);
                     continue;
                 }
                 check_setting(k, name, "cells")?;
@@ -445,13 +462,13 @@ impl Suite {
             }
             let label = label
                 .ok_or_else(|| anyhow::anyhow!("suite {name}: [[cells]] entry {} has no name", i + 1))?;
-            bases.push((label, settings));
+            bases.push((label, settings, versus));
         }
         if bases.is_empty() {
-            bases.push((String::new(), defaults.clone()));
+            bases.push((String::new(), defaults.clone(), None));
         }
         let mut cells = Vec::new();
-        for (label, settings) in &bases {
+        for (label, settings, _) in &bases {
             for mut c in cross(&axes, settings) {
                 if !label.is_empty() {
                     c.name = if c.axes.is_empty() {
@@ -464,6 +481,7 @@ impl Suite {
                 cells.push(c);
             }
         }
+        resolve_versus(&mut cells, &bases, name)?;
         let figures = match file.kind {
             Kind::Load => LOAD_FIGURES,
             Kind::Connect => CONNECT_FIGURES,
@@ -639,6 +657,7 @@ fn cross(axes: &[(String, Vec<String>)], defaults: &Settings) -> Vec<Cell> {
         name: String::new(),
         axes: Vec::new(),
         settings: defaults.clone(),
+        versus: None,
     }];
     for (key, values) in axes {
         let mut next = Vec::with_capacity(cells.len() * values.len());
@@ -671,6 +690,38 @@ fn cross(axes: &[(String, Vec<String>)], defaults: &Settings) -> Vec<Cell> {
         };
     }
     cells
+}
+
+/// Points each cell whose `[[cells]]` entry has `versus = "LABEL"` at the cell of that
+/// label with the same axis values.
+fn resolve_versus(
+    cells: &mut [Cell],
+    bases: &[(String, Settings, Option<String>)],
+    suite: &str,
+) -> Result<()> {
+    let labels: Vec<&str> = bases.iter().map(|(l, _, _)| l.as_str()).collect();
+    for (label, _, versus) in bases {
+        let Some(versus) = versus else { continue };
+        if versus == label {
+            bail!("suite {suite}: cell {label:?} has versus = {versus:?}, itself; name another cell");
+        }
+        if !labels.contains(&versus.as_str()) {
+            bail!(
+                "suite {suite}: cell {label:?} has versus = {versus:?}, which names no cell; cells: {}",
+                labels.join(", ")
+            );
+        }
+        for i in 0..cells.len() {
+            if cells[i].axes.first().map(|(_, l)| l) != Some(label) {
+                continue;
+            }
+            let j = cells.iter().position(|c| {
+                c.axes.first().map(|(_, l)| l) == Some(versus) && c.axes[1..] == cells[i].axes[1..]
+            });
+            cells[i].versus = j;
+        }
+    }
+    Ok(())
 }
 
 /// The cell a baseline names: its full name, or `axis=value` pairs it contains.

@@ -324,7 +324,7 @@ fn bar_chart(r: &RunReport) -> String {
                 "(baseline)".to_string()
             } else {
                 match &c.comparison {
-                    Some(cmp) => cmp.phrase.clone(),
+                    Some(cmp) => cmp.phrase_versus(),
                     None => String::new(),
                 }
             };

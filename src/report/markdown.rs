@@ -93,7 +93,7 @@ pub fn rows(r: &SuiteResult) -> Vec<Row> {
                 .unwrap_or_else(|| "-".into());
             let vs = match (&c.comparison, c.baseline) {
                 (_, true) => "baseline".to_string(),
-                (Some(cmp), _) => format!("{} ({})", cmp.phrase, format_p(cmp.p_value)),
+                (Some(cmp), _) => format!("{} ({})", cmp.phrase_versus(), format_p(cmp.p_value)),
                 (None, _) => "-".to_string(),
             };
             Row {

@@ -164,11 +164,12 @@ fn vs_text(c: &CellResult) -> String {
         );
     };
     let p = crate::stats::compare::format_p(cmp.p_value);
+    let phrase = cmp.phrase_versus();
     let colored = match cmp.verdict {
-        Verdict::Faster => paint(&cmp.phrase, Paint::Good),
-        Verdict::Slower => paint(&cmp.phrase, Paint::Bad),
-        Verdict::Inconclusive => paint(&cmp.phrase, Paint::Warn),
-        Verdict::NoDifference => cmp.phrase.clone(),
+        Verdict::Faster => paint(&phrase, Paint::Good),
+        Verdict::Slower => paint(&phrase, Paint::Bad),
+        Verdict::Inconclusive => paint(&phrase, Paint::Warn),
+        Verdict::NoDifference => phrase,
     };
     format!("{colored}, {p}")
 }
@@ -284,9 +285,14 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         } else {
             let _ = writeln!(o, "  {:<width$}  {:<vwidth$} {:>6}  {:>3}", c.name, value, cv, n);
         }
+        // A cell compared with its own reference (`versus`) names it in its phrase.
+        let against = match c.comparison.as_ref().map(|cmp| cmp.versus.is_some()) {
+            Some(true) => "      ",
+            _ => "      vs baseline: ",
+        };
         match vs.as_str() {
             "baseline" => o.push_str("      (the baseline)\n"),
-            _ => o.push_str(&wrap(vs, "      vs baseline: ", "        ", COLUMNS)),
+            _ => o.push_str(&wrap(vs, against, "        ", COLUMNS)),
         }
     }
     o.push_str(&fault_table(r));

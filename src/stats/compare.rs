@@ -397,6 +397,19 @@ pub struct Comparison {
     pub phrase: String,
     /// The phrase with names and the p-value, for the answer.
     pub sentence: String,
+    /// The cell it was compared with when not the suite's baseline (a cell's `versus`);
+    /// null for the baseline.
+    pub versus: Option<String>,
+}
+
+impl Comparison {
+    /// The phrase, naming the cell compared with when it is not the baseline.
+    pub fn phrase_versus(&self) -> String {
+        match &self.versus {
+            Some(v) => format!("{} than {v}", self.phrase),
+            None => self.phrase.clone(),
+        }
+    }
 }
 
 /// A p-value as reports print it: `p < 0.001` or `p = 0.034`.
@@ -408,16 +421,20 @@ pub fn format_p(p: f64) -> String {
     }
 }
 
-/// One member of a family of comparisons against the same baseline.
+/// One member of a family of comparisons, each against its own reference cell.
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub name: String,
+    /// The cell it is compared with, when not the family's baseline (a suite cell's
+    /// `versus`).
+    pub versus: Option<String>,
     pub test: LogTest,
     /// The look that decided it: 1 + the rounds it got beyond the minimum.
     pub look: u32,
 }
 
-/// Decides a family of comparisons with the baseline `base_name` under `rule`: Holm over
+/// Decides a family of comparisons with the baseline `base_name` (or each candidate's own
+/// `versus`) under `rule`: Holm over
 /// the family, each look's share of α, the interval at the level the adjusted p-value
 /// implies, and the verdict by the noise rule. One computation: the interval excludes 1
 /// exactly when `p_value < alpha`.
@@ -545,6 +562,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                 }
             };
             let p = format_p(p_value);
+            let base_name = c.versus.as_deref().unwrap_or(base_name);
             let sentence = match verdict {
                 Verdict::Faster | Verdict::Slower => format!("{} is {phrase} than {base_name} ({p})", c.name),
                 Verdict::NoDifference => format!("{} vs {base_name}: {phrase}, {p}", c.name),
@@ -582,6 +600,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                 more_rounds,
                 phrase,
                 sentence,
+                versus: c.versus.clone(),
             }
         })
         .collect()
@@ -618,6 +637,7 @@ mod tests {
         let test = log_test(&rounds(a), &rounds(b)).unwrap();
         decide(
             &[Candidate {
+                versus: None,
                 name: "a".into(),
                 test,
                 look: 1,
@@ -742,6 +762,7 @@ mod tests {
                         .map(|x| x * effect * normal(&mut rng, 1.0, 0.03).max(0.01))
                         .collect();
                     Candidate {
+                        versus: None,
                         name: format!("c{i}"),
                         test: log_test(&rounds(&a), &rounds(&b)).unwrap(),
                         look: 1 + (trial % 3) as u32,
@@ -855,6 +876,7 @@ mod tests {
                 let look = round - 2;
                 let test = log_test(&rounds(&a), &rounds(&b)).unwrap();
                 let cand = [Candidate {
+                    versus: None,
                     name: "a".into(),
                     test,
                     look,
@@ -925,6 +947,7 @@ mod tests {
                 };
                 let test = log_test(&rounds(&a), &rounds(&b)).unwrap();
                 let cand = [Candidate {
+                    versus: None,
                     name: "a".into(),
                     test,
                     look,
@@ -958,6 +981,7 @@ mod tests {
                     .map(|(j, x)| x * k * (1.0 + 0.001 * j as f64))
                     .collect();
                 Candidate {
+                    versus: None,
                     name: format!("c{i}"),
                     test: log_test(&rounds(&a), &rounds(&b)).unwrap(),
                     look: 2,
