@@ -9,6 +9,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Parser, Subcommand};
 
 use crate::load::engine::End;
+use crate::load::init::TableChoice;
 use crate::load::workload::{Builtin, QueryMode};
 use crate::options::{self, Connection, LoadOptions, PoolOptions, Workload};
 use crate::units::parse_duration;
@@ -462,13 +463,24 @@ pub struct LoadArgs {
     #[arg(long, value_parser = options::parse_period)]
     pub pool_idle_timeout: Option<Duration>,
 
-    /// Scale of the tables --sandbox creates (1 unit = 100,000 accounts).
+    /// Scale of the tables --sandbox creates (1 unit = 100,000 accounts), and the
+    /// `:scale` of a custom script when no tables are found (pgbench -s).
     #[arg(short = 's', long, default_value_t = 1)]
     pub scale: u32,
 
-    /// The schema that holds connbench's tables.
-    #[arg(long, default_value = "connbench")]
-    pub schema: String,
+    /// The schema that holds connbench's tables [default: connbench]. Giving it means
+    /// connbench's tables (--tables connbench).
+    #[arg(long)]
+    pub schema: Option<String>,
+
+    /// Whose tables the built-in scripts run on: connbench's (`connbench init`, in
+    /// --schema) or pgbench's (`pgbench -i`: pgbench_accounts, ... in the search path).
+    /// auto: connbench's when schema connbench holds them, else pgbench's when found,
+    /// else an error naming both. `:scale` is read from the tables chosen (pgbench's as
+    /// pgbench reads it: select count(*) from pgbench_branches).
+    #[arg(long, value_name = "WHOSE", default_value = "auto",
+          value_parser = PossibleValuesParser::new(TableChoice::NAMES).try_map(|s| s.parse::<TableChoice>()))]
+    pub tables: TableChoice,
 
     /// Print JSON (stable keys; schema in docs/schema/load.schema.json).
     #[arg(long)]
@@ -596,8 +608,21 @@ pub fn parse_run_name(s: &str) -> Result<String, String> {
 }
 
 impl LoadArgs {
+    /// The schema of connbench's tables: --schema, or `connbench`.
+    pub fn schema(&self) -> &str {
+        self.schema.as_deref().unwrap_or("connbench")
+    }
+
     /// The flags as the options a suite cell also becomes (see `crate::options`).
-    pub fn options(&self) -> LoadOptions {
+    pub fn options(&self) -> anyhow::Result<LoadOptions> {
+        let tables = match (self.tables, &self.schema) {
+            (TableChoice::Pgbench, Some(schema)) => anyhow::bail!(
+                "--schema {schema} names connbench's tables, but --tables pgbench asks for pgbench's \
+                 (pgbench_accounts, ...), which have no schema of their own: drop one of the two"
+            ),
+            (TableChoice::Auto, Some(_)) => TableChoice::Connbench,
+            (choice, _) => choice,
+        };
         let workload = match (&self.file, self.builtin, self.simple_update, self.select_only) {
             (Some(path), ..) => Workload::File(path.clone()),
             (None, Some(b), ..) => Workload::Builtin(b),
@@ -605,7 +630,7 @@ impl LoadArgs {
             (None, None, _, true) => Workload::Builtin(Builtin::SelectOnly),
             _ => Workload::Builtin(Builtin::TpcbLike),
         };
-        LoadOptions {
+        Ok(LoadOptions {
             workload,
             mode: self.mode,
             clients: self.clients,
@@ -633,8 +658,9 @@ impl LoadArgs {
                 idle_timeout: self.pool_idle_timeout,
             },
             interval: self.interval,
-            schema: self.schema.clone(),
-        }
+            schema: self.schema().to_string(),
+            tables,
+        })
     }
 }
 
@@ -786,13 +812,16 @@ mod tests {
             "connbench",
         )
         .unwrap();
-        assert_eq!(args.options(), from_suite);
-        assert_eq!(args.options().policy().unwrap(), from_suite.policy().unwrap());
+        assert_eq!(args.options().unwrap(), from_suite);
+        assert_eq!(
+            args.options().unwrap().policy().unwrap(),
+            from_suite.policy().unwrap()
+        );
         // And -T as bare seconds, as pgbench writes it.
         let cli = Cli::try_parse_from(["connbench", "load", "-T", "3"]).unwrap();
         let Command::Load(args) = cli.command else {
             panic!("not load")
         };
-        assert_eq!(args.options().end, End::Duration(Duration::from_secs(3)));
+        assert_eq!(args.options().unwrap().end, End::Duration(Duration::from_secs(3)));
     }
 }

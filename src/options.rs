@@ -21,6 +21,7 @@ use crate::connect::ConnectSettings;
 use crate::experiment::suite::Settings;
 use crate::host::{Accounting, Source};
 use crate::load::engine::{End, LoadPlan, Policy};
+use crate::load::init::{TableChoice, Tables};
 use crate::load::workload::{Builtin, QueryMode, Script};
 use crate::net::route::{PathKind, RouteSpec};
 use crate::proto::Endpoint;
@@ -56,6 +57,28 @@ impl FromStr for Connection {
             )),
         }
     }
+}
+
+/// The tables a run uses, found on the target, and their scale (`:scale`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dataset {
+    pub tables: Tables,
+    pub scale: i64,
+}
+
+/// A built-in script's text on `tables`. Built-ins are written for connbench's schema
+/// (`SCHEMA.accounts`); on pgbench's tables the qualified names become pgbench's
+/// (`pgbench_accounts`), so the statements are pgbench's own.
+pub fn builtin_text(b: Builtin, tables: &Tables) -> String {
+    match tables {
+        Tables::Connbench(schema) => b.script(schema),
+        Tables::Pgbench => b.script("pgbench").replace("pgbench.", "pgbench_"),
+    }
+}
+
+/// --tables: auto, connbench or pgbench.
+pub fn parse_tables(v: &str) -> Result<TableChoice, String> {
+    v.parse()
 }
 
 /// What a transaction runs: a built-in workload or a script file.
@@ -300,6 +323,8 @@ pub struct LoadOptions {
     /// What each transaction runs, on tables in `schema`, sent as `mode` says.
     pub workload: Workload,
     pub schema: String,
+    /// Whose tables: connbench's in `schema`, pgbench's, or whichever is there.
+    pub tables: TableChoice,
     pub mode: QueryMode,
     /// How clients get connections. None: the workload's default (per-transaction for
     /// connect-only, else persistent); the pool settings apply to `Some(Pool)`.
@@ -350,6 +375,7 @@ impl Default for LoadOptions {
             },
             interval: Duration::from_secs(1),
             schema: "connbench".into(),
+            tables: TableChoice::Auto,
         }
     }
 }
@@ -394,6 +420,7 @@ impl LoadOptions {
             },
             interval: get(s, "interval", parse_period)?.unwrap_or(d.interval),
             schema: schema.to_string(),
+            tables: get(s, "tables", parse_tables)?.unwrap_or(d.tables),
         })
     }
 
@@ -424,10 +451,19 @@ impl LoadOptions {
         self.threads.min(self.clients).max(1)
     }
 
-    /// The workload's name and parsed script (a file is read here).
-    pub fn script(&self) -> Result<(String, Script)> {
+    /// The tables a check without a server assumes: pgbench's when asked for, else
+    /// connbench's in `schema` (the built-in scripts parse the same either way).
+    pub fn assumed_tables(&self) -> Tables {
+        match self.tables {
+            TableChoice::Pgbench => Tables::Pgbench,
+            _ => Tables::Connbench(self.schema.clone()),
+        }
+    }
+
+    /// The workload's name and parsed script on `tables` (a file is read here).
+    pub fn script(&self, tables: &Tables) -> Result<(String, Script)> {
         let (name, text) = match &self.workload {
-            Workload::Builtin(b) => (b.as_str().to_string(), b.script(&self.schema)),
+            Workload::Builtin(b) => (b.as_str().to_string(), builtin_text(*b, tables)),
             Workload::File(path) => (
                 path.display().to_string(),
                 std::fs::read_to_string(path).with_context(|| {
@@ -447,20 +483,21 @@ impl LoadOptions {
     pub fn check(&self) -> Result<()> {
         crate::load::init::check_schema(&self.schema)?;
         self.policy()?;
-        self.script()?;
+        self.script(&self.assumed_tables())?;
         Ok(())
     }
 
-    /// The plan the engine runs, on `endpoint`, with the dataset's `scale`.
+    /// The plan the engine runs, on `endpoint`, on the dataset found there.
     pub fn plan(
         &self,
         endpoint: Endpoint,
-        scale: i64,
+        dataset: &Dataset,
         netns: Option<Arc<std::fs::File>>,
         progress: Option<Duration>,
     ) -> Result<LoadPlan> {
         let policy = self.policy()?;
-        let (_, script) = self.script()?;
+        let scale = dataset.scale;
+        let (_, script) = self.script(&dataset.tables)?;
         Ok(LoadPlan {
             endpoint,
             script: Arc::new(script),
@@ -486,19 +523,36 @@ impl LoadOptions {
         })
     }
 
-    /// The scale the script's `:scale` takes: the dataset's, read from the target for
-    /// any workload on connbench's tables (a built-in one must find them; a custom
-    /// script falls back to `fallback` when there are none).
-    pub async fn dataset_scale(&self, direct: &Endpoint, fallback: i64) -> Result<i64> {
+    /// The tables the run uses and the scale `:scale` takes, read from the target (see
+    /// [`crate::load::init::find_tables`]): a built-in workload must find them; a custom
+    /// script falls back to `fallback` (pgbench's -s) when there are none, on the tables
+    /// it would have used.
+    pub async fn dataset(&self, direct: &Endpoint, fallback: i64) -> Result<Dataset> {
+        if !self.workload.reads_dataset() {
+            return Ok(Dataset {
+                tables: self.assumed_tables(),
+                scale: fallback,
+            });
+        }
+        let found = crate::load::init::find_tables(direct, self.tables, &self.schema).await;
         match &self.workload {
             Workload::Builtin(b) if b.needs_tables() => {
-                Ok(crate::load::init::scale_of(direct, &self.schema).await? as i64)
+                let (tables, scale) = found?;
+                Ok(Dataset {
+                    tables,
+                    scale: i64::from(scale),
+                })
             }
-            w if w.reads_dataset() => Ok(crate::load::init::scale_of(direct, &self.schema)
-                .await
-                .map(|s| s as i64)
-                .unwrap_or(fallback)),
-            _ => Ok(fallback),
+            _ => Ok(match found {
+                Ok((tables, scale)) => Dataset {
+                    tables,
+                    scale: i64::from(scale),
+                },
+                _ => Dataset {
+                    tables: self.assumed_tables(),
+                    scale: fallback,
+                },
+            }),
         }
     }
 }
@@ -715,6 +769,28 @@ mod tests {
         s.insert("pool_size".into(), "0".into());
         let e = LoadOptions::from_settings(&s, None, None, "connbench").unwrap_err();
         assert!(e.to_string().contains("pool_size"), "{e}");
+    }
+
+    #[test]
+    fn builtins_on_pgbench_s_tables_name_pgbench_s_tables_only() {
+        for b in Builtin::ALL {
+            let text = builtin_text(b, &Tables::Pgbench);
+            assert!(!text.contains("pgbench."), "{text}");
+            for word in text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_') {
+                if ["accounts", "tellers", "branches", "history"]
+                    .iter()
+                    .any(|t| word.ends_with(t))
+                {
+                    assert!(word.starts_with("pgbench_"), "{b:?}: {word} in {text}");
+                }
+            }
+        }
+        let select = builtin_text(Builtin::SelectOnly, &Tables::Pgbench);
+        assert!(
+            select.contains("SELECT abalance FROM pgbench_accounts WHERE aid = :aid;"),
+            "{select}"
+        );
+        assert!(builtin_text(Builtin::TpcbLike, &Tables::Connbench("s".into())).contains("s.tellers"));
     }
 
     #[test]

@@ -16,10 +16,10 @@ use crate::stats;
 use crate::Exit;
 
 pub async fn run_load(args: LoadArgs) -> Result<Exit> {
-    let mut options = args.options();
+    let mut options = args.options()?;
     // Every check that needs no server runs before a sandbox starts.
     options.check()?;
-    let (script_name, _) = options.script()?;
+    let (script_name, _) = options.script(&options.assumed_tables())?;
     // A worker of a many-machine run takes its share of the clients and the rate.
     let (total_clients, total_rate) = (options.clients, options.rate);
     let share = match args.workers.workers {
@@ -55,7 +55,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         .await?;
         eprintln!("sandbox: started in {}", sb.info.dir.display());
         if options.workload.reads_dataset() {
-            init_sandbox_tables(&sb, &args.schema, args.scale).await?;
+            init_sandbox_tables(&sb, args.schema(), args.scale).await?;
         }
         let name = args.target.as_deref().unwrap_or("unix");
         let t = sb.info.target(name)?.target()?;
@@ -75,8 +75,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     )
     .await?;
     let endpoint = routed_subjects.remove(0).endpoint;
-    let scale = options.dataset_scale(&direct, i64::from(args.scale)).await?;
-    let mut plan = options.plan(endpoint, scale, None, args.progress)?;
+    let dataset = options.dataset(&direct, i64::from(args.scale)).await?;
+    let scale = dataset.scale;
+    let mut plan = options.plan(endpoint, &dataset, None, args.progress)?;
     let warmup = plan.warmup;
     let user_server = match (args.server_pid, &args.server_cgroup) {
         (Some(pid), _) => Some(crate::host::Source::Tree(pid)),
@@ -106,6 +107,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),
         scale,
+        tables: Some(dataset.tables.describe()),
     };
     let stop = stop_on_signals();
     let worker = match share {

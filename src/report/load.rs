@@ -42,6 +42,10 @@ pub struct LoadSettings {
     pub connection: Policy,
     pub interval_s: f64,
     pub scale: i64,
+    /// The tables the built-in scripts ran on and `:scale` was read from: `pgbench_*`
+    /// (pgbench -i's) or `SCHEMA.*` (connbench init's); null where not recorded.
+    #[serde(default)]
+    pub tables: Option<String>,
 }
 
 /// The method statement printed with every load report.
@@ -313,6 +317,9 @@ pub fn text(
         plural(settings.threads, "thread"),
     );
     let _ = writeln!(o, "  with {}", policy_words(&settings.connection));
+    if let Some(tables) = &settings.tables {
+        let _ = writeln!(o, "  on tables {tables}, scale {}", settings.scale);
+    }
     let _ = writeln!(
         o,
         "target: {}  {}{}",
