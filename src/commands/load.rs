@@ -8,18 +8,62 @@ use super::{emit, init_sandbox_tables, parse_target, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
 use crate::experiment::workers::{share, Worker};
-use crate::load::workload::QueryMode;
+use crate::load::init::{TableChoice, Tables};
+use crate::load::workload::{Builtin, QueryMode};
 use crate::proto::Endpoint;
 use crate::report;
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;
 use crate::Exit;
 
+/// pgbench's DBNAME: a bare word (no `=`, not a URI) names a database, as libpq reads
+/// pgbench's and psql's database argument; anything else is a conninfo or URI as given.
+fn pgbench_dbname(text: &str) -> String {
+    let word = !text.is_empty()
+        && !text.contains('=')
+        && !text.contains("://")
+        && !text.contains(char::is_whitespace);
+    if word {
+        format!("dbname={text}")
+    } else {
+        text.to_string()
+    }
+}
+
 pub async fn run_load(args: LoadArgs) -> Result<Exit> {
+    // pgbench's -b list and --show-script print and exit, as pgbench does.
+    if args.scripts.list {
+        let mut out = String::from("built-in scripts (-b NAME, or a prefix of one):\n");
+        for b in Builtin::ALL {
+            out += &format!("  {}\n", b.as_str());
+        }
+        emit(&out);
+        return Ok(Exit::Success);
+    }
     let mut options = args.options()?;
+    if let Some(name) = &args.pgbench.show_script {
+        let b =
+            crate::options::find_builtin(name).map_err(|e| anyhow::anyhow!("--show-script {name:?}: {e}"))?;
+        let tables = match options.tables {
+            TableChoice::Connbench => Tables::Connbench(options.schema.clone()),
+            _ => Tables::Pgbench,
+        };
+        emit(&format!(
+            "-- {}\n{}",
+            b.as_str(),
+            crate::options::builtin_text(b, &tables)
+        ));
+        return Ok(Exit::Success);
+    }
+    if args.pgbench.vacuum_all {
+        eprintln!(
+            "note: -v: connbench does not vacuum before a run (pgbench -v vacuums the four tables); \
+             run VACUUM ANALYZE on them first to start from vacuumed tables"
+        );
+    }
     // Every check that needs no server runs before a sandbox starts.
     options.check()?;
-    let (script_name, _) = options.script(&options.assumed_tables())?;
+    let script_name = options.workload_name();
     // A worker of a many-machine run takes its share of the clients and the rate.
     let (total_clients, total_rate) = (options.clients, options.rate);
     let share = match args.workers.workers {
@@ -54,7 +98,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         })
         .await?;
         eprintln!("sandbox: started in {}", sb.info.dir.display());
-        if options.workload.reads_dataset() {
+        if options.reads_dataset() {
             init_sandbox_tables(&sb, args.schema(), args.scale).await?;
         }
         let name = args.target.as_deref().unwrap_or("unix");
@@ -62,7 +106,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         sandbox = Some(sb);
         t
     } else {
-        parse_target(args.target.as_deref())?
+        parse_target(args.target.as_deref().map(pgbench_dbname).as_deref())?
     };
     let direct = Endpoint::new(target)?;
     let (mut routed_subjects, routes) = routed(
@@ -102,12 +146,24 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         rate_tps: plan.rate,
         latency_limit_ms: plan.latency_limit.map(|d| d.as_secs_f64() * 1e3),
         random_seed: Some(plan.seed),
-        defines: options.defines.iter().cloned().collect(),
+        defines: options
+            .defines
+            .iter()
+            .map(|(n, v)| (n.clone(), report::load::DefineValue::of(v)))
+            .collect(),
         think_ms: plan.think.as_secs_f64() * 1e3,
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),
         scale,
         tables: Some(dataset.tables.describe()),
+        scripts: options
+            .workloads
+            .iter()
+            .map(|w| report::load::ScriptSetting {
+                name: w.workload.name(),
+                weight: w.weight,
+            })
+            .collect(),
     };
     let stop = stop_on_signals();
     let worker = match share {

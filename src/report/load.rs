@@ -35,9 +35,10 @@ pub struct LoadSettings {
     /// (null when each worker drew its own from the clock).
     #[serde(default)]
     pub random_seed: Option<u64>,
-    /// Script variables given with -D, by name.
+    /// Script variables given with -D, by name: an integer as a number, anything else
+    /// as the string given.
     #[serde(default)]
-    pub defines: std::collections::BTreeMap<String, i64>,
+    pub defines: std::collections::BTreeMap<String, DefineValue>,
     pub think_ms: f64,
     pub connection: Policy,
     pub interval_s: f64,
@@ -46,6 +47,45 @@ pub struct LoadSettings {
     /// (pgbench -i's) or `SCHEMA.*` (connbench init's); null where not recorded.
     #[serde(default)]
     pub tables: Option<String>,
+    /// The scripts, numbered from 1 in this order (the log's script_no counts from 0),
+    /// each drawn per transaction with probability weight / total weight.
+    #[serde(default)]
+    pub scripts: Vec<ScriptSetting>,
+}
+
+/// One script of the run as given.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ScriptSetting {
+    pub name: String,
+    pub weight: u32,
+}
+
+/// One script's measured transactions.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct ScriptFigures<'a> {
+    name: &'a str,
+    weight: u32,
+    transactions: u64,
+    failed_transactions: u64,
+}
+
+/// A -D value as reported: an integer, or the text given.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum DefineValue {
+    Integer(i64),
+    Text(String),
+}
+
+impl DefineValue {
+    pub fn of(v: &str) -> DefineValue {
+        match v.trim().parse() {
+            Ok(i) => DefineValue::Integer(i),
+            Err(_) => DefineValue::Text(v.to_string()),
+        }
+    }
 }
 
 /// The method statement printed with every load report.
@@ -170,6 +210,9 @@ struct Summary<'a> {
     /// executions, failures, and latency from the command's start to its end; null
     /// without -r.
     per_command: Option<&'a [CommandSummary]>,
+    /// Per script, in the order given (settings.scripts): measured transactions that
+    /// succeeded and that failed.
+    scripts: Vec<ScriptFigures<'a>>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -262,6 +305,17 @@ pub fn json(
             bytes_received: s.bytes_received,
             failures: &s.failures,
             per_command: s.per_command.as_deref(),
+            scripts: settings
+                .scripts
+                .iter()
+                .zip(&s.scripts)
+                .map(|(w, c)| ScriptFigures {
+                    name: &w.name,
+                    weight: w.weight,
+                    transactions: c.transactions,
+                    failed_transactions: c.failed,
+                })
+                .collect(),
         },
         series: &s.series,
     };
@@ -340,6 +394,23 @@ pub fn text(
         "\ntransactions  {} in {:.2} s, {} failed",
         s.transactions, s.measured_s, s.failed_transactions
     );
+    if settings.scripts.len() > 1 {
+        let total_weight: u64 = settings.scripts.iter().map(|w| u64::from(w.weight)).sum();
+        let all: u64 = s.scripts.iter().map(|c| c.transactions + c.failed).sum();
+        for (i, (w, c)) in settings.scripts.iter().zip(&s.scripts).enumerate() {
+            let _ = writeln!(
+                o,
+                "  script {} {} weight {} ({:.1}% targeted): {} transactions ({:.1}%), {} failed",
+                i + 1,
+                w.name,
+                w.weight,
+                100.0 * f64::from(w.weight) / total_weight.max(1) as f64,
+                c.transactions,
+                100.0 * (c.transactions + c.failed) as f64 / all.max(1) as f64,
+                c.failed
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "tps           {:.1} (including connection time), {:.1} (excluding)",

@@ -152,6 +152,9 @@ pub struct LoadSummary {
     pub bytes_received: u64,
     /// Per script command, with `-r`; `None` without.
     pub per_command: Option<Vec<CommandSummary>>,
+    /// Per script of the run, in its order: measured transactions that succeeded and
+    /// that failed.
+    pub scripts: Vec<crate::load::record::ScriptCount>,
     pub series: Vec<IntervalSummary>,
 }
 
@@ -322,6 +325,7 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
             .then(|| r.round_trips as f64 / r.transactions as f64),
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
+        scripts: r.scripts.clone(),
         per_command: (!run.command_texts.is_empty()).then(|| {
             run.command_texts
                 .iter()

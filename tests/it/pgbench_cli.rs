@@ -52,22 +52,26 @@ fn select_only_runs_on_pgbench_s_tables_with_their_scale() {
     assert!(v["summary"]["transactions"].as_u64().unwrap() > 0);
     assert_eq!(v["summary"]["failed_transactions"], 0);
 
-    // tpcb-like and simple-update write pgbench's tables: history grows by one row a
-    // transaction, as under pgbench.
+    // tpcb-like and simple-update write pgbench's tables (history grows; other tests
+    // write there too, so at least by these runs' transactions).
+    let rows = || -> u64 {
+        let o = Command::new("psql")
+            .args([db, "-Atc", "select count(*) from pgbench_history"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+    };
+    let before = rows();
     for builtin in ["tpcb-like", "simple-update"] {
         let o = connbench(&["load", db, "-b", builtin, "-c", "2", "-t", "10"]);
         assert!(o.status.success(), "{builtin}: {}", stderr(&o));
         assert!(
-            stdout(&o).contains("on tables pgbench_*, scale 2"),
+            stdout(&o).contains("on tables pgbench_*, scale 2") && stdout(&o).contains("20 in"),
             "{builtin}: {}",
             stdout(&o)
         );
     }
-    let history = Command::new("psql")
-        .args([db, "-Atc", "select count(*) from pgbench_history"])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&history.stdout).trim(), "40");
+    assert!(rows() >= before + 40);
 
     // Asking for connbench's tables where there are only pgbench's names both.
     let o = connbench(&["load", db, "-S", "-t", "1", "--tables", "connbench"]);
@@ -153,4 +157,137 @@ fn connbench_s_own_schema_wins_where_both_are_there() {
         ["7"],
         "init never touches pgbench's"
     );
+}
+
+/// Runs `connbench load` with `args` and `--json` on success; the parsed report.
+fn load_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["load"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let o = connbench(&all);
+    assert!(o.status.success(), "connbench {all:?}: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    crate::common::check_schema("load", &v);
+    v
+}
+
+#[test]
+fn pgbench_s_documented_command_lines_run_with_connbench_load() {
+    let db = pgbench_db();
+    // From pgbench's documentation, long options, the database last.
+    let v = load_json(&[
+        "--client=4",
+        "--jobs=2",
+        "--time=2",
+        "--builtin=select-only",
+        "--no-vacuum",
+        "--protocol=prepared",
+        "--random-seed=7",
+        db,
+    ]);
+    assert_eq!(v["settings"]["clients"], 4);
+    assert_eq!(v["settings"]["threads"], 2);
+    assert_eq!(v["settings"]["mode"], "prepared");
+    assert_eq!(v["settings"]["workload"], "select-only");
+    assert!(v["summary"]["transactions"].as_u64().unwrap() > 0);
+    let v = load_json(&["--connect", "--transactions=5", "--skip-some-updates", db]);
+    assert_eq!(v["settings"]["connection"]["policy"], "per-transaction");
+    assert_eq!(v["settings"]["workload"], "simple-update");
+    assert_eq!(v["summary"]["transactions"], 5);
+
+    // Several scripts, drawn by weight per transaction: -b abbreviations, -S and -N in
+    // the order given, each script's transactions counted.
+    let v = load_json(&["-b", "se@1", "-N", "-b", "t@3", "-S", "-c", "2", "-t", "100", db]);
+    let names: Vec<&str> = v["settings"]["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["select-only", "simple-update", "tpcb-like", "select-only"]
+    );
+    assert_eq!(
+        v["settings"]["workload"],
+        "select-only@1, simple-update@1, tpcb-like@3, select-only@1"
+    );
+    let counts: Vec<u64> = v["summary"]["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["transactions"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts.iter().sum::<u64>(), 200, "{counts:?}");
+    // tpcb-like has half the weight: of 200 draws, it is the most drawn (binomial: by
+    // far) and every script is drawn at least once.
+    assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
+    assert!(
+        counts[2] > counts[0] && counts[2] > counts[1] && counts[2] > counts[3],
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn pgbench_s_listing_options_print_and_exit() {
+    let o = connbench(&["load", "-b", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for b in ["tpcb-like", "simple-update", "select-only"] {
+        assert!(stdout(&o).contains(b), "{}", stdout(&o));
+    }
+    let o = connbench(&["load", "--show-script", "se"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "-- select-only\n\\set aid random(1, 100000 * :scale)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
+    );
+}
+
+#[test]
+fn bad_pgbench_input_names_the_flag_its_value_and_the_fix() {
+    let db = pgbench_db();
+    let script = crate::common::TempFile::new("define.sql", "SELECT :k;\n");
+    let file_at = format!("{}@x", script.path());
+    for (args, want) in [
+        (
+            vec!["-b", "s"],
+            vec!["-b \"s\"", "ambiguous", "simple-update and select-only"],
+        ),
+        (vec!["-b", "nope"], vec!["-b \"nope\"", "no built-in script"]),
+        (vec!["-b", "se@-1"], vec!["-b \"se@-1\"", "weight"]),
+        (vec!["-f", &file_at], vec!["-f", "@x", "weight"]),
+        (
+            vec!["-b", "se@0", "-b", "t@0", "-t", "1"],
+            vec!["weight 0", "NAME@1"],
+        ),
+        (vec!["--partitions", "4"], vec!["--partitions", "connbench init"]),
+        (vec!["-i"], vec!["-i/--initialize", "connbench init"]),
+        (vec!["--exit-on-abort"], vec!["--exit-on-abort", "never abort"]),
+        (vec!["-p", "5432"], vec!["-p/--port", "host=H port=P"]),
+        (
+            vec!["-f", script.path(), "-D", "k=abc", "-t", "1"],
+            vec!["-D k=abc", "integer"],
+        ),
+        (
+            vec!["--sampling-rate", "2", "-l"],
+            vec!["sampling rate \"2\"", "0.01"],
+        ),
+        (
+            vec!["--max-tries", "0", "-t", "5"],
+            vec!["--max-tries 0", "-T", "-L"],
+        ),
+        (vec!["--log-prefix", "x"], vec!["--log"]),
+    ] {
+        let mut all = vec!["load", db];
+        all.extend_from_slice(&args);
+        let o = connbench(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        for w in want {
+            assert!(stderr(&o).contains(w), "{args:?}: wanted {w:?} in {}", stderr(&o));
+        }
+    }
+    // -v is accepted, and says it does nothing.
+    let o = connbench(&["load", db, "-v", "-S", "-t", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("connbench does not vacuum"), "{}", stderr(&o));
 }
