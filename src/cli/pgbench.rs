@@ -100,7 +100,13 @@ impl PgbenchArgs {
                     (see `connbench init --help`), and `load` runs on them or on pgbench -i's";
         let target = "is where to connect, which connbench takes from the target: \
                       connbench load 'host=H port=P user=U dbname=D' (or a postgres:// URI)";
+        let logs = "(pgbench's per-transaction and aggregate logs) is not implemented in connbench yet; \
+                    --json has the run's figures and its per-interval series";
         let given = [
+            (self.log, "-l/--log", logs),
+            (self.log_prefix.is_some(), "--log-prefix", logs),
+            (self.sampling_rate.is_some(), "--sampling-rate", logs),
+            (self.aggregate_interval.is_some(), "--aggregate-interval", logs),
             (self.exit_on_abort, "--exit-on-abort", "connbench's clients never abort on an error: they count it by \
               SQLSTATE, reconnect when the connection broke, and go on; a run where every transaction failed exits 1"),
             (self.debug, "-d/--debug", "connbench has no debug trace; --verbose-errors prints every error"),

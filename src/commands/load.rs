@@ -164,6 +164,8 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
                 weight: w.weight,
             })
             .collect(),
+        max_tries: options.max_tries,
+        failures_detailed: args.pgbench.failures_detailed,
     };
     let stop = stop_on_signals();
     let worker = match share {
@@ -223,9 +225,18 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
                 .map(|l| report::format_ns(f(l) as f64))
                 .unwrap_or_else(|| "-".into())
         };
+        // --progress-timestamp: the report's own time, as pgbench prints it.
+        let at = if args.pgbench.progress_timestamp {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0)
+        } else {
+            p.at_s
+        };
         eprintln!(
             "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
-            p.at_s,
+            at,
             p.totals.transactions as f64 / p.period_s,
             q(|l| l.p50_ns),
             q(|l| l.p99_ns),

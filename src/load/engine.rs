@@ -894,7 +894,31 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         let chosen = choose(&plan.scripts, total_weight, &mut chooser);
         let exec = &mut execs[chosen];
         let script = &plan.scripts[chosen].script;
-        let outcome = transaction(&shared, exec, script, &mut session).await;
+        // pgbench 15's retries: a serialization failure or a deadlock runs the
+        // transaction again with the same random values (the generator as it was before
+        // the first try), while tries remain, the latency limit is not passed and the
+        // measurement has not ended; its latency runs from the first try.
+        let before = (plan.max_tries != 1).then(|| exec.rng.clone());
+        let mut retries: u32 = 0;
+        let outcome = loop {
+            let outcome = transaction(&shared, exec, script, &mut session).await;
+            match (&outcome, &before) {
+                (Err(e), Some(rng))
+                    if retriable(&e.error) && may_retry(&plan, retries + 1, intended, t.end) =>
+                {
+                    if plan.verbose_errors {
+                        eprintln!(
+                            "client {global_id} script {chosen}: {} (try {}, will retry)",
+                            e.error,
+                            retries + 1
+                        );
+                    }
+                    retries += 1;
+                    exec.rng = rng.clone();
+                }
+                _ => break outcome,
+            }
+        };
         let ended = Instant::now();
         if let Some(turn) = in_turn {
             turn.end(ended);
@@ -919,6 +943,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     let mut rec = shared.recorder.borrow_mut();
                     rec.record_transaction(index, latency, bytes);
                     rec.record_script(chosen, true);
+                    rec.record_retries(retries);
                     if plan.latency_limit.is_some_and(|l| latency > l.as_nanos() as u64) {
                         rec.late += 1;
                     }
@@ -943,10 +968,17 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             Err(TxError { error, connecting }) => {
                 let message = || error.to_string();
                 note_first_error(&shared, message);
+                if plan.verbose_errors {
+                    eprintln!(
+                        "client {global_id} script {chosen}: {error} (try {}, failed)",
+                        retries + 1
+                    );
+                }
                 if measured {
                     let mut rec = shared.recorder.borrow_mut();
                     rec.record_failure(index, &failure_key(&error), message, true);
                     rec.record_script(chosen, false);
+                    rec.record_retries(retries);
                     // A transaction that failed while connecting never ran the script:
                     // the executor's times are still the previous transaction's.
                     if let (Some(times), false) = (&exec.times, connecting) {
@@ -971,6 +1003,23 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             tokio::time::sleep(plan.think).await;
         }
     }
+}
+
+/// Whether a failed try may be retried, as pgbench 15 decides: a serialization failure
+/// (40001) or a deadlock (40P01) only.
+fn retriable(e: &ConnectError) -> bool {
+    matches!(&e.kind, ErrorKind::Server { code, .. } if code == "40001" || code == "40P01")
+}
+
+/// Whether another try is allowed after `tries`: within --max-tries (0: no limit), within
+/// the latency limit of the intended start, and before the measurement's end.
+fn may_retry(plan: &LoadPlan, tries: u32, intended: Instant, end: Option<Instant>) -> bool {
+    let now = Instant::now();
+    (plan.max_tries == 0 || tries < plan.max_tries)
+        && plan
+            .latency_limit
+            .is_none_or(|l| now.saturating_duration_since(intended) <= l)
+        && end.is_none_or(|e| now < e)
 }
 
 /// The script of the next transaction: with one, that one; with several, a draw in

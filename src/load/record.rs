@@ -141,6 +141,10 @@ pub struct Recorder {
     /// Per script of the run, in its order: measured transactions that succeeded and
     /// that failed (see [`Recorder::with_scripts`]).
     pub scripts: Vec<ScriptCount>,
+    /// Measured transactions (succeeded or failed in the end) tried more than once
+    /// (`--max-tries`), and their retries in all.
+    pub retried: u64,
+    pub retries: u64,
     /// Per interval since the measurement started (call [`Recorder::finish`] before
     /// reading the last one).
     pub series: Vec<SeriesEntry>,
@@ -193,6 +197,8 @@ impl Recorder {
             round_trips: 0,
             commands: Vec::new(),
             scripts: Vec::new(),
+            retried: 0,
+            retries: 0,
             series: Vec::new(),
             live: interval_histogram(),
             live_index: 0,
@@ -260,6 +266,14 @@ impl Recorder {
     pub fn with_scripts(mut self, n: usize) -> Recorder {
         self.scripts = vec![ScriptCount::default(); n];
         self
+    }
+
+    /// A measured transaction's retries (0: it ran once).
+    pub fn record_retries(&mut self, retries: u32) {
+        if retries > 0 {
+            self.retried += 1;
+            self.retries += u64::from(retries);
+        }
     }
 
     /// A measured transaction of script `i` that succeeded or failed.
@@ -372,6 +386,8 @@ impl AddAssign<&Recorder> for Recorder {
             a.sum_ns += b.sum_ns;
             a.failures += b.failures;
         }
+        self.retried += o.retried;
+        self.retries += o.retries;
         if self.scripts.len() < o.scripts.len() {
             self.scripts.resize(o.scripts.len(), ScriptCount::default());
         }

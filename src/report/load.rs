@@ -51,6 +51,17 @@ pub struct LoadSettings {
     /// each drawn per transaction with probability weight / total weight.
     #[serde(default)]
     pub scripts: Vec<ScriptSetting>,
+    /// --max-tries: tries in all of a transaction failing with a serialization failure
+    /// or a deadlock (1: none retried; 0: no limit but -T or -L).
+    #[serde(default = "one")]
+    pub max_tries: u32,
+    /// --failures-detailed: the text report splits failures by type.
+    #[serde(default)]
+    pub failures_detailed: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One script of the run as given.
@@ -213,6 +224,15 @@ struct Summary<'a> {
     /// Per script, in the order given (settings.scripts): measured transactions that
     /// succeeded and that failed.
     scripts: Vec<ScriptFigures<'a>>,
+    /// Measured transactions tried more than once under --max-tries (succeeded or
+    /// failed in the end), and their retries in all; 0 with --max-tries 1.
+    retried_transactions: u64,
+    retries: u64,
+    /// Failed transactions by pgbench's types: serialization failures (SQLSTATE 40001),
+    /// deadlocks (40P01), and every other failure.
+    serialization_failures: u64,
+    deadlock_failures: u64,
+    other_failures: u64,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -305,6 +325,13 @@ pub fn json(
             bytes_received: s.bytes_received,
             failures: &s.failures,
             per_command: s.per_command.as_deref(),
+            retried_transactions: s.retried,
+            retries: s.retries,
+            serialization_failures: failures_of(s, "40001"),
+            deadlock_failures: failures_of(s, "40P01"),
+            other_failures: s
+                .failed_transactions
+                .saturating_sub(failures_of(s, "40001") + failures_of(s, "40P01")),
             scripts: settings
                 .scripts
                 .iter()
@@ -320,6 +347,15 @@ pub fn json(
         series: &s.series,
     };
     serde_json::to_string_pretty(&report).expect("serialisable") + "\n"
+}
+
+/// Failures of one kind (a SQLSTATE), counted.
+fn failures_of(s: &LoadSummary, kind: &str) -> u64 {
+    s.failures
+        .iter()
+        .filter(|f| f.kind == kind)
+        .map(|f| f.count)
+        .sum()
 }
 
 fn policy_words(p: &Policy) -> String {
@@ -394,6 +430,30 @@ pub fn text(
         "\ntransactions  {} in {:.2} s, {} failed",
         s.transactions, s.measured_s, s.failed_transactions
     );
+    if settings.failures_detailed || settings.max_tries != 1 {
+        let (ser, dead) = (failures_of(s, "40001"), failures_of(s, "40P01"));
+        let _ = writeln!(
+            o,
+            "failed by type serialization {ser}, deadlock {dead}, other {}",
+            s.failed_transactions.saturating_sub(ser + dead)
+        );
+    }
+    if settings.max_tries != 1 {
+        let all = s.transactions + s.failed_transactions;
+        let _ = writeln!(
+            o,
+            "retried       {} of {} transactions ({:.3}%), {} retries in all (--max-tries {})",
+            s.retried,
+            all,
+            100.0 * s.retried as f64 / all.max(1) as f64,
+            s.retries,
+            if settings.max_tries == 0 {
+                "0: no limit".to_string()
+            } else {
+                settings.max_tries.to_string()
+            }
+        );
+    }
     if settings.scripts.len() > 1 {
         let total_weight: u64 = settings.scripts.iter().map(|w| u64::from(w.weight)).sum();
         let all: u64 = s.scripts.iter().map(|c| c.transactions + c.failed).sum();

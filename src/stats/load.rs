@@ -155,6 +155,9 @@ pub struct LoadSummary {
     /// Per script of the run, in its order: measured transactions that succeeded and
     /// that failed.
     pub scripts: Vec<crate::load::record::ScriptCount>,
+    /// Transactions tried more than once (--max-tries), and their retries in all.
+    pub retried: u64,
+    pub retries: u64,
     pub series: Vec<IntervalSummary>,
 }
 
@@ -326,6 +329,8 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
         scripts: r.scripts.clone(),
+        retried: r.retried,
+        retries: r.retries,
         per_command: (!run.command_texts.is_empty()).then(|| {
             run.command_texts
                 .iter()

@@ -277,6 +277,7 @@ fn bad_pgbench_input_names_the_flag_its_value_and_the_fix() {
             vec!["--max-tries 0", "-T", "-L"],
         ),
         (vec!["--log-prefix", "x"], vec!["--log"]),
+        (vec!["-l", "-S", "-t", "1"], vec!["-l/--log", "not implemented"]),
     ] {
         let mut all = vec!["load", db];
         all.extend_from_slice(&args);
@@ -290,4 +291,108 @@ fn bad_pgbench_input_names_the_flag_its_value_and_the_fix() {
     let o = connbench(&["load", db, "-v", "-S", "-t", "1"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("connbench does not vacuum"), "{}", stderr(&o));
+}
+
+/// Runs SQL with psql on `db`; the output.
+fn psql(db: &str, q: &str) -> String {
+    let o = Command::new("psql").args([db, "-Atc", q]).output().unwrap();
+    assert!(o.status.success(), "{q}: {}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+#[test]
+fn serialization_failures_are_retried_with_pgbench_s_counts() {
+    let db = pgbench_db();
+    psql(db, "CREATE TABLE IF NOT EXISTS cbt_retry (id int PRIMARY KEY, v bigint); INSERT INTO cbt_retry VALUES (1, 0) ON CONFLICT DO NOTHING");
+    // Four clients updating one row under REPEATABLE READ: concurrent updates fail with
+    // 40001, which pgbench 15 and connbench retry.
+    let script = crate::common::TempFile::new(
+        "retry.sql",
+        "\\set d random(1, 10)\nBEGIN ISOLATION LEVEL REPEATABLE READ;\nSELECT v FROM cbt_retry WHERE id = 1;\n\\sleep 1 ms\nUPDATE cbt_retry SET v = v + :d WHERE id = 1;\nEND;\n",
+    );
+    let f = script.path();
+    let summary = |extra: &[&str]| {
+        let mut args = vec![db, "-f", f, "-c", "4", "-T", "2"];
+        args.extend_from_slice(extra);
+        load_json(&args)["summary"].clone()
+    };
+    let once = summary(&[]);
+    let failed = once["failed_transactions"].as_u64().unwrap();
+    assert!(failed > 0, "concurrent updates of one row fail: {once:#}");
+    assert_eq!(once["serialization_failures"], failed, "{once:#}");
+    assert_eq!(once["retried_transactions"], 0);
+
+    let retried = summary(&["--max-tries", "100", "--failures-detailed"]);
+    let (r, retries) = (
+        retried["retried_transactions"].as_u64().unwrap(),
+        retried["retries"].as_u64().unwrap(),
+    );
+    assert!(r > 0 && retries >= r, "{retried:#}");
+    assert!(
+        retried["failed_transactions"].as_u64().unwrap() * 20 < retried["transactions"].as_u64().unwrap(),
+        "with 100 tries, nearly every transaction ends committed: {retried:#}"
+    );
+    // pgbench 15 on the same script and flags reports the same figures.
+    let o = Command::new("pgbench")
+        .args([
+            "-n",
+            "-f",
+            f,
+            "-c",
+            "4",
+            "-T",
+            "2",
+            "--max-tries",
+            "100",
+            "--failures-detailed",
+            db,
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "number of transactions retried: ",
+        "total number of retries: ",
+        "number of serialization failures: ",
+    ] {
+        assert!(out.contains(line), "pgbench says {line:?}: {out}");
+    }
+    // Unlimited tries need an end: here -T.
+    let unlimited = summary(&["--max-tries", "0"]);
+    assert!(
+        unlimited["retried_transactions"].as_u64().unwrap() > 0,
+        "{unlimited:#}"
+    );
+    // The text report says it as pgbench does.
+    let o = connbench(&["load", db, "-f", f, "-c", "2", "-T", "1", "--max-tries", "5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("retried ") && stdout(&o).contains("serialization"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn progress_timestamps_are_unix_epoch_seconds() {
+    let db = pgbench_db();
+    let o = connbench(&["load", db, "-S", "-T", "2", "-P", "1", "--progress-timestamp"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let stamps: Vec<f64> = stderr(&o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("progress: "))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    assert!(!stamps.is_empty(), "{}", stderr(&o));
+    for t in stamps {
+        assert!(
+            t > now - 60.0 && t <= now,
+            "{t} is not a timestamp of this run (now {now})"
+        );
+    }
 }
