@@ -9,9 +9,13 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Parser, Subcommand};
 
 use crate::load::engine::End;
-use crate::load::workload::{Builtin, QueryMode};
-use crate::options::{self, Connection, LoadOptions, PoolOptions, Workload};
+use crate::load::init::TableChoice;
+use crate::load::workload::QueryMode;
+use crate::options::{self, Connection, LoadOptions, PoolOptions};
+
+mod pgbench;
 use crate::units::parse_duration;
+pub use pgbench::{PgbenchArgs, ScriptArgs};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -318,6 +322,17 @@ Examples:
   connbench load TARGET --connection pool --pool-size 1 --pool-max-lifetime 5s --think 500ms -c 1
   connbench load TARGET -R 500 -P 5 --json > run.json      # Poisson arrivals at 500 tps
 
+pgbench's command lines work with `pgbench` replaced by `connbench load` (the database
+last or first), on pgbench -i's tables or connbench init's:
+  connbench load --client=10 --jobs=2 --time=60 --builtin=select-only mydb
+  connbench load -b tpcb-like@9 -b select-only@1 -f mine.sql@2 -T 30 -l --aggregate-interval 5 mydb
+
+pgbench's options that connbench refuses, by name, with the reason: -i and its options
+(-I, -F, -q, --foreign-keys, --partitions, --partition-method, --tablespace,
+--index-tablespace, --unlogged-tables: `connbench init` makes connbench's tables),
+-d/--debug, --exit-on-abort, and --host/-p/-U (give host, port and user in the target:
+'host=H port=P user=U dbname=D'). See docs/pgbench.md.
+
 Exit codes: 0 success, 1 every transaction failed, 2 usage or set-up error, 130 Ctrl-C.";
 
 #[derive(Debug, Args)]
@@ -348,7 +363,7 @@ pub struct LoadArgs {
     pub server: ServerArgs,
 
     /// Concurrent clients (database sessions when connections are persistent).
-    #[arg(short = 'c', long, default_value = "1", value_parser = options::parse_clients)]
+    #[arg(short = 'c', long, visible_alias = "client", default_value = "1", value_parser = options::parse_clients)]
     pub clients: usize,
 
     /// Worker threads the clients are spread over (pgbench -j).
@@ -374,24 +389,8 @@ pub struct LoadArgs {
           value_parser = PossibleValuesParser::new(QueryMode::ALL.map(QueryMode::as_str)).try_map(|s| s.parse::<QueryMode>()))]
     pub mode: QueryMode,
 
-    /// Built-in workload.
-    #[arg(short = 'b', long = "builtin", conflicts_with_all = ["file", "simple_update", "select_only"],
-          value_parser = PossibleValuesParser::new(Builtin::ALL.map(Builtin::as_str)).map(|s| Builtin::named(&s).expect("a listed name")))]
-    pub builtin: Option<Builtin>,
-
-    /// Shorthand for -b simple-update (pgbench -N).
-    #[arg(short = 'N', conflicts_with_all = ["file", "select_only"])]
-    pub simple_update: bool,
-
-    /// Shorthand for -b select-only (pgbench -S).
-    #[arg(short = 'S', conflicts_with = "file")]
-    pub select_only: bool,
-
-    /// A custom script in pgbench's syntax: SQL, \set NAME EXPR with random(lo, hi) and
-    /// random_exponential, random_gaussian or random_zipfian(lo, hi, parameter),
-    /// \sleep N [us|ms|s].
-    #[arg(short = 'f', long = "file", value_name = "FILE")]
-    pub file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub scripts: ScriptArgs,
 
     /// Target rate for all clients together, in transactions per second (Poisson
     /// arrivals). Latency is measured from each transaction's scheduled start, so
@@ -423,10 +422,10 @@ pub struct LoadArgs {
     #[arg(long = "random-seed", value_name = "SEED", default_value = "time", value_parser = options::parse_seed)]
     pub random_seed: options::SeedArg,
 
-    /// Set a script variable before each client starts, as pgbench -D does (integers;
-    /// repeat for several). `-D scale=N` overrides the scale read from the tables.
+    /// Set a script variable before each client starts, as pgbench -D does (integers for
+    /// now; repeat for several). `-D scale=N` overrides the scale read from the tables.
     #[arg(short = 'D', long = "define", value_name = "NAME=VALUE", value_parser = options::parse_define)]
-    pub defines: Vec<(String, i64)>,
+    pub defines: Vec<(String, String)>,
 
     /// Print a progress line (tps, p50, p99) every N seconds (or a duration: 500ms).
     #[arg(short = 'P', long = "progress", value_name = "SECONDS", value_parser = options::parse_progress)]
@@ -447,7 +446,7 @@ pub struct LoadArgs {
     pub connection: Option<Connection>,
 
     /// Shorthand for --connection per-transaction (pgbench -C).
-    #[arg(short = 'C', conflicts_with = "connection")]
+    #[arg(short = 'C', long = "connect", conflicts_with = "connection")]
     pub per_transaction: bool,
 
     /// Pool: connections in all (split evenly over the worker threads).
@@ -462,13 +461,24 @@ pub struct LoadArgs {
     #[arg(long, value_parser = options::parse_period)]
     pub pool_idle_timeout: Option<Duration>,
 
-    /// Scale of the tables --sandbox creates (1 unit = 100,000 accounts).
+    /// Scale of the tables --sandbox creates (1 unit = 100,000 accounts), and the
+    /// `:scale` of a custom script when no tables are found (pgbench -s).
     #[arg(short = 's', long, default_value_t = 1)]
     pub scale: u32,
 
-    /// The schema that holds connbench's tables.
-    #[arg(long, default_value = "connbench")]
-    pub schema: String,
+    /// The schema that holds connbench's tables [default: connbench]. Giving it means
+    /// connbench's tables (--tables connbench).
+    #[arg(long)]
+    pub schema: Option<String>,
+
+    /// Whose tables the built-in scripts run on: connbench's (`connbench init`, in
+    /// --schema) or pgbench's (`pgbench -i`: pgbench_accounts, ... in the search path).
+    /// auto: connbench's when schema connbench holds them, else pgbench's when found,
+    /// else an error naming both. `:scale` is read from the tables chosen (pgbench's as
+    /// pgbench reads it: select count(*) from pgbench_branches).
+    #[arg(long, value_name = "WHOSE", default_value = "auto",
+          value_parser = PossibleValuesParser::new(TableChoice::NAMES).try_map(|s| s.parse::<TableChoice>()))]
+    pub tables: TableChoice,
 
     /// Print JSON (stable keys; schema in docs/schema/load.schema.json).
     #[arg(long)]
@@ -492,6 +502,8 @@ pub struct LoadArgs {
     pub server_cgroup: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub workers: WorkerArgs,
+    #[command(flatten)]
+    pub pgbench: PgbenchArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -596,17 +608,33 @@ pub fn parse_run_name(s: &str) -> Result<String, String> {
 }
 
 impl LoadArgs {
+    /// The schema of connbench's tables: --schema, or `connbench`.
+    pub fn schema(&self) -> &str {
+        self.schema.as_deref().unwrap_or("connbench")
+    }
+
     /// The flags as the options a suite cell also becomes (see `crate::options`).
-    pub fn options(&self) -> LoadOptions {
-        let workload = match (&self.file, self.builtin, self.simple_update, self.select_only) {
-            (Some(path), ..) => Workload::File(path.clone()),
-            (None, Some(b), ..) => Workload::Builtin(b),
-            (None, None, true, _) => Workload::Builtin(Builtin::SimpleUpdate),
-            (None, None, _, true) => Workload::Builtin(Builtin::SelectOnly),
-            _ => Workload::Builtin(Builtin::TpcbLike),
+    pub fn options(&self) -> anyhow::Result<LoadOptions> {
+        let tables = match (self.tables, &self.schema) {
+            (TableChoice::Pgbench, Some(schema)) => anyhow::bail!(
+                "--schema {schema} names connbench's tables, but --tables pgbench asks for pgbench's \
+                 (pgbench_accounts, ...), which have no schema of their own: drop one of the two"
+            ),
+            (TableChoice::Auto, Some(_)) => TableChoice::Connbench,
+            (choice, _) => choice,
         };
-        LoadOptions {
-            workload,
+        if let Some((name, why)) = self.pgbench.refused() {
+            anyhow::bail!("{name}: connbench refuses it: {name} {why}");
+        }
+        let workloads = if self.scripts.scripts.is_empty() {
+            LoadOptions::default().workloads
+        } else {
+            self.scripts.scripts.clone()
+        };
+        Ok(LoadOptions {
+            workloads,
+            max_tries: self.pgbench.max_tries,
+            verbose_errors: self.pgbench.verbose_errors,
             mode: self.mode,
             clients: self.clients,
             threads: self.threads,
@@ -633,8 +661,9 @@ impl LoadArgs {
                 idle_timeout: self.pool_idle_timeout,
             },
             interval: self.interval,
-            schema: self.schema.clone(),
-        }
+            schema: self.schema().to_string(),
+            tables,
+        })
     }
 }
 
@@ -786,13 +815,16 @@ mod tests {
             "connbench",
         )
         .unwrap();
-        assert_eq!(args.options(), from_suite);
-        assert_eq!(args.options().policy().unwrap(), from_suite.policy().unwrap());
+        assert_eq!(args.options().unwrap(), from_suite);
+        assert_eq!(
+            args.options().unwrap().policy().unwrap(),
+            from_suite.policy().unwrap()
+        );
         // And -T as bare seconds, as pgbench writes it.
         let cli = Cli::try_parse_from(["connbench", "load", "-T", "3"]).unwrap();
         let Command::Load(args) = cli.command else {
             panic!("not load")
         };
-        assert_eq!(args.options().end, End::Duration(Duration::from_secs(3)));
+        assert_eq!(args.options().unwrap().end, End::Duration(Duration::from_secs(3)));
     }
 }

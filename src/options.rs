@@ -20,7 +20,8 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use crate::connect::ConnectSettings;
 use crate::experiment::suite::Settings;
 use crate::host::{Accounting, Source};
-use crate::load::engine::{End, LoadPlan, Policy};
+use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
+use crate::load::init::{TableChoice, Tables};
 use crate::load::workload::{Builtin, QueryMode, Script};
 use crate::net::route::{PathKind, RouteSpec};
 use crate::proto::Endpoint;
@@ -58,6 +59,28 @@ impl FromStr for Connection {
     }
 }
 
+/// The tables a run uses, found on the target, and their scale (`:scale`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dataset {
+    pub tables: Tables,
+    pub scale: i64,
+}
+
+/// A built-in script's text on `tables`. Built-ins are written for connbench's schema
+/// (`SCHEMA.accounts`); on pgbench's tables the qualified names become pgbench's
+/// (`pgbench_accounts`), so the statements are pgbench's own.
+pub fn builtin_text(b: Builtin, tables: &Tables) -> String {
+    match tables {
+        Tables::Connbench(schema) => b.script(schema),
+        Tables::Pgbench => b.script("pgbench").replace("pgbench.", "pgbench_"),
+    }
+}
+
+/// --tables: auto, connbench or pgbench.
+pub fn parse_tables(v: &str) -> Result<TableChoice, String> {
+    v.parse()
+}
+
 /// What a transaction runs: a built-in workload or a script file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Workload {
@@ -88,6 +111,110 @@ impl Workload {
             Workload::File(_) => true,
         }
     }
+}
+
+/// One script of a run and its weight, pgbench's `NAME@W`: each transaction a client
+/// runs one script, drawn with probability weight / total weight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Weighted {
+    pub workload: Workload,
+    pub weight: u32,
+}
+
+impl Weighted {
+    /// How a report names it: the name, with `@W` when scripts are mixed.
+    pub fn name(&self, mixed: bool) -> String {
+        if mixed {
+            format!("{}@{}", self.workload.name(), self.weight)
+        } else {
+            self.workload.name()
+        }
+    }
+}
+
+/// A script weight after `@`: 0 to pgbench's limit (a 32-bit int).
+fn parse_weight(flag: &str, v: &str, w: &str) -> Result<u32, String> {
+    w.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&w| w <= i32::MAX as u32)
+        .ok_or_else(|| {
+            format!("invalid {flag} {v:?}: the weight after @ is a whole number from 0 to {} (e.g. {flag} NAME@2)", i32::MAX)
+        })
+}
+
+/// The built-in script a name or a prefix of one names, as pgbench's -b takes them:
+/// `se` is select-only, `t` tpcb-like; a prefix of several is refused, naming them.
+pub fn find_builtin(name: &str) -> Result<Builtin, String> {
+    let all = Builtin::ALL.map(Builtin::as_str).join(", ");
+    if let Some(b) = Builtin::named(name) {
+        return Ok(b);
+    }
+    let found: Vec<Builtin> = Builtin::ALL
+        .into_iter()
+        .filter(|b| !name.is_empty() && b.as_str().starts_with(name))
+        .collect();
+    match found[..] {
+        [b] => Ok(b),
+        [] => Err(format!(
+            "no built-in script {name:?}: use one of {all} (or a prefix of one)"
+        )),
+        _ => Err(format!(
+            "ambiguous built-in script {name:?}: it begins {}; give more of the name",
+            found.iter().map(|b| b.as_str()).collect::<Vec<_>>().join(" and ")
+        )),
+    }
+}
+
+/// -b NAME[@W]: a built-in script (a prefix names it) and its weight (default 1).
+pub fn parse_builtin_weighted(v: &str) -> Result<Weighted, String> {
+    let (name, weight) = match v.rsplit_once('@') {
+        Some((n, w)) => (n, parse_weight("-b", v, w)?),
+        None => (v, 1),
+    };
+    let b = find_builtin(name).map_err(|e| format!("invalid -b {v:?}: {e}"))?;
+    Ok(Weighted {
+        workload: Workload::Builtin(b),
+        weight,
+    })
+}
+
+/// -f FILE[@W]: a script file and its weight (default 1); as in pgbench, the last `@`
+/// starts the weight.
+pub fn parse_file_weighted(v: &str) -> Result<Weighted, String> {
+    let (path, weight) = match v.rsplit_once('@') {
+        Some((p, w)) => (p, parse_weight("-f", v, w)?),
+        None => (v, 1),
+    };
+    if path.is_empty() {
+        return Err(format!(
+            "invalid -f {v:?}: give a script file, e.g. -f bench.sql@2"
+        ));
+    }
+    Ok(Weighted {
+        workload: Workload::File(PathBuf::from(path)),
+        weight,
+    })
+}
+
+/// --sampling-rate: a fraction of transactions to log, above 0 and at most 1.
+pub fn parse_sampling_rate(v: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!(
+            "invalid sampling rate {v:?}: give a fraction above 0 and at most 1, e.g. 0.01 for 1%"
+        )),
+    }
+}
+
+/// --aggregate-interval: whole seconds, as pgbench takes it.
+pub fn parse_aggregate_interval(v: &str) -> Result<u64, String> {
+    whole("aggregate interval", v, 1, 86_400, " seconds")
+}
+
+/// --max-tries: tries of a transaction in all; 0 is no limit.
+pub fn parse_max_tries(v: &str) -> Result<u32, String> {
+    whole("max tries", v, 0, 1_000_000, " (0 is no limit, with -T or -L)")
 }
 
 fn whole<T>(what: &str, v: &str, min: T, max: T, hint: &str) -> Result<T, String>
@@ -221,8 +348,10 @@ pub fn parse_seed(v: &str) -> Result<SeedArg, String> {
     }
 }
 
-/// -D NAME=VALUE: a script variable's name and its integer value.
-pub fn parse_define(v: &str) -> Result<(String, i64), String> {
+/// -D NAME=VALUE: a script variable's name and its value, as given (pgbench's values
+/// are integers, doubles or strings; [`LoadOptions::script`] says which the script
+/// engine takes).
+pub fn parse_define(v: &str) -> Result<(String, String), String> {
     let (name, value) = v
         .split_once('=')
         .ok_or_else(|| format!("invalid -D {v:?}: write NAME=VALUE, e.g. -D scale=10"))?;
@@ -235,10 +364,22 @@ pub fn parse_define(v: &str) -> Result<(String, i64), String> {
     if name == "client_id" {
         return Err("invalid -D client_id: connbench numbers the clients itself".into());
     }
-    let value = value.trim().parse::<i64>().map_err(|_| {
-        format!("invalid -D {v:?}: connbench's script variables are integers, and {value:?} is not one")
-    })?;
-    Ok((name.to_string(), value))
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// The defines as the script engine takes them today: integers. A value that is not one
+/// is refused here, naming it (the one place to change when scripts take strings).
+fn integer_defines(defines: &[(String, String)]) -> Result<Vec<(String, i64)>> {
+    defines
+        .iter()
+        .map(|(n, v)| match v.trim().parse::<i64>() {
+            Ok(i) => Ok((n.clone(), i)),
+            Err(_) => bail!(
+                "invalid -D {n}={v}: connbench's script variables are integers for now, and {v:?} is not one; \
+                 give an integer (e.g. -D {n}=10)"
+            ),
+        })
+        .collect()
 }
 
 /// A latency limit (-L): milliseconds as a bare number, as pgbench takes it, or a
@@ -297,9 +438,12 @@ pub struct PoolOptions {
 /// A load run's settings, from flags or a suite cell, each already parsed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadOptions {
-    /// What each transaction runs, on tables in `schema`, sent as `mode` says.
-    pub workload: Workload,
+    /// What each transaction runs, one script drawn by weight per transaction (one
+    /// script: always that one), on tables in `schema`, sent as `mode` says.
+    pub workloads: Vec<Weighted>,
     pub schema: String,
+    /// Whose tables: connbench's in `schema`, pgbench's, or whichever is there.
+    pub tables: TableChoice,
     pub mode: QueryMode,
     /// How clients get connections. None: the workload's default (per-transaction for
     /// connect-only, else persistent); the pool settings apply to `Some(Pool)`.
@@ -323,14 +467,24 @@ pub struct LoadOptions {
     /// pgbench's --random-seed: `None` draws one from the clock.
     pub random_seed: Option<u64>,
     /// pgbench's -D NAME=VALUE: script variables set before each client starts.
-    pub defines: Vec<(String, i64)>,
+    pub defines: Vec<(String, String)>,
+    /// pgbench's --max-tries: tries of a transaction that failed with a serialization
+    /// failure or a deadlock, in all (1: no retry; 0: no limit).
+    pub max_tries: u32,
+    /// pgbench's --verbose-errors: every failed try's error on stderr.
+    pub verbose_errors: bool,
 }
 
 impl Default for LoadOptions {
     /// pgbench's defaults: tpcb-like, simple protocol, one client, 10 s.
     fn default() -> Self {
         LoadOptions {
-            workload: Workload::Builtin(Builtin::TpcbLike),
+            workloads: vec![Weighted {
+                workload: Workload::Builtin(Builtin::TpcbLike),
+                weight: 1,
+            }],
+            max_tries: 1,
+            verbose_errors: false,
             mode: QueryMode::Simple,
             clients: 1,
             threads: 1,
@@ -350,6 +504,7 @@ impl Default for LoadOptions {
             },
             interval: Duration::from_secs(1),
             schema: "connbench".into(),
+            tables: TableChoice::Auto,
         }
     }
 }
@@ -371,10 +526,17 @@ impl LoadOptions {
     ) -> Result<LoadOptions> {
         let d = LoadOptions::default();
         Ok(LoadOptions {
-            workload: s
+            workloads: s
                 .get("workload")
-                .map(|w| Workload::parse(w))
-                .unwrap_or(d.workload),
+                .map(|w| {
+                    vec![Weighted {
+                        workload: Workload::parse(w),
+                        weight: 1,
+                    }]
+                })
+                .unwrap_or(d.workloads),
+            max_tries: d.max_tries,
+            verbose_errors: d.verbose_errors,
             mode: get(s, "mode", parse_mode)?.unwrap_or(d.mode),
             clients: get(s, "clients", parse_clients)?.unwrap_or(d.clients),
             threads: get(s, "threads", parse_threads)?.unwrap_or(d.threads),
@@ -394,12 +556,13 @@ impl LoadOptions {
             },
             interval: get(s, "interval", parse_period)?.unwrap_or(d.interval),
             schema: schema.to_string(),
+            tables: get(s, "tables", parse_tables)?.unwrap_or(d.tables),
         })
     }
 
     /// The connection policy, checked against the workload.
     pub fn policy(&self) -> Result<Policy> {
-        let connect_only = self.workload == Workload::Builtin(Builtin::ConnectOnly);
+        let connect_only = self.connect_only();
         let connection = match (connect_only, self.connection) {
             (true, None | Some(Connection::PerTransaction)) => Connection::PerTransaction,
             (true, Some(other)) => bail!(
@@ -424,46 +587,109 @@ impl LoadOptions {
         self.threads.min(self.clients).max(1)
     }
 
-    /// The workload's name and parsed script (a file is read here).
-    pub fn script(&self) -> Result<(String, Script)> {
-        let (name, text) = match &self.workload {
-            Workload::Builtin(b) => (b.as_str().to_string(), b.script(&self.schema)),
-            Workload::File(path) => (
-                path.display().to_string(),
-                std::fs::read_to_string(path).with_context(|| {
-                    format!(
-                        "setting workload: {:?} is neither a built-in workload ({}) nor a readable file",
+    /// The tables a check without a server assumes: pgbench's when asked for, else
+    /// connbench's in `schema` (the built-in scripts parse the same either way).
+    pub fn assumed_tables(&self) -> Tables {
+        match self.tables {
+            TableChoice::Pgbench => Tables::Pgbench,
+            _ => Tables::Connbench(self.schema.clone()),
+        }
+    }
+
+    /// Whether the run is connect-only (which then is its only script).
+    pub fn connect_only(&self) -> bool {
+        self.workloads
+            .iter()
+            .any(|w| w.workload == Workload::Builtin(Builtin::ConnectOnly))
+    }
+
+    /// Whether any script runs on the tables (and so needs their scale).
+    pub fn reads_dataset(&self) -> bool {
+        self.workloads.iter().any(|w| w.workload.reads_dataset())
+    }
+
+    /// How a report names the workload: the script's name, or each `NAME@W`, in order.
+    pub fn workload_name(&self) -> String {
+        let mixed = self.workloads.len() > 1;
+        let names: Vec<String> = self.workloads.iter().map(|w| w.name(mixed)).collect();
+        names.join(", ")
+    }
+
+    /// The scripts with their weights, parsed on `tables` (files are read here), checked
+    /// as pgbench checks them: at most 128, a positive total weight, and connect-only
+    /// alone.
+    pub fn scripts(&self, tables: &Tables) -> Result<Vec<WeightedScript>> {
+        if self.workloads.is_empty() {
+            bail!("no script to run: give -b NAME or -f FILE");
+        }
+        if self.workloads.len() > 128 {
+            bail!(
+                "{} scripts given: pgbench takes at most 128, and so does connbench",
+                self.workloads.len()
+            );
+        }
+        if self.connect_only() && self.workloads.len() > 1 {
+            bail!("connect-only opens and closes a connection per transaction and runs nothing, so it cannot be mixed with other scripts");
+        }
+        if self.workloads.iter().map(|w| u64::from(w.weight)).sum::<u64>() == 0 {
+            bail!("every script has weight 0, so none would ever run: give one a weight above 0 (NAME@1)");
+        }
+        let defines = integer_defines(&self.defines)?;
+        self.workloads
+            .iter()
+            .map(|w| {
+                let (name, text) = match &w.workload {
+                    Workload::Builtin(b) => (b.as_str().to_string(), builtin_text(*b, tables)),
+                    Workload::File(path) => (
                         path.display().to_string(),
-                        Builtin::ALL.map(Builtin::as_str).join(", ")
-                    )
-                })?,
-            ),
-        };
-        let script = Script::parse_with(&name, &text, &self.defines)?;
-        Ok((name, script))
+                        std::fs::read_to_string(path).with_context(|| {
+                            format!(
+                                "script {:?} is neither a built-in workload ({}) nor a readable file",
+                                path.display().to_string(),
+                                Builtin::ALL.map(Builtin::as_str).join(", ")
+                            )
+                        })?,
+                    ),
+                };
+                let script = Script::parse_with(&name, &text, &defines)?;
+                Ok(WeightedScript {
+                    script,
+                    weight: w.weight,
+                })
+            })
+            .collect()
     }
 
     /// Every check across settings, without connecting: what `--dry-run` runs.
     pub fn check(&self) -> Result<()> {
         crate::load::init::check_schema(&self.schema)?;
         self.policy()?;
-        self.script()?;
+        self.scripts(&self.assumed_tables())?;
+        if self.max_tries == 0 && self.latency_limit.is_none() && !matches!(self.end, End::Duration(_)) {
+            bail!(
+                "--max-tries 0 retries without limit, which needs an end to the retrying: give -T (a duration) \
+                 or -L (a latency limit), or a number of tries (e.g. --max-tries 10)"
+            );
+        }
         Ok(())
     }
 
-    /// The plan the engine runs, on `endpoint`, with the dataset's `scale`.
+    /// The plan the engine runs, on `endpoint`, on the dataset found there.
     pub fn plan(
         &self,
         endpoint: Endpoint,
-        scale: i64,
+        dataset: &Dataset,
         netns: Option<Arc<std::fs::File>>,
         progress: Option<Duration>,
     ) -> Result<LoadPlan> {
         let policy = self.policy()?;
-        let (_, script) = self.script()?;
+        let scale = dataset.scale;
+        let scripts = self.scripts(&dataset.tables)?;
         Ok(LoadPlan {
             endpoint,
-            script: Arc::new(script),
+            scripts: Arc::new(scripts),
+            max_tries: self.max_tries,
+            verbose_errors: self.verbose_errors,
             mode: self.mode,
             clients: self.clients,
             threads: self.threads(),
@@ -486,20 +712,33 @@ impl LoadOptions {
         })
     }
 
-    /// The scale the script's `:scale` takes: the dataset's, read from the target for
-    /// any workload on connbench's tables (a built-in one must find them; a custom
-    /// script falls back to `fallback` when there are none).
-    pub async fn dataset_scale(&self, direct: &Endpoint, fallback: i64) -> Result<i64> {
-        match &self.workload {
-            Workload::Builtin(b) if b.needs_tables() => {
-                Ok(crate::load::init::scale_of(direct, &self.schema).await? as i64)
-            }
-            w if w.reads_dataset() => Ok(crate::load::init::scale_of(direct, &self.schema)
-                .await
-                .map(|s| s as i64)
-                .unwrap_or(fallback)),
-            _ => Ok(fallback),
+    /// The tables the run uses and the scale `:scale` takes, read from the target (see
+    /// [`crate::load::init::find_tables`]): a built-in workload must find them; a custom
+    /// script falls back to `fallback` (pgbench's -s) when there are none, on the tables
+    /// it would have used.
+    pub async fn dataset(&self, direct: &Endpoint, fallback: i64) -> Result<Dataset> {
+        if !self.reads_dataset() {
+            return Ok(Dataset {
+                tables: self.assumed_tables(),
+                scale: fallback,
+            });
         }
+        let found = crate::load::init::find_tables(direct, self.tables, &self.schema).await;
+        let builtin_on_tables = self.workloads.iter().any(|w| match w.workload {
+            Workload::Builtin(b) => b.needs_tables(),
+            Workload::File(_) => false,
+        });
+        Ok(match found {
+            Ok((tables, scale)) => Dataset {
+                tables,
+                scale: i64::from(scale),
+            },
+            Err(e) if builtin_on_tables => return Err(e),
+            Err(_) => Dataset {
+                tables: self.assumed_tables(),
+                scale: fallback,
+            },
+        })
     }
 }
 
@@ -718,15 +957,63 @@ mod tests {
     }
 
     #[test]
+    fn builtins_on_pgbench_s_tables_name_pgbench_s_tables_only() {
+        for b in Builtin::ALL {
+            let text = builtin_text(b, &Tables::Pgbench);
+            assert!(!text.contains("pgbench."), "{text}");
+            for word in text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_') {
+                if ["accounts", "tellers", "branches", "history"]
+                    .iter()
+                    .any(|t| word.ends_with(t))
+                {
+                    assert!(word.starts_with("pgbench_"), "{b:?}: {word} in {text}");
+                }
+            }
+        }
+        let select = builtin_text(Builtin::SelectOnly, &Tables::Pgbench);
+        assert!(
+            select.contains("SELECT abalance FROM pgbench_accounts WHERE aid = :aid;"),
+            "{select}"
+        );
+        assert!(builtin_text(Builtin::TpcbLike, &Tables::Connbench("s".into())).contains("s.tellers"));
+    }
+
+    #[test]
+    fn builtin_prefixes_name_one_script_as_pgbench_s_do() {
+        assert_eq!(find_builtin("se"), Ok(Builtin::SelectOnly));
+        assert_eq!(find_builtin("si"), Ok(Builtin::SimpleUpdate));
+        assert_eq!(find_builtin("t"), Ok(Builtin::TpcbLike));
+        assert_eq!(find_builtin("tpcb-like"), Ok(Builtin::TpcbLike));
+        assert!(find_builtin("s").unwrap_err().contains("ambiguous"));
+        assert!(find_builtin("").is_err());
+        assert!(find_builtin("x").unwrap_err().contains("no built-in script"));
+        let w = parse_builtin_weighted("se@3").unwrap();
+        assert_eq!(
+            (w.workload, w.weight),
+            (Workload::Builtin(Builtin::SelectOnly), 3)
+        );
+        let f = parse_file_weighted("a@b.sql@2").unwrap();
+        assert_eq!((f.workload, f.weight), (Workload::File("a@b.sql".into()), 2));
+        assert!(parse_file_weighted("x.sql@").is_err());
+        assert!(parse_builtin_weighted("se@99999999999").is_err());
+    }
+
+    #[test]
     fn connect_only_refuses_other_policies() {
         let o = LoadOptions {
-            workload: Workload::Builtin(Builtin::ConnectOnly),
+            workloads: vec![Weighted {
+                workload: Workload::Builtin(Builtin::ConnectOnly),
+                weight: 1,
+            }],
             connection: Some(Connection::Pool),
             ..LoadOptions::default()
         };
         assert!(o.policy().unwrap_err().to_string().contains("per-transaction"));
         let o = LoadOptions {
-            workload: Workload::Builtin(Builtin::ConnectOnly),
+            workloads: vec![Weighted {
+                workload: Workload::Builtin(Builtin::ConnectOnly),
+                weight: 1,
+            }],
             ..LoadOptions::default()
         };
         assert_eq!(o.policy().unwrap(), Policy::PerTransaction);

@@ -8,18 +8,62 @@ use super::{emit, init_sandbox_tables, parse_target, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
 use crate::experiment::workers::{share, Worker};
-use crate::load::workload::QueryMode;
+use crate::load::init::{TableChoice, Tables};
+use crate::load::workload::{Builtin, QueryMode};
 use crate::proto::Endpoint;
 use crate::report;
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;
 use crate::Exit;
 
+/// pgbench's DBNAME: a bare word (no `=`, not a URI) names a database, as libpq reads
+/// pgbench's and psql's database argument; anything else is a conninfo or URI as given.
+fn pgbench_dbname(text: &str) -> String {
+    let word = !text.is_empty()
+        && !text.contains('=')
+        && !text.contains("://")
+        && !text.contains(char::is_whitespace);
+    if word {
+        format!("dbname={text}")
+    } else {
+        text.to_string()
+    }
+}
+
 pub async fn run_load(args: LoadArgs) -> Result<Exit> {
-    let mut options = args.options();
+    // pgbench's -b list and --show-script print and exit, as pgbench does.
+    if args.scripts.list {
+        let mut out = String::from("built-in scripts (-b NAME, or a prefix of one):\n");
+        for b in Builtin::ALL {
+            out += &format!("  {}\n", b.as_str());
+        }
+        emit(&out);
+        return Ok(Exit::Success);
+    }
+    let mut options = args.options()?;
+    if let Some(name) = &args.pgbench.show_script {
+        let b =
+            crate::options::find_builtin(name).map_err(|e| anyhow::anyhow!("--show-script {name:?}: {e}"))?;
+        let tables = match options.tables {
+            TableChoice::Connbench => Tables::Connbench(options.schema.clone()),
+            _ => Tables::Pgbench,
+        };
+        emit(&format!(
+            "-- {}\n{}",
+            b.as_str(),
+            crate::options::builtin_text(b, &tables)
+        ));
+        return Ok(Exit::Success);
+    }
+    if args.pgbench.vacuum_all {
+        eprintln!(
+            "note: -v: connbench does not vacuum before a run (pgbench -v vacuums the four tables); \
+             run VACUUM ANALYZE on them first to start from vacuumed tables"
+        );
+    }
     // Every check that needs no server runs before a sandbox starts.
     options.check()?;
-    let (script_name, _) = options.script()?;
+    let script_name = options.workload_name();
     // A worker of a many-machine run takes its share of the clients and the rate.
     let (total_clients, total_rate) = (options.clients, options.rate);
     let share = match args.workers.workers {
@@ -54,15 +98,15 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         })
         .await?;
         eprintln!("sandbox: started in {}", sb.info.dir.display());
-        if options.workload.reads_dataset() {
-            init_sandbox_tables(&sb, &args.schema, args.scale).await?;
+        if options.reads_dataset() {
+            init_sandbox_tables(&sb, args.schema(), args.scale).await?;
         }
         let name = args.target.as_deref().unwrap_or("unix");
         let t = sb.info.target(name)?.target()?;
         sandbox = Some(sb);
         t
     } else {
-        parse_target(args.target.as_deref())?
+        parse_target(args.target.as_deref().map(pgbench_dbname).as_deref())?
     };
     let direct = Endpoint::new(target)?;
     let (mut routed_subjects, routes) = routed(
@@ -75,8 +119,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     )
     .await?;
     let endpoint = routed_subjects.remove(0).endpoint;
-    let scale = options.dataset_scale(&direct, i64::from(args.scale)).await?;
-    let mut plan = options.plan(endpoint, scale, None, args.progress)?;
+    let dataset = options.dataset(&direct, i64::from(args.scale)).await?;
+    let scale = dataset.scale;
+    let mut plan = options.plan(endpoint, &dataset, None, args.progress)?;
     let warmup = plan.warmup;
     let user_server = match (args.server_pid, &args.server_cgroup) {
         (Some(pid), _) => Some(crate::host::Source::Tree(pid)),
@@ -101,11 +146,26 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         rate_tps: plan.rate,
         latency_limit_ms: plan.latency_limit.map(|d| d.as_secs_f64() * 1e3),
         random_seed: Some(plan.seed),
-        defines: options.defines.iter().cloned().collect(),
+        defines: options
+            .defines
+            .iter()
+            .map(|(n, v)| (n.clone(), report::load::DefineValue::of(v)))
+            .collect(),
         think_ms: plan.think.as_secs_f64() * 1e3,
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),
         scale,
+        tables: Some(dataset.tables.describe()),
+        scripts: options
+            .workloads
+            .iter()
+            .map(|w| report::load::ScriptSetting {
+                name: w.workload.name(),
+                weight: w.weight,
+            })
+            .collect(),
+        max_tries: options.max_tries,
+        failures_detailed: args.pgbench.failures_detailed,
     };
     let stop = stop_on_signals();
     let worker = match share {
@@ -165,9 +225,18 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
                 .map(|l| report::format_ns(f(l) as f64))
                 .unwrap_or_else(|| "-".into())
         };
+        // --progress-timestamp: the report's own time, as pgbench prints it.
+        let at = if args.pgbench.progress_timestamp {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0)
+        } else {
+            p.at_s
+        };
         eprintln!(
             "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
-            p.at_s,
+            at,
             p.totals.transactions as f64 / p.period_s,
             q(|l| l.p50_ns),
             q(|l| l.p99_ns),

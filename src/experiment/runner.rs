@@ -36,7 +36,7 @@ pub struct Context {
     pub stop: watch::Receiver<bool>,
     /// The dataset's scale per target conninfo, looked up once per run, not before every
     /// repetition.
-    pub scales: std::cell::RefCell<BTreeMap<String, i64>>,
+    pub scales: std::cell::RefCell<BTreeMap<String, crate::options::Dataset>>,
     /// Relays started for cells with a `path` or `distance`, per target and route; they
     /// live as long as the context, so every repetition of a cell takes the same route.
     pub routes: std::cell::RefCell<BTreeMap<(String, RouteSpec), std::rc::Rc<Route>>>,
@@ -852,20 +852,20 @@ async fn load_plan(
     ctx: &Context,
 ) -> Result<(engine::LoadPlan, usize, f64)> {
     let options = LoadOptions::from_settings(s, suite.duration, suite.warmup, &ctx.schema)?;
-    let key = endpoint.target.conninfo();
-    let known = ctx.scales.borrow().get(&key).copied();
-    let scale = match known {
-        Some(scale) => scale,
+    let key = format!("{:?} {}", options.tables, endpoint.target.conninfo());
+    let known = ctx.scales.borrow().get(&key).cloned();
+    let dataset = match known {
+        Some(dataset) => dataset,
         None => {
             // Looked up from the host, on the target without route or namespace.
-            let scale = options.dataset_scale(&ctx.direct_endpoint(s)?, 1).await?;
-            ctx.scales.borrow_mut().insert(key, scale);
-            scale
+            let dataset = options.dataset(&ctx.direct_endpoint(s)?, 1).await?;
+            ctx.scales.borrow_mut().insert(key, dataset.clone());
+            dataset
         }
     };
     let clients = options.clients;
     let interval_s = options.interval.as_secs_f64();
-    let mut plan = options.plan(endpoint.clone(), scale, ctx.client_namespace(s)?, None)?;
+    let mut plan = options.plan(endpoint.clone(), &dataset, ctx.client_namespace(s)?, None)?;
     plan.accounting = options::accounting(&ctx.direct_endpoint(s)?.target, ctx.sandbox.as_ref(), None)?;
     plan.accounting.relays = ctx.relay_threads(s)?;
     Ok((plan, clients, interval_s))

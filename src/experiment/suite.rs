@@ -67,6 +67,7 @@ pub const SETTINGS: &[&str] = &[
     "clients",
     "threads",
     "workload",
+    "tables",
     "mode",
     "rate",
     "think",

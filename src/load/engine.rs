@@ -80,11 +80,26 @@ pub enum End {
     TransactionsPerClient(u64),
 }
 
+/// One script of a run and its weight: each transaction, a client draws one script with
+/// probability weight / total weight (pgbench's `-b NAME@W`, `-f FILE@W`).
+#[derive(Debug, Clone)]
+pub struct WeightedScript {
+    pub script: Script,
+    pub weight: u32,
+}
+
 /// A validated load run.
 #[derive(Debug, Clone)]
 pub struct LoadPlan {
     pub endpoint: Endpoint,
-    pub script: Arc<Script>,
+    /// The scripts, numbered from 0 in this order (pgbench's script_no).
+    pub scripts: Arc<Vec<WeightedScript>>,
+    /// pgbench's --max-tries: tries in all of a transaction that fails with a
+    /// serialization failure (40001) or a deadlock (40P01); 1 retries nothing, 0 retries
+    /// until -T or -L ends it.
+    pub max_tries: u32,
+    /// pgbench's --verbose-errors: every failed try's error on stderr as it happens.
+    pub verbose_errors: bool,
     pub mode: QueryMode,
     pub clients: usize,
     pub threads: usize,
@@ -367,7 +382,7 @@ pub async fn run(
     let mut run = LoadRun {
         server_not_measured: plan.accounting.server_not_measured.clone(),
         command_texts: if plan.per_command {
-            plan.script.texts.clone()
+            command_texts(&plan.scripts)
         } else {
             Vec::new()
         },
@@ -414,6 +429,37 @@ pub async fn run(
     run.measured = window_end.saturating_duration_since(measure_start);
     run.recorder = recorder;
     Ok(run)
+}
+
+/// Every script's commands as written, in script order; with several scripts, each
+/// command says its script (`[2] SELECT ...`, numbered from 1 as pgbench's report does).
+fn command_texts(scripts: &[WeightedScript]) -> Vec<String> {
+    let mixed = scripts.len() > 1;
+    scripts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| {
+            s.script.texts.iter().map(move |t| {
+                if mixed {
+                    format!("[{}] {t}", i + 1)
+                } else {
+                    t.clone()
+                }
+            })
+        })
+        .collect()
+}
+
+/// Where each script's commands start in the run's per-command records.
+fn command_offsets(scripts: &[WeightedScript]) -> Vec<usize> {
+    scripts
+        .iter()
+        .scan(0, |at, s| {
+            let start = *at;
+            *at += s.script.commands.len();
+            Some(start)
+        })
+        .collect()
 }
 
 /// What the calling thread has used: CPU time (user, system) and context switches
@@ -483,10 +529,13 @@ fn worker(
     };
     let shared = Rc::new(WorkerShared {
         plan: plan.clone(),
-        recorder: RefCell::new(if plan.per_command {
-            Recorder::new().with_commands(plan.script.commands.len())
-        } else {
-            Recorder::new()
+        recorder: RefCell::new({
+            let r = Recorder::new().with_scripts(plan.scripts.len());
+            if plan.per_command {
+                r.with_commands(plan.scripts.iter().map(|s| s.script.commands.len()).sum())
+            } else {
+                r
+            }
         }),
         progress: RefCell::new(Interval::new()),
         pool,
@@ -751,10 +800,26 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     let t = shared.times.borrow().expect("set before clients run");
     let global_id = plan.first_client + id;
     let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
-    let mut exec = Executor::new(&plan.script, plan.scale, global_id as i64, seed);
-    if plan.per_command {
-        exec.time_commands(&plan.script);
-    }
+    // One executor per script (each has its own variables); the first draws from the
+    // client's seed as a run of one script always did, so a seed repeats it.
+    let mut execs: Vec<Executor> = plan
+        .scripts
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut exec = Executor::new(&s.script, plan.scale, global_id as i64, seed);
+            if plan.per_command {
+                exec.time_commands(&s.script);
+            }
+            exec
+        })
+        .collect();
+    let offsets = command_offsets(&plan.scripts);
+    // The script of each transaction, by weight, from the client's own generator (pgbench
+    // draws from its thread's; per client, a seed repeats the choices whatever -j is).
+    let total_weight: i64 = plan.scripts.iter().map(|s| i64::from(s.weight)).sum();
+    let mut chooser = crate::load::workload::Rng::new(seed ^ 0xC0FF_EE00_D15C_0DE5);
     let mut schedule = plan.rate.map(|r| Schedule {
         next: t.warm_start,
         mean_gap_s: plan.clients as f64 / r,
@@ -782,7 +847,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         };
         // When to start: now, or the next intended start under -R.
         let intended = match schedule.as_mut() {
-            Some(s) => s.advance(&mut exec.rng),
+            Some(s) => s.advance(&mut execs[0].rng),
             None => Instant::now().max(t.warm_start),
         };
         if let Some(end) = t.end {
@@ -826,7 +891,34 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             Some(turn) => turn.measured,
             None => intended >= t.measure_start,
         };
-        let outcome = transaction(&shared, &mut exec, &mut session).await;
+        let chosen = choose(&plan.scripts, total_weight, &mut chooser);
+        let exec = &mut execs[chosen];
+        let script = &plan.scripts[chosen].script;
+        // pgbench 15's retries: a serialization failure or a deadlock runs the
+        // transaction again with the same random values (the generator as it was before
+        // the first try), while tries remain, the latency limit is not passed and the
+        // measurement has not ended; its latency runs from the first try.
+        let before = (plan.max_tries != 1).then(|| exec.rng.clone());
+        let mut retries: u32 = 0;
+        let outcome = loop {
+            let outcome = transaction(&shared, exec, script, &mut session).await;
+            match (&outcome, &before) {
+                (Err(e), Some(rng))
+                    if retriable(&e.error) && may_retry(&plan, retries + 1, intended, t.end) =>
+                {
+                    if plan.verbose_errors {
+                        eprintln!(
+                            "client {global_id} script {chosen}: {} (try {}, will retry)",
+                            e.error,
+                            retries + 1
+                        );
+                    }
+                    retries += 1;
+                    exec.rng = rng.clone();
+                }
+                _ => break outcome,
+            }
+        };
         let ended = Instant::now();
         if let Some(turn) = in_turn {
             turn.end(ended);
@@ -850,6 +942,8 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     let latency = ended.saturating_duration_since(intended).as_nanos() as u64;
                     let mut rec = shared.recorder.borrow_mut();
                     rec.record_transaction(index, latency, bytes);
+                    rec.record_script(chosen, true);
+                    rec.record_retries(retries);
                     if plan.latency_limit.is_some_and(|l| latency > l.as_nanos() as u64) {
                         rec.late += 1;
                     }
@@ -860,7 +954,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                         rec.record_connect(index, tl);
                     }
                     if let Some(times) = &exec.times {
-                        rec.record_commands(times);
+                        rec.record_commands_at(offsets[chosen], times);
                     }
                     if plan.progress.is_some() {
                         let mut p = shared.progress.borrow_mut();
@@ -874,13 +968,21 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             Err(TxError { error, connecting }) => {
                 let message = || error.to_string();
                 note_first_error(&shared, message);
+                if plan.verbose_errors {
+                    eprintln!(
+                        "client {global_id} script {chosen}: {error} (try {}, failed)",
+                        retries + 1
+                    );
+                }
                 if measured {
                     let mut rec = shared.recorder.borrow_mut();
                     rec.record_failure(index, &failure_key(&error), message, true);
+                    rec.record_script(chosen, false);
+                    rec.record_retries(retries);
                     // A transaction that failed while connecting never ran the script:
                     // the executor's times are still the previous transaction's.
                     if let (Some(times), false) = (&exec.times, connecting) {
-                        rec.record_commands(times);
+                        rec.record_commands_at(offsets[chosen], times);
                     }
                     if plan.progress.is_some() {
                         shared.progress.borrow_mut().failures += 1;
@@ -903,6 +1005,39 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     }
 }
 
+/// Whether a failed try may be retried, as pgbench 15 decides: a serialization failure
+/// (40001) or a deadlock (40P01) only.
+fn retriable(e: &ConnectError) -> bool {
+    matches!(&e.kind, ErrorKind::Server { code, .. } if code == "40001" || code == "40P01")
+}
+
+/// Whether another try is allowed after `tries`: within --max-tries (0: no limit), within
+/// the latency limit of the intended start, and before the measurement's end.
+fn may_retry(plan: &LoadPlan, tries: u32, intended: Instant, end: Option<Instant>) -> bool {
+    let now = Instant::now();
+    (plan.max_tries == 0 || tries < plan.max_tries)
+        && plan
+            .latency_limit
+            .is_none_or(|l| now.saturating_duration_since(intended) <= l)
+        && end.is_none_or(|e| now < e)
+}
+
+/// The script of the next transaction: with one, that one; with several, a draw in
+/// [0, total weight) walked down the weights, as pgbench's chooseScript does.
+fn choose(scripts: &[WeightedScript], total_weight: i64, rng: &mut crate::load::workload::Rng) -> usize {
+    if scripts.len() == 1 {
+        return 0;
+    }
+    let mut w = rng.range(0, total_weight - 1);
+    for (i, s) in scripts.iter().enumerate() {
+        w -= i64::from(s.weight);
+        if w < 0 {
+            return i;
+        }
+    }
+    scripts.len() - 1
+}
+
 /// A failed transaction, and whether it failed while connecting.
 struct TxError {
     error: ConnectError,
@@ -914,6 +1049,7 @@ struct TxError {
 async fn transaction(
     shared: &WorkerShared,
     exec: &mut Executor,
+    script: &Script,
     persistent: &mut Option<Session>,
 ) -> Result<(Counters, Option<Timeline>), TxError> {
     let plan = &shared.plan;
@@ -932,7 +1068,7 @@ async fn transaction(
             }
             let s = persistent.as_mut().expect("connected above");
             let before = s.counters();
-            let result = exec.run(&plan.script, plan.mode, s).await;
+            let result = exec.run(script, plan.mode, s).await;
             let bytes = delta(before, s.counters(), made.is_some());
             if s.is_broken() {
                 *persistent = None;
@@ -945,7 +1081,7 @@ async fn transaction(
         Policy::PerTransaction => {
             let (mut s, tl) = open(shared).await.map_err(connect_err)?;
             exec.prepared = false;
-            let result = exec.run(&plan.script, plan.mode, &mut s).await;
+            let result = exec.run(script, plan.mode, &mut s).await;
             let bytes = s.counters();
             s.close().await;
             result.map(|_| (bytes, Some(tl))).map_err(|e| TxError {
@@ -963,7 +1099,7 @@ async fn transaction(
             }
             exec.connection = conn.id;
             let before = conn.session.counters();
-            let result = exec.run(&plan.script, plan.mode, &mut conn.session).await;
+            let result = exec.run(script, plan.mode, &mut conn.session).await;
             let bytes = delta(before, conn.session.counters(), made.is_some());
             pool.release(conn);
             result.map(|_| (bytes, made)).map_err(|e| TxError {

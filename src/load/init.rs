@@ -9,6 +9,11 @@
 //! COPY inside the transaction that creates the tables; primary keys are added after the
 //! load and the tables are vacuumed and analysed, as pgbench does.
 //!
+//! A run may also use pgbench's own tables (`pgbench -i`: `pgbench_accounts` and the
+//! others, in the search path), read but never created or dropped here: [`find_tables`]
+//! chooses between the two sets and reads the scale as pgbench does (`select count(*)
+//! from pgbench_branches`).
+//!
 //! On MySQL and MariaDB the schema is a database of the same name (`connbench`), the
 //! tables are InnoDB with their primary keys declared up front (InnoDB clusters rows by
 //! them, so loading in key order is the fast way), the marker is the table's COMMENT,
@@ -22,6 +27,61 @@ use crate::proto::{self, Endpoint, Engine, PhaseCursor, Session};
 
 pub const TABLES: [&str; 4] = ["branches", "tellers", "accounts", "history"];
 const MARKER: &str = "connbench dataset";
+/// pgbench's tables as `pgbench -i` makes them, found through the search path.
+pub const PGBENCH_TABLES: [&str; 4] = [
+    "pgbench_branches",
+    "pgbench_tellers",
+    "pgbench_accounts",
+    "pgbench_history",
+];
+
+/// Which tables a run's built-in scripts (and `:scale`) use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tables {
+    /// connbench's, in this schema (`connbench init`).
+    Connbench(String),
+    /// pgbench's (`pgbench -i`): `pgbench_accounts` and the others, in the search path.
+    Pgbench,
+}
+
+impl Tables {
+    /// How a report names them: `connbench.*` or `pgbench_*`.
+    pub fn describe(&self) -> String {
+        match self {
+            Tables::Connbench(schema) => format!("{schema}.*"),
+            Tables::Pgbench => "pgbench_*".into(),
+        }
+    }
+}
+
+/// Which tables the user asked for: `--tables`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableChoice {
+    /// connbench's in the schema when they are there, else pgbench's when they are.
+    #[default]
+    Auto,
+    Connbench,
+    Pgbench,
+}
+
+impl TableChoice {
+    pub const NAMES: [&'static str; 3] = ["auto", "connbench", "pgbench"];
+}
+
+impl std::str::FromStr for TableChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(TableChoice::Auto),
+            "connbench" => Ok(TableChoice::Connbench),
+            "pgbench" => Ok(TableChoice::Pgbench),
+            _ => Err(format!(
+                "invalid tables {s:?}: use auto, connbench (connbench init's, in --schema) or pgbench (pgbench -i's)"
+            )),
+        }
+    }
+}
 
 /// What `init` did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -288,6 +348,96 @@ pub async fn scale_of(ep: &Endpoint, schema: &str) -> Result<u32> {
         );
     }
     Ok(tables.iter().filter_map(|(_, s)| *s).min().unwrap_or(1))
+}
+
+/// The scale of pgbench's tables as pgbench reads it (`select count(*) from
+/// pgbench_branches`), or `None` when the four are not all in the search path. MySQL has
+/// no `pgbench -i`, so there it is always `None`.
+pub async fn pgbench_scale(ep: &Endpoint) -> Result<Option<u32>> {
+    if ep.engine() != Engine::Postgres {
+        return Ok(None);
+    }
+    let mut s = open(ep).await?;
+    let found = PGBENCH_TABLES
+        .map(|t| format!("to_regclass('{t}') IS NOT NULL"))
+        .join(" AND ");
+    let present = s
+        .query_column(&format!("SELECT ({found})::text"))
+        .await
+        .context("cannot look for pgbench's tables")?;
+    if present.first().map(String::as_str) != Some("true") {
+        s.close().await;
+        return Ok(None);
+    }
+    let count = s
+        .query_column("select count(*)::text from pgbench_branches")
+        .await
+        .context("cannot read pgbench's scale (select count(*) from pgbench_branches)");
+    s.close().await;
+    let count: u64 = count?
+        .first()
+        .and_then(|c| c.parse().ok())
+        .context("select count(*) from pgbench_branches gave no number")?;
+    if count == 0 {
+        bail!(
+            "pgbench_branches at {} is empty, so it gives no scale; fill the tables again with `pgbench -i -s N`",
+            ep.target.name()
+        );
+    }
+    Ok(Some(u32::try_from(count).unwrap_or(u32::MAX)))
+}
+
+/// The tables a run uses and their scale, by `choice` (see `TableChoice`): with `Auto`,
+/// connbench's in `schema` when all four are there, else pgbench's when they are, else
+/// an error naming both and how to create either.
+pub async fn find_tables(ep: &Endpoint, choice: TableChoice, schema: &str) -> Result<(Tables, u32)> {
+    let connbench = Tables::Connbench(schema.to_string());
+    match choice {
+        TableChoice::Connbench => Ok((connbench, scale_of(ep, schema).await?)),
+        TableChoice::Pgbench => match pgbench_scale(ep).await? {
+            Some(scale) => Ok((Tables::Pgbench, scale)),
+            None => bail!(
+                "pgbench's tables ({}) are not in the search path at {}; create them with `pgbench -i -s 1` \
+                 on that database, or use connbench's (`connbench init '{}' -s 1`, then --tables connbench)",
+                PGBENCH_TABLES.join(", "),
+                ep.target.name(),
+                ep.target.conninfo()
+            ),
+        },
+        TableChoice::Auto => {
+            check_schema(schema)?;
+            let mut s = open(ep).await?;
+            let tables = existing(&mut s, ep.engine(), schema).await?;
+            s.close().await;
+            if tables.len() == TABLES.len() {
+                refuse_foreign(&tables, schema)?;
+                let scale = tables.iter().filter_map(|(_, s)| *s).min().unwrap_or(1);
+                return Ok((connbench, scale));
+            }
+            if let Some(scale) = pgbench_scale(ep).await? {
+                return Ok((Tables::Pgbench, scale));
+            }
+            let pgbench = if ep.engine() == Engine::Postgres {
+                format!(
+                    " nor pgbench's ({} in the search path)",
+                    PGBENCH_TABLES.join(", ")
+                )
+            } else {
+                String::new()
+            };
+            bail!(
+                "neither connbench's tables (schema {schema}){pgbench} are at {}; create connbench's with \
+                 `connbench init '{}' -s 1`{}",
+                ep.target.name(),
+                ep.target.conninfo(),
+                if pgbench.is_empty() {
+                    ""
+                } else {
+                    " or pgbench's with `pgbench -i -s 1` on that database"
+                }
+            )
+        }
+    }
 }
 
 /// Lets `role` use connbench's tables in `schema` (the sandbox's trust role, say).

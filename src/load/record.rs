@@ -66,6 +66,13 @@ impl Default for CommandRecord {
     }
 }
 
+/// One script's measured transactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScriptCount {
+    pub transactions: u64,
+    pub failed: u64,
+}
+
 /// Transactions and latencies of one period (progress reports use it live).
 #[derive(Debug, Clone)]
 pub struct Interval {
@@ -131,6 +138,13 @@ pub struct Recorder {
     pub round_trips: u64,
     /// Per script command, with `-r` (empty without): see [`Recorder::record_commands`].
     pub commands: Vec<CommandRecord>,
+    /// Per script of the run, in its order: measured transactions that succeeded and
+    /// that failed (see [`Recorder::with_scripts`]).
+    pub scripts: Vec<ScriptCount>,
+    /// Measured transactions (succeeded or failed in the end) tried more than once
+    /// (`--max-tries`), and their retries in all.
+    pub retried: u64,
+    pub retries: u64,
     /// Per interval since the measurement started (call [`Recorder::finish`] before
     /// reading the last one).
     pub series: Vec<SeriesEntry>,
@@ -182,6 +196,9 @@ impl Recorder {
             bytes: Counters::default(),
             round_trips: 0,
             commands: Vec::new(),
+            scripts: Vec::new(),
+            retried: 0,
+            retries: 0,
             series: Vec::new(),
             live: interval_histogram(),
             live_index: 0,
@@ -245,14 +262,46 @@ impl Recorder {
         self
     }
 
+    /// Counts per script for a run of `n` scripts.
+    pub fn with_scripts(mut self, n: usize) -> Recorder {
+        self.scripts = vec![ScriptCount::default(); n];
+        self
+    }
+
+    /// A measured transaction's retries (0: it ran once).
+    pub fn record_retries(&mut self, retries: u32) {
+        if retries > 0 {
+            self.retried += 1;
+            self.retries += u64::from(retries);
+        }
+    }
+
+    /// A measured transaction of script `i` that succeeded or failed.
+    pub fn record_script(&mut self, i: usize, ok: bool) {
+        if let Some(c) = self.scripts.get_mut(i) {
+            if ok {
+                c.transactions += 1;
+            } else {
+                c.failed += 1;
+            }
+        }
+    }
+
     /// The per-command times of a measured transaction, failed or not: every command
     /// it completed, and the one it failed at. pgbench's -r counts the same way.
     pub fn record_commands(&mut self, t: &crate::load::workload::CommandTimes) {
-        for (rec, &ns) in self.commands.iter_mut().zip(&t.ns[..t.reached]) {
+        self.record_commands_at(0, t);
+    }
+
+    /// As [`Recorder::record_commands`], for a script whose commands start at `offset`
+    /// among the run's (several scripts share one list).
+    pub fn record_commands_at(&mut self, offset: usize, t: &crate::load::workload::CommandTimes) {
+        let commands = self.commands.get_mut(offset..).unwrap_or_default();
+        for (rec, &ns) in commands.iter_mut().zip(&t.ns[..t.reached]) {
             rec.latency.saturating_record(ns.max(1));
             rec.sum_ns += ns;
         }
-        if let Some(rec) = t.failed.and_then(|i| self.commands.get_mut(i)) {
+        if let Some(rec) = t.failed.and_then(|i| self.commands.get_mut(offset + i)) {
             rec.failures += 1;
         }
     }
@@ -336,6 +385,15 @@ impl AddAssign<&Recorder> for Recorder {
             a.latency.add(&b.latency).expect("same bounds");
             a.sum_ns += b.sum_ns;
             a.failures += b.failures;
+        }
+        self.retried += o.retried;
+        self.retries += o.retries;
+        if self.scripts.len() < o.scripts.len() {
+            self.scripts.resize(o.scripts.len(), ScriptCount::default());
+        }
+        for (a, b) in self.scripts.iter_mut().zip(&o.scripts) {
+            a.transactions += b.transactions;
+            a.failed += b.failed;
         }
         if self.series.len() < o.series.len() {
             self.series.resize_with(o.series.len(), SeriesEntry::default);

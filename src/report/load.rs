@@ -35,13 +35,68 @@ pub struct LoadSettings {
     /// (null when each worker drew its own from the clock).
     #[serde(default)]
     pub random_seed: Option<u64>,
-    /// Script variables given with -D, by name.
+    /// Script variables given with -D, by name: an integer as a number, anything else
+    /// as the string given.
     #[serde(default)]
-    pub defines: std::collections::BTreeMap<String, i64>,
+    pub defines: std::collections::BTreeMap<String, DefineValue>,
     pub think_ms: f64,
     pub connection: Policy,
     pub interval_s: f64,
     pub scale: i64,
+    /// The tables the built-in scripts ran on and `:scale` was read from: `pgbench_*`
+    /// (pgbench -i's) or `SCHEMA.*` (connbench init's); null where not recorded.
+    #[serde(default)]
+    pub tables: Option<String>,
+    /// The scripts, numbered from 1 in this order (the log's script_no counts from 0),
+    /// each drawn per transaction with probability weight / total weight.
+    #[serde(default)]
+    pub scripts: Vec<ScriptSetting>,
+    /// --max-tries: tries in all of a transaction failing with a serialization failure
+    /// or a deadlock (1: none retried; 0: no limit but -T or -L).
+    #[serde(default = "one")]
+    pub max_tries: u32,
+    /// --failures-detailed: the text report splits failures by type.
+    #[serde(default)]
+    pub failures_detailed: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One script of the run as given.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ScriptSetting {
+    pub name: String,
+    pub weight: u32,
+}
+
+/// One script's measured transactions.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct ScriptFigures<'a> {
+    name: &'a str,
+    weight: u32,
+    transactions: u64,
+    failed_transactions: u64,
+}
+
+/// A -D value as reported: an integer, or the text given.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum DefineValue {
+    Integer(i64),
+    Text(String),
+}
+
+impl DefineValue {
+    pub fn of(v: &str) -> DefineValue {
+        match v.trim().parse() {
+            Ok(i) => DefineValue::Integer(i),
+            Err(_) => DefineValue::Text(v.to_string()),
+        }
+    }
 }
 
 /// The method statement printed with every load report.
@@ -166,6 +221,18 @@ struct Summary<'a> {
     /// executions, failures, and latency from the command's start to its end; null
     /// without -r.
     per_command: Option<&'a [CommandSummary]>,
+    /// Per script, in the order given (settings.scripts): measured transactions that
+    /// succeeded and that failed.
+    scripts: Vec<ScriptFigures<'a>>,
+    /// Measured transactions tried more than once under --max-tries (succeeded or
+    /// failed in the end), and their retries in all; 0 with --max-tries 1.
+    retried_transactions: u64,
+    retries: u64,
+    /// Failed transactions by pgbench's types: serialization failures (SQLSTATE 40001),
+    /// deadlocks (40P01), and every other failure.
+    serialization_failures: u64,
+    deadlock_failures: u64,
+    other_failures: u64,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -258,10 +325,37 @@ pub fn json(
             bytes_received: s.bytes_received,
             failures: &s.failures,
             per_command: s.per_command.as_deref(),
+            retried_transactions: s.retried,
+            retries: s.retries,
+            serialization_failures: failures_of(s, "40001"),
+            deadlock_failures: failures_of(s, "40P01"),
+            other_failures: s
+                .failed_transactions
+                .saturating_sub(failures_of(s, "40001") + failures_of(s, "40P01")),
+            scripts: settings
+                .scripts
+                .iter()
+                .zip(&s.scripts)
+                .map(|(w, c)| ScriptFigures {
+                    name: &w.name,
+                    weight: w.weight,
+                    transactions: c.transactions,
+                    failed_transactions: c.failed,
+                })
+                .collect(),
         },
         series: &s.series,
     };
     serde_json::to_string_pretty(&report).expect("serialisable") + "\n"
+}
+
+/// Failures of one kind (a SQLSTATE), counted.
+fn failures_of(s: &LoadSummary, kind: &str) -> u64 {
+    s.failures
+        .iter()
+        .filter(|f| f.kind == kind)
+        .map(|f| f.count)
+        .sum()
 }
 
 fn policy_words(p: &Policy) -> String {
@@ -313,6 +407,9 @@ pub fn text(
         plural(settings.threads, "thread"),
     );
     let _ = writeln!(o, "  with {}", policy_words(&settings.connection));
+    if let Some(tables) = &settings.tables {
+        let _ = writeln!(o, "  on tables {tables}, scale {}", settings.scale);
+    }
     let _ = writeln!(
         o,
         "target: {}  {}{}",
@@ -333,6 +430,47 @@ pub fn text(
         "\ntransactions  {} in {:.2} s, {} failed",
         s.transactions, s.measured_s, s.failed_transactions
     );
+    if settings.failures_detailed || settings.max_tries != 1 {
+        let (ser, dead) = (failures_of(s, "40001"), failures_of(s, "40P01"));
+        let _ = writeln!(
+            o,
+            "failed by type serialization {ser}, deadlock {dead}, other {}",
+            s.failed_transactions.saturating_sub(ser + dead)
+        );
+    }
+    if settings.max_tries != 1 {
+        let all = s.transactions + s.failed_transactions;
+        let _ = writeln!(
+            o,
+            "retried       {} of {} transactions ({:.3}%), {} retries in all (--max-tries {})",
+            s.retried,
+            all,
+            100.0 * s.retried as f64 / all.max(1) as f64,
+            s.retries,
+            if settings.max_tries == 0 {
+                "0: no limit".to_string()
+            } else {
+                settings.max_tries.to_string()
+            }
+        );
+    }
+    if settings.scripts.len() > 1 {
+        let total_weight: u64 = settings.scripts.iter().map(|w| u64::from(w.weight)).sum();
+        let all: u64 = s.scripts.iter().map(|c| c.transactions + c.failed).sum();
+        for (i, (w, c)) in settings.scripts.iter().zip(&s.scripts).enumerate() {
+            let _ = writeln!(
+                o,
+                "  script {} {} weight {} ({:.1}% targeted): {} transactions ({:.1}%), {} failed",
+                i + 1,
+                w.name,
+                w.weight,
+                100.0 * f64::from(w.weight) / total_weight.max(1) as f64,
+                c.transactions,
+                100.0 * (c.transactions + c.failed) as f64 / all.max(1) as f64,
+                c.failed
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "tps           {:.1} (including connection time), {:.1} (excluding)",

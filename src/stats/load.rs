@@ -152,6 +152,12 @@ pub struct LoadSummary {
     pub bytes_received: u64,
     /// Per script command, with `-r`; `None` without.
     pub per_command: Option<Vec<CommandSummary>>,
+    /// Per script of the run, in its order: measured transactions that succeeded and
+    /// that failed.
+    pub scripts: Vec<crate::load::record::ScriptCount>,
+    /// Transactions tried more than once (--max-tries), and their retries in all.
+    pub retried: u64,
+    pub retries: u64,
     pub series: Vec<IntervalSummary>,
 }
 
@@ -322,6 +328,9 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
             .then(|| r.round_trips as f64 / r.transactions as f64),
         bytes_sent: r.bytes.bytes_sent,
         bytes_received: r.bytes.bytes_received,
+        scripts: r.scripts.clone(),
+        retried: r.retried,
+        retries: r.retries,
         per_command: (!run.command_texts.is_empty()).then(|| {
             run.command_texts
                 .iter()
