@@ -259,8 +259,12 @@ impl Session {
                 Ok(Ok(n)) if n > 0 => {}
                 // It closed without a word: the same failure a client that read first
                 // sees, so the kind does not depend on which side of the race it was.
-                Ok(Ok(_)) => return closed(phase),
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return closed(phase),
+                // (A write that was reset already consumed the reset: then EOF follows.)
+                Ok(Ok(_)) if write.kind() != std::io::ErrorKind::ConnectionReset => return closed(phase),
+                // A reset is a reset, as a client that read first would count it.
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return ConnectError::new(phase, ErrorKind::io(e, ""))
+                }
                 _ => return ConnectError::new(phase, ErrorKind::io(write, "")),
             }
         }

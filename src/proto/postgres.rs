@@ -275,8 +275,12 @@ impl Session {
                 Ok(Ok(n)) if n > 0 => {}
                 // It closed without a word: the same failure a client that read first
                 // sees, so the kind does not depend on which side of the race it was.
-                Ok(Ok(_)) => return closed(phase),
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return closed(phase),
+                // (A write that was reset already consumed the reset: then EOF follows.)
+                Ok(Ok(_)) if write.kind() != std::io::ErrorKind::ConnectionReset => return closed(phase),
+                // A reset is a reset, as a client that read first would count it.
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return ConnectError::new(phase, ErrorKind::io(e, ""))
+                }
                 _ => return ConnectError::new(phase, ErrorKind::io(write, "")),
             }
         }
@@ -725,7 +729,7 @@ fn server_error(body: &postgres_protocol::message::backend::ErrorResponseBody) -
     ErrorKind::Server { code, message }
 }
 
-/// The server closed the connection without a word (EOF, or a reset on reading).
+/// The server closed the connection without a word (EOF).
 pub(super) fn closed(p: Phase) -> ConnectError {
     ConnectError::new(p, ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""))
 }

@@ -718,7 +718,17 @@ fn latency_limit_counts_late_transactions_and_skips_hopeless_ones_under_a_rate()
         (700..=1300).contains(&(skipped + sent)),
         "the sent and the skipped are the transactions due: {ls}"
     );
-    assert!(ls["latency"]["max_ms"].as_f64().unwrap() < 40.0, "{ls}");
+    // What was sent started at most 10 ms late: its typical latency is the limit plus its
+    // own 4 ms, where the unlimited run's backlog put hundreds of ms on each. The median,
+    // not the maximum: with every core busy one transaction can wait 100 ms for a core.
+    let (free_p50, limited_p50) = (
+        fs["latency"]["p50_ms"].as_f64().unwrap(),
+        ls["latency"]["p50_ms"].as_f64().unwrap(),
+    );
+    assert!(
+        limited_p50 < 50.0 && limited_p50 * 4.0 < free_p50,
+        "limited p50 {limited_p50} ms, free p50 {free_p50} ms: {ls}"
+    );
     let o = connbench(&[
         "load",
         &conninfo("unix"),

@@ -7,6 +7,7 @@ mod common;
 mod connect;
 mod faults;
 mod fuzz;
+mod guides;
 mod hostile;
 mod load;
 mod mysql;

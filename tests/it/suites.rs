@@ -492,9 +492,10 @@ target = "tcp"
             assert_eq!(s["slice_turns"], 6.0, "300 ms in turns of 50 ms: {s}");
             assert_eq!(s["slice_ms"], 50.0, "{s}");
             // The cell's measured time is its six turns, each until its last
-            // transaction ended: 300 ms and a little.
+            // transaction ended: 300 ms and a little (up to 56 ms more seen with every core
+            // busy, when a turn's last transactions wait for a core to drain).
             let measured = s["transactions"].as_f64().unwrap() / s["tps"].as_f64().unwrap();
-            assert!((0.3..0.35).contains(&measured), "measured {measured} s: {s}");
+            assert!((0.3..0.45).contains(&measured), "measured {measured} s: {s}");
             // The clients' CPU and context switches are read around the cell's own turns.
             assert!(s["cpu_per_transaction_us"].as_f64().unwrap() > 0.0, "{s}");
             assert!(
