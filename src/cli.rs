@@ -635,6 +635,7 @@ impl LoadArgs {
             workloads,
             max_tries: self.pgbench.max_tries,
             verbose_errors: self.pgbench.verbose_errors,
+            log: self.pgbench.log(),
             mode: self.mode,
             clients: self.clients,
             threads: self.threads,

@@ -22,6 +22,7 @@ use crate::experiment::suite::Settings;
 use crate::host::{Accounting, Source};
 use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
 use crate::load::init::{TableChoice, Tables};
+use crate::load::log::LogSettings;
 use crate::load::workload::{Builtin, QueryMode, Script};
 use crate::net::route::{PathKind, RouteSpec};
 use crate::proto::Endpoint;
@@ -473,6 +474,8 @@ pub struct LoadOptions {
     pub max_tries: u32,
     /// pgbench's --verbose-errors: every failed try's error on stderr.
     pub verbose_errors: bool,
+    /// pgbench's -l and its options (`load` only): the transaction log.
+    pub log: Option<LogSettings>,
 }
 
 impl Default for LoadOptions {
@@ -485,6 +488,7 @@ impl Default for LoadOptions {
             }],
             max_tries: 1,
             verbose_errors: false,
+            log: None,
             mode: QueryMode::Simple,
             clients: 1,
             threads: 1,
@@ -537,6 +541,7 @@ impl LoadOptions {
                 .unwrap_or(d.workloads),
             max_tries: d.max_tries,
             verbose_errors: d.verbose_errors,
+            log: d.log,
             mode: get(s, "mode", parse_mode)?.unwrap_or(d.mode),
             clients: get(s, "clients", parse_clients)?.unwrap_or(d.clients),
             threads: get(s, "threads", parse_threads)?.unwrap_or(d.threads),
@@ -671,6 +676,11 @@ impl LoadOptions {
                  or -L (a latency limit), or a number of tries (e.g. --max-tries 10)"
             );
         }
+        if let (Some(s), End::Duration(d)) =
+            (self.log.as_ref().and_then(|l| l.aggregate_interval_s), self.end)
+        {
+            check_aggregate_interval(s, d)?;
+        }
         Ok(())
     }
 
@@ -709,6 +719,7 @@ impl LoadOptions {
             seed: self.random_seed.unwrap_or_else(clock_seed),
             start_gate: None,
             turn: None,
+            log: None,
         })
     }
 
@@ -740,6 +751,27 @@ impl LoadOptions {
             },
         })
     }
+}
+
+/// pgbench's checks of --aggregate-interval against -T: no longer than the run, and the
+/// run a whole number of intervals.
+fn check_aggregate_interval(interval_s: u64, duration: Duration) -> Result<()> {
+    let (interval_ms, duration_ms) = (u128::from(interval_s) * 1_000, duration.as_millis());
+    if interval_ms > duration_ms {
+        bail!(
+            "--aggregate-interval {interval_s} is longer than the run (-T {}s): give an interval of at most \
+             the run's length, as pgbench requires",
+            duration.as_secs_f64()
+        );
+    }
+    if duration_ms % interval_ms != 0 {
+        bail!(
+            "-T {}s is not a whole number of --aggregate-interval {interval_s} s intervals: give a -T that is \
+             a multiple of {interval_s} s, as pgbench requires",
+            duration.as_secs_f64()
+        );
+    }
+    Ok(())
 }
 
 /// A connect cell's settings: samples and the query; one warm-up connection.
@@ -911,6 +943,21 @@ mod tests {
             Some(me)
         );
         assert!(accounting(&remote, None, Some(Source::Tree(u32::MAX))).is_err());
+    }
+
+    #[test]
+    fn an_aggregate_interval_divides_the_run_as_pgbench_requires() {
+        let s = Duration::from_secs;
+        assert!(check_aggregate_interval(1, s(3)).is_ok());
+        assert!(check_aggregate_interval(5, s(10)).is_ok());
+        let e = check_aggregate_interval(2, s(3)).unwrap_err().to_string();
+        assert!(e.contains("-T 3s") && e.contains("multiple of 2 s"), "{e}");
+        let e = check_aggregate_interval(1, Duration::from_millis(2500))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-T 2.5s"), "{e}");
+        let e = check_aggregate_interval(10, s(5)).unwrap_err().to_string();
+        assert!(e.contains("longer than the run"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Args};
 
+use crate::load::log::LogSettings;
 use crate::load::workload::Builtin;
 use crate::options::{self, Weighted, Workload};
 
@@ -28,20 +29,27 @@ pub struct PgbenchArgs {
     /// start.
     #[arg(long, requires = "progress")]
     pub progress_timestamp: bool,
-    /// Write each measured transaction to a log file in pgbench's format: client_id
-    /// transaction_no time script_no time_epoch time_us [schedule_lag] [retries], one
-    /// file per worker thread: PREFIX.PID, PREFIX.PID.1, ...
+    /// Write each measured transaction to a log file in pgbench 15's format, one file per
+    /// worker thread in the current directory (pgbench_log.PID, pgbench_log.PID.1, ...):
+    /// client_id transaction_no time script_no time_epoch time_us [schedule_lag]
+    /// [retries]; time is the latency in µs, or failed (serialization or deadlock with
+    /// --failures-detailed) or skipped; time_epoch time_us is when it ended. Warm-up
+    /// transactions are not measured, so not logged, and transaction_no counts from the
+    /// measurement's start.
     #[arg(short = 'l', long = "log")]
     pub log: bool,
-    /// The log files' prefix [default: pgbench_log].
+    /// The log files' prefix, a path: PREFIX.PID, PREFIX.PID.1, ... [default: pgbench_log].
     #[arg(long, value_name = "PREFIX", requires = "log")]
     pub log_prefix: Option<String>,
     /// Log only this fraction of transactions (e.g. 0.01), drawn at random.
     #[arg(long, value_name = "FRACTION", requires = "log", conflicts_with = "aggregate_interval",
           value_parser = options::parse_sampling_rate)]
     pub sampling_rate: Option<f64>,
-    /// Log one line per this many seconds instead of one per transaction, in pgbench's
-    /// aggregate format.
+    /// Log one line per this many seconds instead of one per transaction (-T a multiple
+    /// of it), pgbench 15's 15 columns: interval_start num_transactions sum_latency
+    /// sum_latency_2 min_latency max_latency sum_lag sum_lag_2 min_lag max_lag skipped
+    /// retried retries serialization_failures deadlock_failures (µs; 0 where the option
+    /// is off). The last, partial interval is written too.
     #[arg(long, value_name = "SECONDS", requires = "log", value_parser = options::parse_aggregate_interval)]
     pub aggregate_interval: Option<u64>,
     /// Try a transaction that failed with a serialization failure (40001) or a deadlock
@@ -94,19 +102,26 @@ pub struct PgbenchArgs {
 }
 
 impl PgbenchArgs {
+    /// The transaction log's settings, with -l.
+    pub fn log(&self) -> Option<LogSettings> {
+        self.log.then(|| LogSettings {
+            prefix: self
+                .log_prefix
+                .clone()
+                .unwrap_or_else(|| LogSettings::DEFAULT_PREFIX.to_string()),
+            sampling_rate: self.sampling_rate,
+            aggregate_interval_s: self.aggregate_interval,
+            failures_detailed: self.failures_detailed,
+        })
+    }
+
     /// The first option given that connbench cannot honour: its name and why.
     pub fn refused(&self) -> Option<(&'static str, &'static str)> {
         let init = "is an option of pgbench -i; connbench's tables are made by `connbench init` \
                     (see `connbench init --help`), and `load` runs on them or on pgbench -i's";
         let target = "is where to connect, which connbench takes from the target: \
                       connbench load 'host=H port=P user=U dbname=D' (or a postgres:// URI)";
-        let logs = "(pgbench's per-transaction and aggregate logs) is not implemented in connbench yet; \
-                    --json has the run's figures and its per-interval series";
         let given = [
-            (self.log, "-l/--log", logs),
-            (self.log_prefix.is_some(), "--log-prefix", logs),
-            (self.sampling_rate.is_some(), "--sampling-rate", logs),
-            (self.aggregate_interval.is_some(), "--aggregate-interval", logs),
             (self.exit_on_abort, "--exit-on-abort", "connbench's clients never abort on an error: they count it by \
               SQLSTATE, reconnect when the connection broke, and go on; a run where every transaction failed exits 1"),
             (self.debug, "-d/--debug", "connbench has no debug trace; --verbose-errors prints every error"),

@@ -85,6 +85,14 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         }
     };
 
+    // pgbench's -l: the log files are created now, so one that cannot be is refused before
+    // a sandbox starts or a client connects.
+    let log_files = options
+        .log
+        .as_ref()
+        .map(|l| l.create(options.threads()))
+        .transpose()?;
+
     // The sandbox lives until this function returns; its Drop stops and removes it.
     let mut sandbox = None;
     let target = if args.sandbox {
@@ -122,6 +130,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let dataset = options.dataset(&direct, i64::from(args.scale)).await?;
     let scale = dataset.scale;
     let mut plan = options.plan(endpoint, &dataset, None, args.progress)?;
+    plan.log = log_files;
     let warmup = plan.warmup;
     let user_server = match (args.server_pid, &args.server_cgroup) {
         (Some(pid), _) => Some(crate::host::Source::Tree(pid)),

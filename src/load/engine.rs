@@ -27,6 +27,7 @@ use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
+use crate::load::log::{Clock, Columns, Entry, Failure, LogFiles, Outcome, TxLog};
 use crate::load::record::{Interval, Recorder};
 use crate::load::workload::{Executor, QueryMode, Script};
 use crate::net::transport::{Counters, TlsInfo};
@@ -138,6 +139,9 @@ pub struct LoadPlan {
     /// transactions are measured, and the run ends when the turns do. Not with `-R` or a
     /// think time, whose clocks would run on through other arms' turns.
     pub turn: Option<crate::load::slices::Turn>,
+    /// pgbench's -l: the transaction log files, one per worker thread, created before
+    /// the run; `None` logs nothing.
+    pub log: Option<LogFiles>,
 }
 
 /// Says when the run starts: a blocking call, made once all clients are connected; an
@@ -232,6 +236,8 @@ struct Times {
     warm_start: Instant,
     measure_start: Instant,
     end: Option<Instant>,
+    /// The run's instants in Unix time (the transaction log's timestamps).
+    clock: Clock,
 }
 
 /// Readings of the machine and the relays' threads at one end of the measurement.
@@ -310,7 +316,7 @@ pub async fn run(
         );
         let handle = std::thread::Builder::new()
             .name(format!("connbench-worker-{w}"))
-            .spawn(move || worker(plan, ids, times, connected, go, stop, tx))
+            .spawn(move || worker(plan, w, ids, times, connected, go, stop, tx))
             .context("cannot start a worker thread")?;
         handles.push(handle);
     }
@@ -345,6 +351,7 @@ pub async fn run(
         warm_start,
         measure_start,
         end,
+        clock: Clock::new(measure_start),
     });
     wait(go).await?;
 
@@ -494,6 +501,9 @@ struct WorkerShared {
     last_end: RefCell<Option<Instant>>,
     setup: RefCell<(u64, u64)>,
     times: RefCell<Option<Times>>,
+    /// This worker's transaction log (-l), written by its clients after each measured
+    /// transaction, flushed when the worker ends.
+    log: RefCell<Option<TxLog>>,
     /// Set when Ctrl-C stopped this worker's clients.
     stopped: std::cell::Cell<bool>,
 }
@@ -501,6 +511,7 @@ struct WorkerShared {
 #[allow(clippy::too_many_arguments)]
 fn worker(
     plan: Arc<LoadPlan>,
+    index: usize,
     ids: Vec<usize>,
     times: Arc<OnceLock<Times>>,
     connected: Arc<Barrier>,
@@ -545,6 +556,7 @@ fn worker(
         last_end: RefCell::new(None),
         setup: RefCell::new((0, 0)),
         times: RefCell::new(None),
+        log: RefCell::new(None),
         stopped: std::cell::Cell::new(false),
     });
     // Connect every persistent client first; nothing here is timed.
@@ -595,6 +607,16 @@ fn worker(
         });
     }
     *shared.times.borrow_mut() = Some(t);
+    *shared.log.borrow_mut() = plan.log.as_ref().and_then(|files| {
+        let columns = Columns {
+            lag: plan.rate.is_some(),
+            retries: plan.max_tries != 1,
+            skipped: plan.latency_limit.is_some(),
+        };
+        // The sample is drawn per worker, as pgbench draws it per thread.
+        let seed = plan.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+        files.writer(index, columns, t.clock, seed)
+    });
     // The outputs of this future and of the client tasks are boxed: tokio moves a task's
     // output type through every poll (Pending included), and these wake once per
     // transaction, so unboxed they copied a recorder's or a session's bytes each time
@@ -708,6 +730,13 @@ fn worker(
         }
         for s in left {
             s.close().await;
+        }
+        // The log is flushed however the clients ended (Ctrl-C too); a write error is
+        // said, and the run's figures are reported all the same.
+        if let Some(log) = shared.log.borrow_mut().take() {
+            if let Err(e) = log.finish() {
+                eprintln!("warning: {e:#}");
+            }
         }
         let mut recorder = shared.recorder.replace(Recorder::new());
         recorder.finish();
@@ -859,6 +888,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             reconnect_pause = false;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        // The script is drawn first, as pgbench draws it: a skipped transaction has one
+        // too (the log says which).
+        let chosen = choose(&plan.scripts, total_weight, &mut chooser);
         // Under -R with a latency limit, a transaction already further behind its
         // schedule than the limit cannot meet it: it is skipped, not sent (pgbench -L),
         // so a backlog does not snowball into the server.
@@ -868,6 +900,17 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                 if intended >= t.measure_start {
                     shared.recorder.borrow_mut().record_skip();
                     measured_done += 1;
+                    log_transaction(
+                        &shared,
+                        Entry {
+                            client: global_id,
+                            number: measured_done,
+                            script: chosen,
+                            outcome: Outcome::Skipped,
+                            at: now,
+                            retries: 0,
+                        },
+                    );
                     if let End::TransactionsPerClient(n) = plan.end {
                         if measured_done >= n {
                             return session;
@@ -891,7 +934,6 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             Some(turn) => turn.measured,
             None => intended >= t.measure_start,
         };
-        let chosen = choose(&plan.scripts, total_weight, &mut chooser);
         let exec = &mut execs[chosen];
         let script = &plan.scripts[chosen].script;
         // pgbench 15's retries: a serialization failure or a deadlock runs the
@@ -963,6 +1005,20 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     }
                     let mut last = shared.last_end.borrow_mut();
                     *last = Some(last.map_or(ended, |l| l.max(ended)));
+                    log_transaction(
+                        &shared,
+                        Entry {
+                            client: global_id,
+                            number: measured_done + 1,
+                            script: chosen,
+                            outcome: Outcome::Committed {
+                                latency_ns: latency,
+                                lag_ns: started.saturating_duration_since(intended).as_nanos() as u64,
+                            },
+                            at: ended,
+                            retries,
+                        },
+                    );
                 }
             }
             Err(TxError { error, connecting }) => {
@@ -987,6 +1043,17 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     if plan.progress.is_some() {
                         shared.progress.borrow_mut().failures += 1;
                     }
+                    log_transaction(
+                        &shared,
+                        Entry {
+                            client: global_id,
+                            number: measured_done + 1,
+                            script: chosen,
+                            outcome: Outcome::Failed(log_failure(&error)),
+                            at: ended,
+                            retries,
+                        },
+                    );
                 }
                 reconnect_pause = connecting;
             }
@@ -1002,6 +1069,23 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         if !plan.think.is_zero() {
             tokio::time::sleep(plan.think).await;
         }
+    }
+}
+
+/// Hands a measured transaction to the worker's log, when there is one (after the
+/// transaction has ended: the log is never in the timed part).
+fn log_transaction(shared: &WorkerShared, e: Entry) {
+    if let Some(log) = shared.log.borrow_mut().as_mut() {
+        log.record(&e);
+    }
+}
+
+/// A failure's kind in pgbench's log words.
+fn log_failure(e: &ConnectError) -> Failure {
+    match &e.kind {
+        ErrorKind::Server { code, .. } if code == "40001" => Failure::Serialization,
+        ErrorKind::Server { code, .. } if code == "40P01" => Failure::Deadlock,
+        _ => Failure::Other,
     }
 }
 

@@ -13,6 +13,7 @@ mod load;
 mod mysql;
 mod netpath;
 mod pgbench_cli;
+mod pgbench_log;
 mod relay;
 mod report;
 mod secrets;
