@@ -440,6 +440,12 @@ impl LoadOptions {
             ),
         };
         let script = Script::parse_with(&name, &text, &self.defines)?;
+        if self.mode == QueryMode::Simple && script.uses_pipelines() {
+            bail!(
+                "{name}: \\startpipeline needs the extended or prepared protocol (pgbench refuses pipelines in \
+                 simple mode); run with -M extended or -M prepared"
+            );
+        }
         Ok((name, script))
     }
 

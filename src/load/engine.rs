@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
 use crate::load::record::{Interval, Recorder};
-use crate::load::workload::{Executor, QueryMode, Script};
+use crate::load::workload::{ClientSeat, Executor, QueryMode, Script};
 use crate::net::transport::{Counters, TlsInfo};
 use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
@@ -176,6 +176,9 @@ pub struct LoadRun {
     pub interrupted: bool,
     /// The first error of the run, measured or not.
     pub first_error: Option<String>,
+    /// Clients the script stopped, as pgbench aborts a client (e.g. "client 3 aborted:
+    /// end of script reached without completing the last transaction"), one line each.
+    pub aborted: Vec<String>,
     pub server_version: Option<String>,
     pub tls: Option<TlsInfo>,
 }
@@ -199,6 +202,7 @@ impl LoadRun {
             setup_connect_ns: 0,
             interrupted: false,
             first_error: None,
+            aborted: Vec::new(),
             server_version: None,
             tls: None,
         }
@@ -264,6 +268,7 @@ struct WorkerResult {
     setup_connects: u64,
     setup_connect_ns: u64,
     first_error: Option<String>,
+    aborted: Vec<String>,
     server_version: Option<String>,
     tls: Option<TlsInfo>,
     interrupted: bool,
@@ -401,6 +406,7 @@ pub async fn run(
         if run.first_error.is_none() {
             run.first_error = r.first_error.clone();
         }
+        run.aborted.extend(r.aborted.iter().cloned());
         run.server_version = run.server_version.take().or_else(|| r.server_version.clone());
         run.tls = run.tls.take().or_else(|| r.tls.clone());
         if let Some(e) = r.last_end {
@@ -443,6 +449,7 @@ struct WorkerShared {
     progress: RefCell<Interval>,
     pool: Option<Pool>,
     first_error: RefCell<Option<String>>,
+    aborted: RefCell<Vec<String>>,
     server_version: RefCell<Option<String>>,
     tls: RefCell<Option<TlsInfo>>,
     last_end: RefCell<Option<Instant>>,
@@ -491,6 +498,7 @@ fn worker(
         progress: RefCell::new(Interval::new()),
         pool,
         first_error: RefCell::new(None),
+        aborted: RefCell::new(Vec::new()),
         server_version: RefCell::new(None),
         tls: RefCell::new(None),
         last_end: RefCell::new(None),
@@ -540,6 +548,7 @@ fn worker(
             setup_connects: 0,
             setup_connect_ns: 0,
             first_error: None,
+            aborted: Vec::new(),
             server_version: None,
             tls: None,
             interrupted: false,
@@ -675,6 +684,7 @@ fn worker(
             setup_connects,
             setup_connect_ns,
             first_error: shared.first_error.borrow().clone(),
+            aborted: shared.aborted.take(),
             server_version: shared.server_version.borrow().clone(),
             tls: shared.tls.borrow().clone(),
             interrupted,
@@ -750,8 +760,14 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     let plan = shared.plan.clone();
     let t = shared.times.borrow().expect("set before clients run");
     let global_id = plan.first_client + id;
-    let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
-    let mut exec = Executor::new(&plan.script, plan.scale, global_id as i64, seed);
+    let seat = ClientSeat {
+        scale: plan.scale,
+        client_id: global_id,
+        // A worker of a many-machine run knows the clients before its own and its own.
+        clients: plan.first_client + plan.clients,
+        run_seed: plan.seed,
+    };
+    let mut exec = Executor::new(&plan.script, seat);
     if plan.per_command {
         exec.time_commands(&plan.script);
     }
@@ -888,6 +904,13 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                 }
                 reconnect_pause = connecting;
             }
+        }
+        if let Some(why) = exec.aborted.take() {
+            // pgbench stops a client whose script leaves a transaction open; so does
+            // connbench, and the run reports it.
+            note_first_error(&shared, || why.clone());
+            shared.aborted.borrow_mut().push(why);
+            return session;
         }
         if measured {
             measured_done += 1;

@@ -249,6 +249,10 @@ impl Recorder {
     /// it completed, and the one it failed at. pgbench's -r counts the same way.
     pub fn record_commands(&mut self, t: &crate::load::workload::CommandTimes) {
         for (rec, &ns) in self.commands.iter_mut().zip(&t.ns[..t.reached]) {
+            // A command a branch of \if skipped did not run in this transaction.
+            if ns == crate::load::workload::CommandTimes::SKIPPED {
+                continue;
+            }
             rec.latency.saturating_record(ns.max(1));
             rec.sum_ns += ns;
         }
