@@ -11,6 +11,7 @@ mod hostile;
 mod load;
 mod mysql;
 mod netpath;
+mod pgbench_script;
 mod relay;
 mod report;
 mod secrets;
