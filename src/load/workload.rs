@@ -657,26 +657,7 @@ impl Executor {
             }
         }
         let capture = var.is_some();
-        let command = line.clone();
-        let ran = tokio::task::spawn_blocking(move || {
-            use std::os::fd::AsFd;
-            use std::process::{Command as Process, Stdio};
-            let mut p = Process::new("sh");
-            p.arg("-c").arg(&command).stdin(Stdio::null());
-            if capture {
-                p.stdout(Stdio::piped()).stderr(Stdio::inherit());
-                p.output().map(|o| (o.status, o.stdout))
-            } else {
-                let stdout = std::io::stderr()
-                    .as_fd()
-                    .try_clone_to_owned()
-                    .map(Stdio::from)
-                    .unwrap_or_else(|_| Stdio::null());
-                p.stdout(stdout).stderr(Stdio::inherit());
-                p.status().map(|s| (s, Vec::new()))
-            }
-        })
-        .await;
+        let ran = run_shell(&line, capture).await;
         let what = if capture { "\\setshell" } else { "\\shell" };
         let failed = |why: String| {
             script_error(
@@ -689,9 +670,8 @@ impl Executor {
             )
         };
         let (status, stdout) = match ran {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(failed(format!("could not run sh: {e}"))),
-            Err(e) => return Err(failed(format!("the command's thread failed: {e}"))),
+            Ok(r) => r,
+            Err(e) => return Err(failed(format!("could not run sh: {e}"))),
         };
         let Some(var) = var else {
             if !status.success() {
@@ -724,6 +704,58 @@ impl Executor {
             ))),
         }
     }
+}
+
+/// Runs `sh -c line` and waits for it on a blocking thread, so the worker's other
+/// clients go on meanwhile; with `capture`, returns what it printed (else its output goes
+/// to connbench's stderr). The child is killed if the client is dropped first (Ctrl-C,
+/// the end of the run), so a command that never ends cannot hold connbench open.
+async fn run_shell(line: &str, capture: bool) -> std::io::Result<(std::process::ExitStatus, Vec<u8>)> {
+    use std::os::fd::AsFd;
+    use std::process::{Command as Process, Stdio};
+
+    /// Kills the child's process group (sh and whatever it started) unless the wait
+    /// finished.
+    struct KillOnDrop(Option<u32>);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if let Some(pid) = self.0 {
+                // SAFETY: kill(2) takes any pid and touches no memory. The pid is our
+                // child's, not yet waited for (the guard is disarmed as soon as the wait
+                // ends), so it names no other process.
+                unsafe {
+                    libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    let mut p = Process::new("sh");
+    use std::os::unix::process::CommandExt;
+    // A group of its own, so the whole command line can be killed, not only sh.
+    p.arg("-c")
+        .arg(line)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+    if capture {
+        p.stdout(Stdio::piped());
+    } else {
+        let stdout = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null());
+        p.stdout(stdout);
+    }
+    let child = p.spawn()?;
+    let mut guard = KillOnDrop(Some(child.id()));
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .map_err(std::io::Error::other)?;
+    guard.0 = None;
+    let out = waited?;
+    Ok((out.status, out.stdout))
 }
 
 /// Which form of a SQL command to send, once [`Executor::bind`] filled the buffers.
