@@ -379,8 +379,15 @@ impl Executor {
             pc += 1;
             match c {
                 Command::Set { var, expr } => {
-                    let v = self.evaluate(script, expr, at).map_err(fail)?;
-                    self.vars.set(*var, v);
+                    // Matched here rather than through `evaluate`: the small result of
+                    // `eval` stays small on the hot path, and the error is built only
+                    // when there is one.
+                    let mut debug =
+                        |v: Value| eprintln!("debug(script=0,command={}): {}", at + 1, v.debug_text());
+                    match eval(expr, &self.vars, &mut self.prng, &mut debug) {
+                        Ok(v) => self.vars.set(*var, v),
+                        Err(e) => return Err(fail(self.eval_failure(script, at, e))),
+                    }
                 }
                 Command::Sleep { amount, unit_us } => {
                     let n = self.sleep_amount(script, *amount, at).map_err(fail)?;
@@ -418,7 +425,11 @@ impl Executor {
                     result.map_err(fail)?;
                 }
                 Command::Sql(q) => self.statement(script, q, mode, session, at).await.map_err(fail)?,
-                Command::Shell { var, words } => self.shell(script, *var, words, at).await.map_err(fail)?,
+                // Boxed: a rare command whose future would otherwise enlarge every
+                // transaction's.
+                Command::Shell { var, words } => Box::pin(self.shell(script, *var, words, at))
+                    .await
+                    .map_err(fail)?,
                 Command::StartPipeline => {
                     if mode == QueryMode::Simple {
                         return Err(fail(script_error(
@@ -433,7 +444,7 @@ impl Executor {
                 Command::SyncPipeline => session.pipeline_sync().map_err(fail)?,
                 Command::EndPipeline => {
                     in_pipeline = false;
-                    session.pipeline_end().await.map_err(fail)?;
+                    Box::pin(session.pipeline_end()).await.map_err(fail)?;
                 }
             }
             if let (Some(t), Some(started)) = (&mut self.times, started) {

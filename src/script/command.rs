@@ -411,7 +411,7 @@ impl Parser<'_> {
                 format!("variable :{n} is never set; set it with \\set, \\setshell, \\gset, \\aset or -D {n}=VALUE"),
             ));
         }
-        Ok(e)
+        Ok(super::eval::compile(e))
     }
 
     fn sql(&mut self, text: &str, index: usize, statements: usize) -> SqlCommand {

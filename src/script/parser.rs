@@ -28,6 +28,9 @@ pub enum Expr {
     /// `CASE WHEN c THEN v ... ELSE e END`; a missing ELSE is NULL.
     Case(Vec<(Expr, Expr)>, Box<Expr>),
     Call(Func, Vec<Expr>),
+    /// An integer-only expression compiled for the hot path (see
+    /// [`super::eval::compile`]); never built by the parser itself.
+    Fast(Box<super::eval::FastInt>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,15 +19,60 @@ pub enum Value {
     Null,
 }
 
+/// A value's type, for messages (kept a byte, so an evaluation's result stays small).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    Int,
+    Double,
+    Boolean,
+    Null,
+}
+
+impl Type {
+    /// pgbench's name of the type, as its messages and `debug()` print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::Int => "int",
+            Type::Double => "double",
+            Type::Boolean => "boolean",
+            Type::Null => "null",
+        }
+    }
+}
+
+/// The integer operations that can overflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl IntOp {
+    fn name(self) -> &'static str {
+        match self {
+            IntOp::Add => "add",
+            IntOp::Sub => "sub",
+            IntOp::Mul => "mul",
+            IntOp::Div => "div",
+        }
+    }
+}
+
 impl Value {
+    pub fn type_of(self) -> Type {
+        match self {
+            Value::Int(_) => Type::Int,
+            Value::Double(_) => Type::Double,
+            Value::Bool(_) => Type::Boolean,
+            Value::Null => Type::Null,
+        }
+    }
+
     /// pgbench's name of the type, as its messages and `debug()` print it.
     pub fn type_name(self) -> &'static str {
-        match self {
-            Value::Int(_) => "int",
-            Value::Double(_) => "double",
-            Value::Bool(_) => "boolean",
-            Value::Null => "null",
-        }
+        self.type_of().name()
     }
 
     /// As an integer: doubles round half to even (C's `rint`), and must fit.
@@ -44,8 +89,8 @@ impl Value {
                 }
             }
             other => Err(EvalError::Coerce {
-                from: other.type_name(),
-                to: "int",
+                from: other.type_of(),
+                to: Type::Int,
             }),
         }
     }
@@ -55,8 +100,8 @@ impl Value {
             Value::Int(i) => Ok(i as f64),
             Value::Double(d) => Ok(d),
             other => Err(EvalError::Coerce {
-                from: other.type_name(),
-                to: "double",
+                from: other.type_of(),
+                to: Type::Double,
             }),
         }
     }
@@ -65,8 +110,8 @@ impl Value {
         match self {
             Value::Bool(b) => Ok(b),
             other => Err(EvalError::Coerce {
-                from: other.type_name(),
-                to: "boolean",
+                from: other.type_of(),
+                to: Type::Boolean,
             }),
         }
     }
@@ -171,11 +216,11 @@ fn parse_double(s: &str) -> Option<f64> {
 pub enum EvalError {
     /// `+`, `-` or `*` of integers beyond 64 bits ("add", "sub", "mul"), or `/` of
     /// i64::MIN by -1 ("div").
-    Overflow(&'static str),
+    Overflow(IntOp),
     DivisionByZero,
     Coerce {
-        from: &'static str,
-        to: &'static str,
+        from: Type,
+        to: Type,
     },
     DoubleToInt(f64),
     EmptyRange,
@@ -212,9 +257,9 @@ impl EvalError {
     pub fn message(self, names: &[String], text_of: impl Fn(usize) -> Option<String>) -> String {
         let name = |i: usize| names.get(i).map(String::as_str).unwrap_or("?");
         match self {
-            EvalError::Overflow(op) => format!("bigint {op} out of range"),
+            EvalError::Overflow(op) => format!("bigint {} out of range", op.name()),
             EvalError::DivisionByZero => "division by zero".into(),
-            EvalError::Coerce { from, to } => format!("cannot coerce {from} to {to}"),
+            EvalError::Coerce { from, to } => format!("cannot coerce {} to {}", from.name(), to.name()),
             EvalError::DoubleToInt(d) => format!("double to int overflow for {d:.6}"),
             EvalError::EmptyRange => "empty range given to random: the minimum is above the maximum".into(),
             EvalError::RangeTooLarge => "random range is too large: its width must fit in a bigint".into(),
@@ -357,15 +402,15 @@ mod tests {
         assert_eq!(
             Value::Bool(true).to_int(),
             Err(EvalError::Coerce {
-                from: "boolean",
-                to: "int"
+                from: Type::Boolean,
+                to: Type::Int
             })
         );
         assert_eq!(
             Value::Int(1).to_bool(),
             Err(EvalError::Coerce {
-                from: "int",
-                to: "boolean"
+                from: Type::Int,
+                to: Type::Boolean
             })
         );
         assert!(Value::Null.to_double().is_err());
