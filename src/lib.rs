@@ -23,6 +23,7 @@ pub mod net;
 pub mod proto;
 pub mod connect;
 pub mod load;
+pub mod script;
 pub mod experiment;
 pub mod stats;
 pub mod report;

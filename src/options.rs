@@ -368,21 +368,6 @@ pub fn parse_define(v: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.to_string()))
 }
 
-/// The defines as the script engine takes them today: integers. A value that is not one
-/// is refused here, naming it (the one place to change when scripts take strings).
-fn integer_defines(defines: &[(String, String)]) -> Result<Vec<(String, i64)>> {
-    defines
-        .iter()
-        .map(|(n, v)| match v.trim().parse::<i64>() {
-            Ok(i) => Ok((n.clone(), i)),
-            Err(_) => bail!(
-                "invalid -D {n}={v}: connbench's script variables are integers for now, and {v:?} is not one; \
-                 give an integer (e.g. -D {n}=10)"
-            ),
-        })
-        .collect()
-}
-
 /// A latency limit (-L): milliseconds as a bare number, as pgbench takes it, or a
 /// duration (50ms, 1s); positive.
 pub fn parse_latency_limit(v: &str) -> Result<Duration, String> {
@@ -639,7 +624,6 @@ impl LoadOptions {
         if self.workloads.iter().map(|w| u64::from(w.weight)).sum::<u64>() == 0 {
             bail!("every script has weight 0, so none would ever run: give one a weight above 0 (NAME@1)");
         }
-        let defines = integer_defines(&self.defines)?;
         self.workloads
             .iter()
             .map(|w| {
@@ -656,7 +640,13 @@ impl LoadOptions {
                         })?,
                     ),
                 };
-                let script = Script::parse_with(&name, &text, &defines)?;
+                let script = Script::parse_with(&name, &text, &self.defines)?;
+                if self.mode == QueryMode::Simple && script.uses_pipelines() {
+                    bail!(
+                        "{name}: \\startpipeline needs the extended or prepared protocol (pgbench refuses \
+                         pipelines in simple mode); run with -M extended or -M prepared"
+                    );
+                }
                 Ok(WeightedScript {
                     script,
                     weight: w.weight,

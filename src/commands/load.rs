@@ -323,6 +323,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         sb.stop()?;
         eprintln!("sandbox: stopped and removed {}", dir.display());
     }
+    for why in &run.aborted {
+        eprintln!("error: {why}");
+    }
     if summary.transactions == 0 && !run.interrupted {
         let first = run.first_error.as_deref().unwrap_or("no transaction completed");
         eprintln!("error: every transaction failed; the first error: {first}");
@@ -330,6 +333,13 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     }
     Ok(if run.interrupted {
         Exit::Interrupted
+    } else if !run.aborted.is_empty() {
+        // As pgbench: a client the script aborted makes the results incomplete.
+        eprintln!(
+            "error: {} client(s) aborted, so the figures above cover only what ran before; fix the script",
+            run.aborted.len()
+        );
+        Exit::Failed
     } else {
         Exit::Success
     })

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
 use crate::load::log::{Clock, Columns, Entry, Failure, LogFiles, Outcome, TxLog};
 use crate::load::record::{Interval, Recorder};
-use crate::load::workload::{Executor, QueryMode, Script};
+use crate::load::workload::{ClientSeat, Executor, QueryMode, Script};
 use crate::net::transport::{Counters, TlsInfo};
 use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
@@ -195,6 +195,9 @@ pub struct LoadRun {
     pub interrupted: bool,
     /// The first error of the run, measured or not.
     pub first_error: Option<String>,
+    /// Clients the script stopped, as pgbench aborts a client (e.g. "client 3 aborted:
+    /// end of script reached without completing the last transaction"), one line each.
+    pub aborted: Vec<String>,
     pub server_version: Option<String>,
     pub tls: Option<TlsInfo>,
 }
@@ -218,6 +221,7 @@ impl LoadRun {
             setup_connect_ns: 0,
             interrupted: false,
             first_error: None,
+            aborted: Vec::new(),
             server_version: None,
             tls: None,
         }
@@ -285,6 +289,7 @@ struct WorkerResult {
     setup_connects: u64,
     setup_connect_ns: u64,
     first_error: Option<String>,
+    aborted: Vec<String>,
     server_version: Option<String>,
     tls: Option<TlsInfo>,
     interrupted: bool,
@@ -423,6 +428,7 @@ pub async fn run(
         if run.first_error.is_none() {
             run.first_error = r.first_error.clone();
         }
+        run.aborted.extend(r.aborted.iter().cloned());
         run.server_version = run.server_version.take().or_else(|| r.server_version.clone());
         run.tls = run.tls.take().or_else(|| r.tls.clone());
         if let Some(e) = r.last_end {
@@ -496,6 +502,7 @@ struct WorkerShared {
     progress: RefCell<Interval>,
     pool: Option<Pool>,
     first_error: RefCell<Option<String>>,
+    aborted: RefCell<Vec<String>>,
     server_version: RefCell<Option<String>>,
     tls: RefCell<Option<TlsInfo>>,
     last_end: RefCell<Option<Instant>>,
@@ -551,6 +558,7 @@ fn worker(
         progress: RefCell::new(Interval::new()),
         pool,
         first_error: RefCell::new(None),
+        aborted: RefCell::new(Vec::new()),
         server_version: RefCell::new(None),
         tls: RefCell::new(None),
         last_end: RefCell::new(None),
@@ -601,6 +609,7 @@ fn worker(
             setup_connects: 0,
             setup_connect_ns: 0,
             first_error: None,
+            aborted: Vec::new(),
             server_version: None,
             tls: None,
             interrupted: false,
@@ -753,6 +762,7 @@ fn worker(
             setup_connects,
             setup_connect_ns,
             first_error: shared.first_error.borrow().clone(),
+            aborted: shared.aborted.take(),
             server_version: shared.server_version.borrow().clone(),
             tls: shared.tls.borrow().clone(),
             interrupted,
@@ -828,16 +838,22 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     let plan = shared.plan.clone();
     let t = shared.times.borrow().expect("set before clients run");
     let global_id = plan.first_client + id;
-    let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
-    // One executor per script (each has its own variables); the first draws from the
-    // client's seed as a run of one script always did, so a seed repeats it.
+    // One executor per script (each has its own variables). The first is seeded as
+    // pgbench seeds a client, so its values repeat pgbench's for the same --random-seed;
+    // further scripts get streams of their own.
     let mut execs: Vec<Executor> = plan
         .scripts
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let seed = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let mut exec = Executor::new(&s.script, plan.scale, global_id as i64, seed);
+            let seat = ClientSeat {
+                scale: plan.scale,
+                client_id: global_id,
+                // A worker of a many-machine run knows the clients before its own and its own.
+                clients: plan.first_client + plan.clients,
+                run_seed: plan.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            };
+            let mut exec = Executor::new(&s.script, seat);
             if plan.per_command {
                 exec.time_commands(&s.script);
             }
@@ -848,6 +864,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     // The script of each transaction, by weight, from the client's own generator (pgbench
     // draws from its thread's; per client, a seed repeats the choices whatever -j is).
     let total_weight: i64 = plan.scripts.iter().map(|s| i64::from(s.weight)).sum();
+    let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
     let mut chooser = crate::load::workload::Rng::new(seed ^ 0xC0FF_EE00_D15C_0DE5);
     let mut schedule = plan.rate.map(|r| Schedule {
         next: t.warm_start,
@@ -940,7 +957,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
         // transaction again with the same random values (the generator as it was before
         // the first try), while tries remain, the latency limit is not passed and the
         // measurement has not ended; its latency runs from the first try.
-        let before = (plan.max_tries != 1).then(|| exec.rng.clone());
+        // A retry draws the same random values, as pgbench's does: the script's random
+        // state before the first try is put back before each retry.
+        let before = (plan.max_tries != 1).then(|| exec.random_state());
         let mut retries: u32 = 0;
         let outcome = loop {
             let outcome = transaction(&shared, exec, script, &mut session).await;
@@ -956,7 +975,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                         );
                     }
                     retries += 1;
-                    exec.rng = rng.clone();
+                    exec.restore_random_state(rng.clone());
                 }
                 _ => break outcome,
             }
@@ -1057,6 +1076,13 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                 }
                 reconnect_pause = connecting;
             }
+        }
+        if let Some(why) = exec.aborted.take() {
+            // pgbench stops a client whose script leaves a transaction open; so does
+            // connbench, and the run reports it.
+            note_first_error(&shared, || why.clone());
+            shared.aborted.borrow_mut().push(why);
+            return session;
         }
         if measured {
             measured_done += 1;

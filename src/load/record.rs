@@ -298,6 +298,10 @@ impl Recorder {
     pub fn record_commands_at(&mut self, offset: usize, t: &crate::load::workload::CommandTimes) {
         let commands = self.commands.get_mut(offset..).unwrap_or_default();
         for (rec, &ns) in commands.iter_mut().zip(&t.ns[..t.reached]) {
+            // A command a branch of \if skipped did not run in this transaction.
+            if ns == crate::load::workload::CommandTimes::SKIPPED {
+                continue;
+            }
             rec.latency.saturating_record(ns.max(1));
             rec.sum_ns += ns;
         }

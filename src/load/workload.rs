@@ -1,23 +1,30 @@
-//! Workloads: what one transaction does, as a script in pgbench's syntax.
+//! Workloads: the built-in scripts, the query modes, and the executor that runs a
+//! parsed script ([`crate::script`]) on a [`Session`].
 //!
-//! A script is parsed once into [`Command`]s: `\set VAR EXPR` (integer arithmetic with
-//! `+ - * / %`, parentheses, `:var` references, `random(lo, hi)` and pgbench's skewed
-//! `random_exponential`, `random_gaussian` and `random_zipfian(lo, hi, parameter)`),
-//! `\sleep N [us|ms|s]`, and SQL commands (which may span lines and end with `;`) that
-//! refer to variables as `:name`. Each SQL command is kept in two forms, so every query mode sends what libpq
-//! would: values spliced into the text (simple), or `$n` placeholders with text
-//! parameters (extended, prepared). The built-in workloads are pgbench's own scripts,
-//! pointed at connbench's schema.
+//! The built-in workloads are pgbench's own scripts, pointed at connbench's schema.
+//! [`Executor::run`] runs one transaction: it evaluates meta-commands with the client's
+//! variables and random generator, and sends each SQL command as libpq would in the
+//! chosen [`QueryMode`]: values spliced into the text (simple), or `$n` placeholders
+//! with text parameters (extended, prepared). It keeps the rows `\gset`/`\aset` store,
+//! runs `\shell`/`\setshell` through `sh -c`, and sends a pipeline's statements without
+//! waiting for their answers. The executor is engine-neutral: it holds a
+//! `proto::Session` and never branches on the engine (a MySQL session refuses
+//! pipelines itself).
 //!
-//! Engines: the script language is engine-neutral; [`Executor::run`] is where a
-//! PostgreSQL session is driven, and a MySQL executor would sit beside it.
+//! The hot path (the built-in scripts) allocates nothing per transaction: expressions
+//! evaluate on the stack, and SQL text and parameters are written into buffers the
+//! executor keeps.
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::proto::ConnectError;
+use crate::proto::{ConnectError, ErrorKind, Phase, ResultSet, TransactionStatus};
 use crate::proto::{Session, Statement};
+use crate::script::command::atoi;
+use crate::script::eval::eval;
+use crate::script::{
+    Command, EvalError, Part, Prng, Results, ShellWord, SleepAmount, SqlCommand, Value, Vars,
+};
+pub use crate::script::{Script, ScriptError, VAR_CLIENT_ID, VAR_DEFAULT_SEED, VAR_RANDOM_SEED, VAR_SCALE};
 
 /// How statements are sent, as pgbench's `-M`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -128,572 +135,10 @@ impl Builtin {
     }
 }
 
-/// A script problem, with its line.
-#[derive(Debug, thiserror::Error, PartialEq)]
-#[error("{script} line {line}: {why}")]
-pub struct ScriptError {
-    pub script: String,
-    pub line: usize,
-    pub why: String,
-}
-
-/// An integer expression of `\set`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Expr {
-    Int(i64),
-    Var(usize),
-    Neg(Box<Expr>),
-    Bin(char, Box<Expr>, Box<Expr>),
-    Random(Box<Expr>, Box<Expr>),
-    /// random_exponential, random_gaussian or random_zipfian(lo, hi, parameter): the
-    /// parameter is a number written in the script, checked when it is parsed.
-    Skewed(Distribution, Box<Expr>, Box<Expr>, f64),
-}
-
-/// pgbench's non-uniform random functions, drawn as pgbench draws them (see [`Rng`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Distribution {
-    Exponential,
-    Gaussian,
-    Zipfian,
-}
-
-impl Distribution {
-    fn named(f: &str) -> Option<Distribution> {
-        match f {
-            "random_exponential" => Some(Distribution::Exponential),
-            "random_gaussian" => Some(Distribution::Gaussian),
-            "random_zipfian" => Some(Distribution::Zipfian),
-            _ => None,
-        }
-    }
-
-    /// pgbench's limits on the parameter, as a message when `p` is outside them.
-    fn check(self, f: &str, p: f64) -> Result<(), String> {
-        let ok = match self {
-            Distribution::Exponential => p > 0.0,
-            Distribution::Gaussian => p >= 2.0,
-            Distribution::Zipfian => (1.001..=1000.0).contains(&p),
-        };
-        let limits = match self {
-            Distribution::Exponential => "above 0",
-            Distribution::Gaussian => "at least 2.0",
-            Distribution::Zipfian => "between 1.001 and 1000",
-        };
-        if ok && p.is_finite() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{f}'s parameter must be {limits} (pgbench's limits), not {p}"
-            ))
-        }
-    }
-}
-
-/// One step of a script.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    Set { var: usize, expr: Expr },
-    Sleep { expr: Expr, unit_ns: u64 },
-    Sql(SqlCommand),
-}
-
-/// A SQL command in both of its forms.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SqlCommand {
-    /// As written, for messages.
-    pub text: String,
-    /// For simple mode: literal pieces and variables in between.
-    pub parts: Vec<Part>,
-    /// For extended and prepared modes: `$n` in place of each distinct variable.
-    pub placeholder_sql: String,
-    /// The variable behind each `$n`, in order.
-    pub params: Vec<usize>,
-    /// Prepared statement name on every connection.
-    pub statement_name: String,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Part {
-    Text(String),
-    Var(usize),
-}
-
-/// A parsed script.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Script {
-    pub name: String,
-    pub commands: Vec<Command>,
-    /// Each command as written (a SQL command's lines joined by spaces), for the
-    /// per-command report.
-    pub texts: Vec<String>,
-    /// Variable names by index; `scale` and `client_id` are always 0 and 1.
-    pub variables: Vec<String>,
-    /// Values given on the command line (`-D NAME=VALUE`), by variable index: each
-    /// client starts with them, after `scale` and `client_id`, so `-D scale=N` wins.
-    pub defined: Vec<(usize, i64)>,
-}
-
-pub const VAR_SCALE: usize = 0;
-pub const VAR_CLIENT_ID: usize = 1;
-
-impl Script {
-    /// Parses a script in pgbench's syntax (the subset described in the module docs).
-    pub fn parse(name: &str, text: &str) -> Result<Script, ScriptError> {
-        Script::parse_with(name, text, &[])
-    }
-
-    /// Parses a script with variables given values beforehand (`-D NAME=VALUE`).
-    pub fn parse_with(name: &str, text: &str, defines: &[(String, i64)]) -> Result<Script, ScriptError> {
-        let mut p = ScriptParser {
-            name,
-            vars: HashMap::new(),
-            variables: Vec::new(),
-        };
-        p.var("scale");
-        p.var("client_id");
-        let defined = defines.iter().map(|(n, v)| (p.var(n), *v)).collect();
-        // First pass: every variable a \set defines, so `:name` in SQL can be told apart
-        // from a `::type` cast or text that only looks like a variable.
-        for line in text.lines() {
-            if let Some(rest) = line.trim().strip_prefix("\\set") {
-                if let Some(var) = rest.split_whitespace().next() {
-                    p.var(var);
-                }
-            }
-        }
-        let mut commands = Vec::new();
-        let mut texts = Vec::new();
-        let mut sql = String::new();
-        let mut sql_line = 0;
-        for (i, raw) in text.lines().enumerate() {
-            let line_no = i + 1;
-            let line = raw.trim();
-            if sql.is_empty() && (line.is_empty() || line.starts_with("--")) {
-                continue;
-            }
-            if sql.is_empty() && line.starts_with('\\') {
-                commands.push(p.meta(line, line_no)?);
-                texts.push(line.to_string());
-                continue;
-            }
-            if sql.is_empty() {
-                sql_line = line_no;
-            } else {
-                sql.push('\n');
-            }
-            sql.push_str(raw);
-            if line.ends_with(';') {
-                let n = commands.iter().filter(|c| matches!(c, Command::Sql(_))).count();
-                commands.push(Command::Sql(p.sql(sql.trim(), n)));
-                texts.push(one_line(&sql));
-                sql.clear();
-            }
-        }
-        if !sql.trim().is_empty() {
-            // pgbench accepts a last command without its semicolon.
-            let n = commands.iter().filter(|c| matches!(c, Command::Sql(_))).count();
-            commands.push(Command::Sql(p.sql(sql.trim(), n)));
-            texts.push(one_line(&sql));
-        }
-        let _ = sql_line;
-        Ok(Script {
-            name: name.to_string(),
-            commands,
-            texts,
-            variables: p.variables,
-            defined,
-        })
-    }
-
-    /// How many SQL commands a transaction runs.
-    pub fn statements(&self) -> usize {
-        self.commands
-            .iter()
-            .filter(|c| matches!(c, Command::Sql(_)))
-            .count()
-    }
-}
-
-/// A command's text on one line: its lines' words joined by single spaces.
-fn one_line(sql: &str) -> String {
-    sql.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-struct ScriptParser<'a> {
-    name: &'a str,
-    vars: HashMap<String, usize>,
-    variables: Vec<String>,
-}
-
-impl ScriptParser<'_> {
-    fn var(&mut self, name: &str) -> usize {
-        if let Some(&i) = self.vars.get(name) {
-            return i;
-        }
-        self.variables.push(name.to_string());
-        self.vars.insert(name.to_string(), self.variables.len() - 1);
-        self.variables.len() - 1
-    }
-
-    fn err(&self, line: usize, why: impl Into<String>) -> ScriptError {
-        ScriptError {
-            script: self.name.to_string(),
-            line,
-            why: why.into(),
-        }
-    }
-
-    fn meta(&mut self, line: &str, no: usize) -> Result<Command, ScriptError> {
-        let mut words = line.splitn(3, char::is_whitespace);
-        let cmd = words.next().unwrap_or_default();
-        match cmd {
-            "\\set" => {
-                let var = words
-                    .next()
-                    .filter(|v| is_var_name(v))
-                    .ok_or_else(|| self.err(no, "\\set needs a variable name"))?;
-                let text = words.next().unwrap_or("").trim();
-                let var = self.var(var);
-                let expr = self.expr(text, no)?;
-                Ok(Command::Set { var, expr })
-            }
-            "\\sleep" => {
-                let rest: Vec<&str> = line["\\sleep".len()..].split_whitespace().collect();
-                let (amount, unit) = match rest.as_slice() {
-                    [a] => (*a, "s"),
-                    [a, u] => (*a, *u),
-                    _ => {
-                        return Err(self.err(
-                            no,
-                            "\\sleep takes a number or :variable and an optional unit (us, ms, s)",
-                        ))
-                    }
-                };
-                let unit_ns = match unit {
-                    "us" => 1_000,
-                    "ms" => 1_000_000,
-                    "s" => 1_000_000_000,
-                    u => return Err(self.err(no, format!("unknown \\sleep unit {u:?}; use us, ms or s"))),
-                };
-                let expr = self.expr(amount, no)?;
-                Ok(Command::Sleep { expr, unit_ns })
-            }
-            other => Err(self.err(
-                no,
-                format!("{other} is not supported; connbench scripts take SQL, \\set and \\sleep"),
-            )),
-        }
-    }
-
-    fn sql(&mut self, text: &str, index: usize) -> SqlCommand {
-        let mut parts = Vec::new();
-        let mut placeholder_sql = String::with_capacity(text.len());
-        let mut params: Vec<usize> = Vec::new();
-        let mut literal = String::new();
-        let bytes = text.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            let c = bytes[i];
-            if c == b':' && i + 1 < bytes.len() && bytes[i + 1] == b':' {
-                // a ::type cast
-                literal.push_str("::");
-                placeholder_sql.push_str("::");
-                i += 2;
-                continue;
-            }
-            if c == b':' {
-                let start = i + 1;
-                let mut end = start;
-                while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-                    end += 1;
-                }
-                let name = &text[start..end];
-                if let Some(&var) = self.vars.get(name) {
-                    if !literal.is_empty() {
-                        parts.push(Part::Text(std::mem::take(&mut literal)));
-                    }
-                    parts.push(Part::Var(var));
-                    let n = match params.iter().position(|&v| v == var) {
-                        Some(pos) => pos + 1,
-                        None => {
-                            params.push(var);
-                            params.len()
-                        }
-                    };
-                    let _ = write!(placeholder_sql, "${n}");
-                    i = end;
-                    continue;
-                }
-            }
-            // Copy one UTF-8 character.
-            let ch_len = utf8_len(c);
-            literal.push_str(&text[i..i + ch_len]);
-            placeholder_sql.push_str(&text[i..i + ch_len]);
-            i += ch_len;
-        }
-        if !literal.is_empty() {
-            parts.push(Part::Text(literal));
-        }
-        SqlCommand {
-            text: text.to_string(),
-            parts,
-            placeholder_sql,
-            params,
-            statement_name: format!("connbench_{index}"),
-        }
-    }
-
-    fn expr(&mut self, text: &str, no: usize) -> Result<Expr, ScriptError> {
-        let tokens = tokenize(text).map_err(|why| self.err(no, why))?;
-        let mut pos = 0;
-        let e = self.parse_sum(&tokens, &mut pos, no)?;
-        if pos != tokens.len() {
-            return Err(self.err(no, format!("unexpected {:?} in expression {text:?}", tokens[pos])));
-        }
-        Ok(e)
-    }
-
-    fn parse_sum(&mut self, t: &[Tok], pos: &mut usize, no: usize) -> Result<Expr, ScriptError> {
-        let mut left = self.parse_product(t, pos, no)?;
-        while let Some(Tok::Op(op @ ('+' | '-'))) = t.get(*pos) {
-            *pos += 1;
-            let right = self.parse_product(t, pos, no)?;
-            left = Expr::Bin(*op, Box::new(left), Box::new(right));
-        }
-        Ok(left)
-    }
-
-    fn parse_product(&mut self, t: &[Tok], pos: &mut usize, no: usize) -> Result<Expr, ScriptError> {
-        let mut left = self.parse_unary(t, pos, no)?;
-        while let Some(Tok::Op(op @ ('*' | '/' | '%'))) = t.get(*pos) {
-            *pos += 1;
-            let right = self.parse_unary(t, pos, no)?;
-            left = Expr::Bin(*op, Box::new(left), Box::new(right));
-        }
-        Ok(left)
-    }
-
-    fn parse_unary(&mut self, t: &[Tok], pos: &mut usize, no: usize) -> Result<Expr, ScriptError> {
-        match t.get(*pos) {
-            Some(Tok::Op('-')) => {
-                *pos += 1;
-                Ok(Expr::Neg(Box::new(self.parse_unary(t, pos, no)?)))
-            }
-            Some(Tok::Op('+')) => {
-                *pos += 1;
-                self.parse_unary(t, pos, no)
-            }
-            Some(Tok::Int(n)) => {
-                *pos += 1;
-                Ok(Expr::Int(*n))
-            }
-            Some(Tok::Var(name)) => {
-                *pos += 1;
-                match self.vars.get(name.as_str()) {
-                    Some(&v) => Ok(Expr::Var(v)),
-                    None => Err(self.err(no, format!("variable :{name} is never set"))),
-                }
-            }
-            Some(Tok::Open) => {
-                *pos += 1;
-                let e = self.parse_sum(t, pos, no)?;
-                match t.get(*pos) {
-                    Some(Tok::Close) => {
-                        *pos += 1;
-                        Ok(e)
-                    }
-                    _ => Err(self.err(no, "missing \")\"")),
-                }
-            }
-            Some(Tok::Ident(f)) if f == "random" => {
-                *pos += 1;
-                if t.get(*pos) != Some(&Tok::Open) {
-                    return Err(self.err(no, "random needs (lo, hi)"));
-                }
-                *pos += 1;
-                let lo = self.parse_sum(t, pos, no)?;
-                if t.get(*pos) != Some(&Tok::Comma) {
-                    return Err(self.err(no, "random needs two arguments: random(lo, hi)"));
-                }
-                *pos += 1;
-                let hi = self.parse_sum(t, pos, no)?;
-                if t.get(*pos) != Some(&Tok::Close) {
-                    return Err(self.err(no, "missing \")\" after random's arguments"));
-                }
-                *pos += 1;
-                Ok(Expr::Random(Box::new(lo), Box::new(hi)))
-            }
-            Some(Tok::Ident(f)) if Distribution::named(f).is_some() => {
-                let d = Distribution::named(f).expect("checked");
-                let usage = format!("{f} needs (lo, hi, parameter), the parameter a number such as 2.5");
-                *pos += 1;
-                if t.get(*pos) != Some(&Tok::Open) {
-                    return Err(self.err(no, usage));
-                }
-                *pos += 1;
-                let lo = self.parse_sum(t, pos, no)?;
-                if t.get(*pos) != Some(&Tok::Comma) {
-                    return Err(self.err(no, usage));
-                }
-                *pos += 1;
-                let hi = self.parse_sum(t, pos, no)?;
-                if t.get(*pos) != Some(&Tok::Comma) {
-                    return Err(self.err(no, usage));
-                }
-                *pos += 1;
-                let param = match t.get(*pos) {
-                    Some(Tok::Int(n)) => *n as f64,
-                    Some(Tok::Float(x)) => *x,
-                    _ => return Err(self.err(no, usage)),
-                };
-                *pos += 1;
-                if t.get(*pos) != Some(&Tok::Close) {
-                    return Err(self.err(no, usage));
-                }
-                *pos += 1;
-                d.check(f, param).map_err(|why| self.err(no, why))?;
-                Ok(Expr::Skewed(d, Box::new(lo), Box::new(hi), param))
-            }
-            Some(Tok::Ident(f)) => Err(self.err(
-                no,
-                format!(
-                    "function {f}() is not supported; connbench knows random(lo, hi), random_exponential, \
-                     random_gaussian and random_zipfian(lo, hi, parameter), and integer arithmetic"
-                ),
-            )),
-            Some(Tok::Float(x)) => Err(self.err(
-                no,
-                format!(
-                    "{x} is not an integer: connbench's \\set works in integers; only a random_* \
-                     function's parameter takes a decimal"
-                ),
-            )),
-            other => Err(self.err(no, format!("expected a value, found {other:?}"))),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Int(i64),
-    /// A number with a decimal point: only a distribution's parameter takes one.
-    Float(f64),
-    Var(String),
-    Ident(String),
-    Op(char),
-    Open,
-    Close,
-    Comma,
-}
-
-fn tokenize(text: &str) -> Result<Vec<Tok>, String> {
-    let mut out = Vec::new();
-    let mut chars = text.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        match c {
-            ' ' | '\t' => {
-                chars.next();
-            }
-            '0'..='9' => {
-                let mut s = String::new();
-                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                    s.push(d);
-                    chars.next();
-                }
-                if chars.peek() == Some(&'.') {
-                    s.push('.');
-                    chars.next();
-                    while let Some(&d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                        s.push(d);
-                        chars.next();
-                    }
-                    out.push(Tok::Float(s.parse().map_err(|_| format!("{s} is not a number"))?));
-                    continue;
-                }
-                out.push(Tok::Int(
-                    s.parse().map_err(|_| format!("number {s} is too large"))?,
-                ));
-            }
-            ':' => {
-                chars.next();
-                let mut s = String::new();
-                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || **d == '_') {
-                    s.push(d);
-                    chars.next();
-                }
-                if s.is_empty() {
-                    return Err("\":\" must be followed by a variable name".into());
-                }
-                out.push(Tok::Var(s));
-            }
-            c if c.is_ascii_alphabetic() => {
-                let mut s = String::new();
-                while let Some(&d) = chars.peek().filter(|d| d.is_ascii_alphanumeric() || **d == '_') {
-                    s.push(d);
-                    chars.next();
-                }
-                out.push(Tok::Ident(s));
-            }
-            '+' | '-' | '*' | '/' | '%' => {
-                out.push(Tok::Op(c));
-                chars.next();
-            }
-            '(' => {
-                out.push(Tok::Open);
-                chars.next();
-            }
-            ')' => {
-                out.push(Tok::Close);
-                chars.next();
-            }
-            ',' => {
-                out.push(Tok::Comma);
-                chars.next();
-            }
-            other => return Err(format!("unexpected character {other:?} in expression")),
-        }
-    }
-    Ok(out)
-}
-
-fn is_var_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn utf8_len(first: u8) -> usize {
-    match first {
-        0x00..=0x7f => 1,
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        _ => 4,
-    }
-}
-
-/// Appends an integer's decimal digits (the formatting machinery is slower, and this
-/// runs for every parameter of every statement).
-fn push_int(out: &mut String, v: i64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = v.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if v < 0 {
-        out.push('-');
-    }
-    out.push_str(std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
-}
-
-/// A client's random numbers: rand's `SmallRng` (xoshiro), seeded per client from the
-/// run's seed (`--random-seed`, reported) and the client's id, so clients differ and a
-/// run's random choices can be repeated. `range` draws with rand's uniform
-/// integer sampling, which has no modulo bias.
+/// A random generator for the engine's own choices (arrival gaps under -R, a relay's
+/// jitter, a suite's order): rand's `SmallRng` (xoshiro). `range` draws with rand's
+/// uniform integer sampling, which has no modulo bias. A script's random functions use
+/// pgbench's own generator instead ([`Prng`]), so they repeat pgbench's values.
 #[derive(Debug, Clone)]
 pub struct Rng(rand::rngs::SmallRng);
 
@@ -702,59 +147,12 @@ impl Rng {
         Rng(rand::SeedableRng::seed_from_u64(seed))
     }
 
-    /// Uniform in [lo, hi], inclusive as pgbench's random(); `lo` when the range is empty.
+    /// Uniform in [lo, hi], inclusive; `lo` when the range is empty.
     pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
         if hi <= lo {
             return lo;
         }
         rand::RngExt::random_range(&mut self.0, lo..=hi)
-    }
-
-    /// pgbench's non-uniform draws in [lo, hi] (`lo` when the range is empty), with its
-    /// formulas (pgbench.c: getExponentialRand, getGaussianRand, getZipfianRand):
-    /// - exponential: `-ln(cut + (1 - cut) u) / p` with `cut = e^-p`, u uniform in (0, 1],
-    ///   a value in [0, 1) falling off as e^(-p x);
-    /// - gaussian: Box-Muller, redrawn until within ±p standard deviations, mapped from
-    ///   [-p, p) to [0, 1);
-    /// - zipfian: Devroye's rejection method ("Non-Uniform Random Variate Generation",
-    ///   p. 550), value k with probability proportional to 1/k^p.
-    ///
-    /// The first two scale their [0, 1) value to the range's width.
-    pub fn skewed(&mut self, d: Distribution, lo: i64, hi: i64, p: f64) -> i64 {
-        if hi <= lo {
-            return lo;
-        }
-        let width = (hi as i128 - lo as i128 + 1) as f64;
-        let scaled = |r: f64| (lo as i128 + (width * r) as i128).min(hi as i128) as i64;
-        match d {
-            Distribution::Exponential => {
-                let cut = (-p).exp();
-                let r = -(cut + (1.0 - cut) * self.unit()).ln() / p;
-                scaled(r)
-            }
-            Distribution::Gaussian => {
-                let stdev = loop {
-                    let (r1, r2) = (self.unit(), self.unit());
-                    let z = (-2.0 * r1.ln()).sqrt() * (2.0 * std::f64::consts::PI * r2).sin();
-                    if (-p..p).contains(&z) {
-                        break z;
-                    }
-                };
-                scaled((stdev + p) / (2.0 * p))
-            }
-            Distribution::Zipfian => {
-                let b = 2f64.powf(p - 1.0);
-                loop {
-                    let u = 1.0 - self.unit();
-                    let v = 1.0 - self.unit();
-                    let x = u.powf(-1.0 / (p - 1.0)).floor();
-                    let t = (1.0 + 1.0 / x).powf(p - 1.0);
-                    if v * x * (t - 1.0) / (b - 1.0) <= t / b && x <= width {
-                        break (lo as i128 + x as i128 - 1) as i64;
-                    }
-                }
-            }
-        }
     }
 
     /// Uniform in (0, 1], so that its logarithm is finite.
@@ -763,25 +161,25 @@ impl Rng {
     }
 }
 
-/// A client's variables and reusable buffers for one script.
-#[derive(Debug)]
-pub struct Executor {
-    values: Vec<i64>,
-    sql: String,
-    params: Vec<String>,
-    /// Whether the current connection has the script's statements prepared.
-    pub prepared: bool,
-    /// Which pooled connection the statements were prepared on.
-    pub connection: u64,
-    pub rng: Rng,
-    /// With `-r`: what each command of the last run took.
-    pub times: Option<CommandTimes>,
+/// Who a client is, for its automatic variables and its random generators.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientSeat {
+    /// The dataset's scale (`:scale`).
+    pub scale: i64,
+    /// This client's id across the whole run (`:client_id`).
+    pub client_id: usize,
+    /// How many clients the run has in all: pgbench draws `:default_seed` after one
+    /// seed per client.
+    pub clients: usize,
+    /// The run's seed (`--random-seed`, `:random_seed`).
+    pub run_seed: u64,
 }
 
-/// What each command of one run of the script took (`-r`): the commands before
-/// `reached` completed, in `ns[i]` nanoseconds each; `failed` is the one that failed.
-/// Kept on the executor and overwritten run by run, so timing allocates nothing; the
-/// client hands a measured transaction's times to its worker's recorder.
+/// What each command of one run of the script took (`-r`): `ns[i]` nanoseconds for
+/// each command that ran ([`CommandTimes::SKIPPED`] for one a branch skipped), the
+/// commands before `reached` considered; `failed` is the one that failed. Kept on the
+/// executor and overwritten run by run, so timing allocates nothing; the client hands a
+/// measured transaction's times to its worker's recorder.
 #[derive(Debug, Clone, Default)]
 pub struct CommandTimes {
     pub ns: Vec<u64>,
@@ -789,71 +187,131 @@ pub struct CommandTimes {
     pub failed: Option<usize>,
 }
 
+impl CommandTimes {
+    /// The time of a command that did not run in this transaction.
+    pub const SKIPPED: u64 = u64::MAX;
+}
+
 /// Why a transaction failed: the statement and the error.
 #[derive(Debug)]
 pub struct StepError {
     pub error: ConnectError,
-    /// The SQL command (as written) that failed, when one did.
+    /// The command (as written) that failed.
     pub statement: Option<String>,
 }
 
+/// A client's variables, random generators and reusable buffers for one script.
+#[derive(Debug)]
+pub struct Executor {
+    vars: Vars,
+    prng: Prng,
+    sql: String,
+    params: Vec<String>,
+    results: Vec<ResultSet>,
+    client_id: usize,
+    /// Whether the current connection has the script's statements prepared.
+    pub prepared: bool,
+    /// Which pooled connection the statements were prepared on.
+    pub connection: u64,
+    /// The engine's generator for this client (arrival gaps under -R).
+    pub rng: Rng,
+    /// With `-r`: what each command of the last run took.
+    pub times: Option<CommandTimes>,
+    /// Set when the client must stop, as pgbench aborts a client: why. The
+    /// transaction that ended so still counts (pgbench counts it too).
+    pub aborted: Option<String>,
+}
+
+/// A failure before or after a command of the script; `at` is its index.
+struct Failure {
+    at: usize,
+    error: ConnectError,
+}
+
+fn script_error(key: &'static str, message: String) -> ConnectError {
+    ConnectError::new(Phase::Query, ErrorKind::Script { key, message })
+}
+
 impl Executor {
-    pub fn new(script: &Script, scale: i64, client_id: i64, seed: u64) -> Executor {
-        let mut values = vec![0; script.variables.len()];
-        values[VAR_SCALE] = scale;
-        values[VAR_CLIENT_ID] = client_id;
-        for &(var, v) in &script.defined {
-            values[var] = v;
+    pub fn new(script: &Script, seat: ClientSeat) -> Executor {
+        let mut vars = Vars::new(script.variables.len());
+        vars.set(VAR_SCALE, Value::Int(seat.scale));
+        vars.set(VAR_CLIENT_ID, Value::Int(seat.client_id as i64));
+        vars.set(VAR_RANDOM_SEED, Value::Int(seat.run_seed as i64));
+        vars.set(
+            VAR_DEFAULT_SEED,
+            Value::Int(Prng::default_seed(seat.run_seed, seat.clients)),
+        );
+        for (var, text) in &script.defined {
+            // A define that is an integer as written is stored as one: it reads and
+            // substitutes the same, and the hot path need not parse it each time.
+            match text.parse::<i64>() {
+                Ok(i) if i.to_string() == *text => vars.set(*var, Value::Int(i)),
+                _ => vars.set_text(*var, text),
+            }
         }
+        let mixed = (seat.client_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ seat.run_seed;
         Executor {
-            values,
+            vars,
+            prng: Prng::for_client(seat.run_seed, seat.client_id),
             sql: String::with_capacity(256),
             params: vec![String::new(); 8],
+            results: Vec::new(),
+            client_id: seat.client_id,
             prepared: false,
             connection: u64::MAX,
-            rng: Rng::new(seed),
+            rng: Rng::new(mixed),
             times: None,
+            aborted: None,
         }
+    }
+
+    /// The script's random state (the generator its random functions draw from), so a
+    /// retried transaction can draw the same values again.
+    pub fn random_state(&self) -> Prng {
+        self.prng.clone()
+    }
+
+    /// Puts back a state [`Executor::random_state`] returned.
+    pub fn restore_random_state(&mut self, state: Prng) {
+        self.prng = state;
     }
 
     /// Times every command of each run from now on (`-r`).
     pub fn time_commands(&mut self, script: &Script) {
         self.times = Some(CommandTimes {
-            ns: vec![0; script.commands.len()],
+            ns: vec![CommandTimes::SKIPPED; script.commands.len()],
             reached: 0,
             failed: None,
         });
     }
 
-    fn eval(&mut self, e: &Expr) -> i64 {
-        match e {
-            Expr::Int(n) => *n,
-            Expr::Var(v) => self.values[*v],
-            Expr::Neg(x) => self.eval(x).wrapping_neg(),
-            Expr::Bin(op, a, b) => {
-                let (a, b) = (self.eval(a), self.eval(b));
-                match op {
-                    '+' => a.wrapping_add(b),
-                    '-' => a.wrapping_sub(b),
-                    '*' => a.wrapping_mul(b),
-                    '/' if b != 0 => a.wrapping_div(b),
-                    '%' if b != 0 => a.wrapping_rem(b),
-                    _ => 0,
-                }
-            }
-            Expr::Random(lo, hi) => {
-                let (lo, hi) = (self.eval(lo), self.eval(hi));
-                self.rng.range(lo, hi)
-            }
-            Expr::Skewed(d, lo, hi, p) => {
-                let (lo, hi) = (self.eval(lo), self.eval(hi));
-                self.rng.skewed(*d, lo, hi, *p)
-            }
-        }
+    /// A variable's value, for tests and callers that inspect a client.
+    pub fn value(&self, var: usize) -> Result<Value, EvalError> {
+        self.vars.get(var)
     }
 
-    /// Runs the script once on `session`. On a server error inside a transaction block
-    /// the block is rolled back, so the session stays usable for the next transaction.
+    /// Evaluates an expression as command `at` (1-based in `debug()` output).
+    fn evaluate(
+        &mut self,
+        script: &Script,
+        e: &crate::script::Expr,
+        at: usize,
+    ) -> Result<Value, ConnectError> {
+        let mut debug = |v: Value| eprintln!("debug(script=0,command={}): {}", at + 1, v.debug_text());
+        eval(e, &self.vars, &mut self.prng, &mut debug).map_err(|err| self.eval_failure(script, at, err))
+    }
+
+    fn eval_failure(&self, script: &Script, at: usize, err: EvalError) -> ConnectError {
+        let message = err.message(&script.variables, |i| self.vars.text(i));
+        script_error(
+            err.key(),
+            format!("command {} ({}): {message}", at + 1, script.texts[at]),
+        )
+    }
+
+    /// Runs the script once on `session`. On a failure inside a transaction block the
+    /// block is rolled back, so the session stays usable for the next transaction.
     pub async fn run(
         &mut self,
         script: &Script,
@@ -861,77 +319,218 @@ impl Executor {
         session: &mut Session,
     ) -> Result<(), StepError> {
         if let Some(t) = &mut self.times {
-            t.reached = 0;
+            t.ns.fill(CommandTimes::SKIPPED);
+            t.reached = script.commands.len();
             t.failed = None;
         }
+        match self.run_commands(script, mode, session).await {
+            Ok(()) => {
+                if session.transaction_status() != TransactionStatus::Idle {
+                    // pgbench: "client N aborted: end of script reached without
+                    // completing the last transaction". The block is rolled back so a
+                    // pooled connection goes back clean.
+                    self.aborted = Some(format!(
+                        "client {} aborted: end of script reached without completing the last transaction; \
+                         end the script's transaction with COMMIT or ROLLBACK",
+                        self.client_id
+                    ));
+                    let _ = session.execute(Statement::Simple("ROLLBACK"), &[]).await;
+                }
+                Ok(())
+            }
+            Err(Failure { at, error }) => {
+                if let Some(t) = &mut self.times {
+                    t.failed = Some(at);
+                }
+                session.pipeline_abandon();
+                if !session.is_broken() && session.transaction_status() != TransactionStatus::Idle {
+                    // Best effort: a broken connection will show on the next use.
+                    let _ = session.execute(Statement::Simple("ROLLBACK"), &[]).await;
+                }
+                Err(StepError {
+                    error,
+                    statement: script.texts.get(at).cloned(),
+                })
+            }
+        }
+    }
+
+    async fn run_commands(
+        &mut self,
+        script: &Script,
+        mode: QueryMode,
+        session: &mut Session,
+    ) -> Result<(), Failure> {
         if mode == QueryMode::Prepared && !self.prepared {
-            for (i, c) in script.commands.iter().enumerate() {
+            // Every statement is prepared once per connection even when one fails (as
+            // pgbench does): preparing again would only add "already exists" errors.
+            let mut first = None;
+            for (at, c) in script.commands.iter().enumerate() {
                 if let Command::Sql(q) = c {
                     if let Err(error) = session.prepare(&q.statement_name, &q.placeholder_sql).await {
-                        if let Some(t) = &mut self.times {
-                            t.failed = Some(i);
+                        if session.is_broken() {
+                            return Err(Failure { at, error });
                         }
-                        return Err(StepError {
-                            error,
-                            statement: Some(q.text.clone()),
-                        });
+                        first.get_or_insert(Failure { at, error });
                     }
                 }
             }
             self.prepared = true;
+            if let Some(f) = first {
+                return Err(f);
+            }
         }
-        for (i, c) in script.commands.iter().enumerate() {
+        let mut in_pipeline = false;
+        let mut pc = 0;
+        while let Some(c) = script.commands.get(pc) {
             // Two clock reads per command, only under -r (pgbench's -r costs the same).
             let started = self.times.is_some().then(Instant::now);
+            let at = pc;
+            let fail = |error| Failure { at, error };
+            pc += 1;
             match c {
                 Command::Set { var, expr } => {
-                    let v = self.eval(expr);
-                    self.values[*var] = v;
-                }
-                Command::Sleep { expr, unit_ns } => {
-                    let n = self.eval(expr).max(0) as u64;
-                    tokio::time::sleep(Duration::from_nanos(n.saturating_mul(*unit_ns))).await;
-                }
-                Command::Sql(q) => {
-                    if let Err(error) = self.statement(q, mode, session).await {
-                        if let Some(t) = &mut self.times {
-                            t.failed = Some(i);
-                        }
-                        if session.in_failed_transaction() {
-                            // Best effort: a broken connection will show on the next use.
-                            let _ = session.execute(Statement::Simple("ROLLBACK"), &[]).await;
-                        }
-                        return Err(StepError {
-                            error,
-                            statement: Some(q.text.clone()),
-                        });
+                    // Matched here rather than through `evaluate`: the small result of
+                    // `eval` stays small on the hot path, and the error is built only
+                    // when there is one.
+                    let mut debug =
+                        |v: Value| eprintln!("debug(script=0,command={}): {}", at + 1, v.debug_text());
+                    match eval(expr, &self.vars, &mut self.prng, &mut debug) {
+                        Ok(v) => self.vars.set(*var, v),
+                        Err(e) => return Err(fail(self.eval_failure(script, at, e))),
                     }
+                }
+                Command::Sleep { amount, unit_us } => {
+                    let n = self.sleep_amount(script, *amount, at).map_err(fail)?;
+                    let us = n.saturating_mul(*unit_us);
+                    if us > 0 {
+                        tokio::time::sleep(Duration::from_micros(us as u64)).await;
+                    }
+                }
+                Command::If { cond, next } => {
+                    if !self.evaluate(script, cond, at).map_err(fail)?.truth() {
+                        pc = self
+                            .false_branch(script, *next)
+                            .map_err(|(at, error)| Failure { at, error })?;
+                    }
+                }
+                // Reached by running off the end of a branch that ran: leave the block.
+                Command::Elif { end, .. } | Command::Else { end } => pc = end + 1,
+                Command::Endif => {}
+                Command::Sql(q) if in_pipeline => {
+                    let (bound, n) = self.bind(script, q, mode, at).map_err(fail)?;
+                    let stmt = bound;
+                    let refs: [&str; 16] = std::array::from_fn(|i| {
+                        if i < n.min(16) {
+                            self.params[i].as_str()
+                        } else {
+                            ""
+                        }
+                    });
+                    let result = if n <= 16 {
+                        session.pipeline_send(stmt.get(&self.sql, q), &refs[..n])
+                    } else {
+                        let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
+                        session.pipeline_send(stmt.get(&self.sql, q), &v)
+                    };
+                    result.map_err(fail)?;
+                }
+                Command::Sql(q) => self.statement(script, q, mode, session, at).await.map_err(fail)?,
+                // Boxed: a rare command whose future would otherwise enlarge every
+                // transaction's.
+                Command::Shell { var, words } => Box::pin(self.shell(script, *var, words, at))
+                    .await
+                    .map_err(fail)?,
+                Command::StartPipeline => {
+                    if mode == QueryMode::Simple {
+                        return Err(fail(script_error(
+                            "pipeline",
+                            "\\startpipeline: cannot use pipeline mode with the simple query protocol; \
+                             run with -M extended or -M prepared"
+                                .into(),
+                        )));
+                    }
+                    in_pipeline = true;
+                }
+                Command::SyncPipeline => session.pipeline_sync().map_err(fail)?,
+                Command::EndPipeline => {
+                    in_pipeline = false;
+                    Box::pin(session.pipeline_end()).await.map_err(fail)?;
                 }
             }
             if let (Some(t), Some(started)) = (&mut self.times, started) {
-                t.ns[i] = started.elapsed().as_nanos() as u64;
-                t.reached = i + 1;
+                t.ns[at] = (started.elapsed().as_nanos() as u64).min(CommandTimes::SKIPPED - 1);
             }
         }
         Ok(())
     }
 
-    async fn statement(
+    /// Where a false `\if` (or `\elif`) goes: the first `\elif` whose condition holds
+    /// runs its branch, else the `\else` branch, else past the `\endif`.
+    fn false_branch(&mut self, script: &Script, mut at: usize) -> Result<usize, (usize, ConnectError)> {
+        loop {
+            match &script.commands[at] {
+                Command::Elif { cond, next, .. } => {
+                    if self.evaluate(script, cond, at).map_err(|e| (at, e))?.truth() {
+                        return Ok(at + 1);
+                    }
+                    at = *next;
+                }
+                _ => return Ok(at + 1),
+            }
+        }
+    }
+
+    /// `\sleep`'s amount, as pgbench reads it: a literal, or a variable's text through
+    /// C's atoi (so 2.5 sleeps 2), which must start with a digit.
+    fn sleep_amount(&self, script: &Script, amount: SleepAmount, at: usize) -> Result<i64, ConnectError> {
+        match amount {
+            SleepAmount::Literal(n) => Ok(n),
+            SleepAmount::Var(v) => {
+                let mut text = String::new();
+                if !self.vars.push_sql(v, &mut text) {
+                    return Err(self.eval_failure(script, at, EvalError::Undefined(v)));
+                }
+                atoi(&text).ok_or_else(|| {
+                    script_error(
+                        "sleep",
+                        format!(
+                            "command {} ({}): invalid sleep time \"{text}\" for variable \"{}\"; it must be an integer",
+                            at + 1,
+                            script.texts[at],
+                            script.variables[v]
+                        ),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Writes the command's SQL (simple) or parameters (extended, prepared) into the
+    /// executor's buffers; returns which statement to send and how many parameters.
+    fn bind(
         &mut self,
+        script: &Script,
         q: &SqlCommand,
         mode: QueryMode,
-        session: &mut Session,
-    ) -> Result<u64, ConnectError> {
+        at: usize,
+    ) -> Result<(Bound, usize), ConnectError> {
         match mode {
             QueryMode::Simple => {
                 self.sql.clear();
                 for part in &q.parts {
                     match part {
                         Part::Text(t) => self.sql.push_str(t),
-                        Part::Var(v) => push_int(&mut self.sql, self.values[*v]),
+                        Part::Var(v) => {
+                            if !self.vars.push_sql(*v, &mut self.sql) {
+                                // pgbench leaves a variable that is not set as written.
+                                self.sql.push(':');
+                                self.sql.push_str(&script.variables[*v]);
+                            }
+                        }
                     }
                 }
-                session.execute(Statement::Simple(&self.sql), &[]).await
+                Ok((Bound::Simple, 0))
             }
             QueryMode::Extended | QueryMode::Prepared => {
                 if self.params.len() < q.params.len() {
@@ -939,24 +538,262 @@ impl Executor {
                 }
                 for (slot, &v) in self.params.iter_mut().zip(&q.params) {
                     slot.clear();
-                    push_int(slot, self.values[v]);
+                    if !self.vars.push_sql(v, slot) {
+                        let message = EvalError::Undefined(v).message(&script.variables, |_| None);
+                        return Err(script_error(
+                            "undefined-variable",
+                            format!("command {} ({}): {message}", at + 1, script.texts[at]),
+                        ));
+                    }
                 }
-                let refs: [&str; 16];
-                let n = q.params.len();
-                let stmt = if mode == QueryMode::Extended {
-                    Statement::Extended(&q.placeholder_sql)
+                let b = if mode == QueryMode::Extended {
+                    Bound::Extended
                 } else {
-                    Statement::Prepared(&q.statement_name)
+                    Bound::Prepared
                 };
-                if n <= 16 {
-                    // No allocation for the common case of a few parameters.
-                    refs = std::array::from_fn(|i| if i < n { self.params[i].as_str() } else { "" });
-                    session.execute(stmt, &refs[..n]).await
-                } else {
-                    let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
-                    session.execute(stmt, &v).await
+                Ok((b, q.params.len()))
+            }
+        }
+    }
+
+    async fn statement(
+        &mut self,
+        script: &Script,
+        q: &SqlCommand,
+        mode: QueryMode,
+        session: &mut Session,
+        at: usize,
+    ) -> Result<(), ConnectError> {
+        let (bound, n) = self.bind(script, q, mode, at)?;
+        let stmt = bound.get(&self.sql, q);
+        let keep = q.results != Results::Discard;
+        if n <= 16 {
+            // No allocation for the common case of a few parameters.
+            let refs: [&str; 16] = std::array::from_fn(|i| if i < n { self.params[i].as_str() } else { "" });
+            if keep {
+                session
+                    .execute_results(stmt, &refs[..n], &mut self.results)
+                    .await?;
+            } else {
+                session.execute(stmt, &refs[..n]).await?;
+            }
+        } else {
+            let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
+            if keep {
+                session.execute_results(stmt, &v, &mut self.results).await?;
+            } else {
+                session.execute(stmt, &v).await?;
+            }
+        }
+        if keep {
+            self.store_results(script, q, at)?;
+        }
+        Ok(())
+    }
+
+    /// `\gset`: the last result must have exactly one row, whose columns become
+    /// variables; `\aset`: every result's last row, results without rows skipped. A
+    /// NULL is stored as empty text, as pgbench stores it.
+    fn store_results(&mut self, script: &Script, q: &SqlCommand, at: usize) -> Result<(), ConnectError> {
+        let (prefix, all) = match &q.results {
+            Results::Gset(p) => (p.as_str(), false),
+            Results::Aset(p) => (p.as_str(), true),
+            Results::Discard => return Ok(()),
+        };
+        let results = std::mem::take(&mut self.results);
+        let outcome = (|| {
+            if !all {
+                let (rows, query) = match results.last() {
+                    Some(r) if r.returns_rows => (r.rows, results.len()),
+                    _ => (0, results.len()),
+                };
+                if rows != 1 {
+                    return Err(script_error(
+                        "gset-rows",
+                        format!(
+                            "command {} ({}): \\gset expected one row, got {rows} (query {query}); \
+                             make the query return exactly one row, e.g. with LIMIT 1",
+                            at + 1,
+                            script.texts[at]
+                        ),
+                    ));
                 }
             }
+            let chosen: &[ResultSet] = if all {
+                &results
+            } else {
+                &results[results.len() - 1..]
+            };
+            let mut name = String::new();
+            for r in chosen.iter().filter(|r| r.returns_rows && r.rows > 0) {
+                for (col, value) in r.columns.iter().zip(&r.last_row) {
+                    name.clear();
+                    name.push_str(prefix);
+                    name.push_str(col);
+                    if !crate::script::command::valid_variable_name(&name) {
+                        return Err(script_error(
+                            "gset-name",
+                            format!(
+                                "command {} ({}): cannot store column {col:?} in variable {name:?}: not a valid \
+                                 variable name; name the column with AS",
+                                at + 1,
+                                script.texts[at]
+                            ),
+                        ));
+                    }
+                    // A name the script never reads needs no storing.
+                    if let Some(&var) = script.index.get(&name) {
+                        self.vars.set_text(var, value.as_deref().unwrap_or(""));
+                    }
+                }
+            }
+            Ok(())
+        })();
+        self.results = results;
+        outcome
+    }
+
+    /// `\shell` and `\setshell`: the words (variables substituted) joined by spaces and
+    /// run by `sh -c`, as pgbench's system() and popen() do. `\shell` fails when the
+    /// command does; `\setshell` stores the integer the command prints first. The
+    /// command's output goes to connbench's stderr, never into its report on stdout.
+    async fn shell(
+        &mut self,
+        script: &Script,
+        var: Option<usize>,
+        words: &[ShellWord],
+        at: usize,
+    ) -> Result<(), ConnectError> {
+        let mut line = String::new();
+        for (i, w) in words.iter().enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            match w {
+                ShellWord::Text(t) => line.push_str(t),
+                ShellWord::Var(v) => {
+                    if !self.vars.push_sql(*v, &mut line) {
+                        return Err(self.eval_failure(script, at, EvalError::Undefined(*v)));
+                    }
+                }
+            }
+        }
+        let capture = var.is_some();
+        let ran = run_shell(&line, capture).await;
+        let what = if capture { "\\setshell" } else { "\\shell" };
+        let failed = |why: String| {
+            script_error(
+                "shell",
+                format!(
+                    "command {} ({}): {what} {line:?}: {why}",
+                    at + 1,
+                    script.texts[at]
+                ),
+            )
+        };
+        let (status, stdout) = match ran {
+            Ok(r) => r,
+            Err(e) => return Err(failed(format!("could not run sh: {e}"))),
+        };
+        let Some(var) = var else {
+            if !status.success() {
+                return Err(failed(format!(
+                    "the command failed ({status}); fix it or remove \\shell"
+                )));
+            }
+            return Ok(());
+        };
+        // pgbench reads the first line (fgets into 64 bytes) and wants an integer there.
+        let text = String::from_utf8_lossy(&stdout);
+        let first: String = text
+            .split_inclusive('\n')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(63)
+            .collect();
+        match first.trim().parse::<i64>() {
+            Ok(v) => {
+                self.vars.set(var, Value::Int(v));
+                Ok(())
+            }
+            Err(_) if first.is_empty() => Err(failed(
+                "could not read result of shell command: it printed nothing".into(),
+            )),
+            Err(_) => Err(failed(format!(
+                "shell command must return an integer (not {:?}); make it print one number",
+                first.trim_end()
+            ))),
+        }
+    }
+}
+
+/// Runs `sh -c line` and waits for it on a blocking thread, so the worker's other
+/// clients go on meanwhile; with `capture`, returns what it printed (else its output goes
+/// to connbench's stderr). The child is killed if the client is dropped first (Ctrl-C,
+/// the end of the run), so a command that never ends cannot hold connbench open.
+async fn run_shell(line: &str, capture: bool) -> std::io::Result<(std::process::ExitStatus, Vec<u8>)> {
+    use std::os::fd::AsFd;
+    use std::process::{Command as Process, Stdio};
+
+    /// Kills the child's process group (sh and whatever it started) unless the wait
+    /// finished.
+    struct KillOnDrop(Option<u32>);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if let Some(pid) = self.0 {
+                // SAFETY: kill(2) takes any pid and touches no memory. The pid is our
+                // child's, not yet waited for (the guard is disarmed as soon as the wait
+                // ends), so it names no other process.
+                unsafe {
+                    libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+                }
+            }
+        }
+    }
+
+    let mut p = Process::new("sh");
+    use std::os::unix::process::CommandExt;
+    // A group of its own, so the whole command line can be killed, not only sh.
+    p.arg("-c")
+        .arg(line)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .process_group(0);
+    if capture {
+        p.stdout(Stdio::piped());
+    } else {
+        let stdout = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null());
+        p.stdout(stdout);
+    }
+    let child = p.spawn()?;
+    let mut guard = KillOnDrop(Some(child.id()));
+    let waited = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .map_err(std::io::Error::other)?;
+    guard.0 = None;
+    let out = waited?;
+    Ok((out.status, out.stdout))
+}
+
+/// Which form of a SQL command to send, once [`Executor::bind`] filled the buffers.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    Simple,
+    Extended,
+    Prepared,
+}
+
+impl Bound {
+    fn get<'a>(self, sql: &'a str, q: &'a SqlCommand) -> Statement<'a> {
+        match self {
+            Bound::Simple => Statement::Simple(sql),
+            Bound::Extended => Statement::Extended(&q.placeholder_sql),
+            Bound::Prepared => Statement::Prepared(&q.statement_name),
         }
     }
 }
@@ -964,6 +801,15 @@ impl Executor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seat(scale: i64) -> ClientSeat {
+        ClientSeat {
+            scale,
+            client_id: 0,
+            clients: 1,
+            run_seed: 5,
+        }
+    }
 
     #[test]
     fn parses_the_builtin_scripts() {
@@ -1004,20 +850,18 @@ mod tests {
 
     #[test]
     fn skewed_random_functions_follow_pgbenchs_distributions() {
-        let mut rng = Rng::new(42);
+        let mut rng = Prng::new(42);
         let n = 200_000;
         // Exponential, parameter 2 on [0, 999]: the value / 1000 has density proportional
         // to e^(-2x) on [0, 1), whose mean is 1/2 - e^-2 / (1 - e^-2) = 0.3435.
         let mean = (0..n)
-            .map(|_| rng.skewed(Distribution::Exponential, 0, 999, 2.0) as f64 / 1000.0)
+            .map(|_| rng.exponential(0, 999, 2.0) as f64 / 1000.0)
             .sum::<f64>()
             / n as f64;
         assert!((mean - 0.3435).abs() < 0.005, "exponential mean {mean}");
         // Gaussian, parameter 2.5 on [1, 100]: symmetric about the middle, every value
         // in range, and the middle tenth far more frequent than the outer tenths.
-        let draws: Vec<i64> = (0..n)
-            .map(|_| rng.skewed(Distribution::Gaussian, 1, 100, 2.5))
-            .collect();
+        let draws: Vec<i64> = (0..n).map(|_| rng.gaussian(1, 100, 2.5)).collect();
         assert!(draws.iter().all(|v| (1..=100).contains(v)));
         let mean = draws.iter().sum::<i64>() as f64 / n as f64;
         assert!((mean - 50.5).abs() < 0.3, "gaussian mean {mean}");
@@ -1030,139 +874,67 @@ mod tests {
         );
         // Zipfian, s = 2 on [1, 1000]: P(k) is proportional to 1/k^2, so 1 comes up four
         // times as often as 2, and nine times as often as 3.
-        let draws: Vec<i64> = (0..n)
-            .map(|_| rng.skewed(Distribution::Zipfian, 1, 1000, 2.0))
-            .collect();
+        let draws: Vec<i64> = (0..n).map(|_| rng.zipfian(1, 1000, 2.0)).collect();
         assert!(draws.iter().all(|v| (1..=1000).contains(v)));
         let f = |k: i64| draws.iter().filter(|&&v| v == k).count() as f64;
         assert!((f(1) / f(2) - 4.0).abs() < 0.2, "{}", f(1) / f(2));
         assert!((f(1) / f(3) - 9.0).abs() < 0.8, "{}", f(1) / f(3));
-        // An empty range gives lo, as random() does; the widest range stays in range.
-        assert_eq!(rng.skewed(Distribution::Gaussian, 5, 5, 2.0), 5);
-        for d in [
-            Distribution::Exponential,
-            Distribution::Gaussian,
-            Distribution::Zipfian,
-        ] {
-            let v = rng.skewed(d, i64::MIN, i64::MAX, 2.0);
-            assert!((i64::MIN..=i64::MAX).contains(&v));
-        }
     }
 
     #[test]
-    fn skewed_random_functions_parse_with_pgbenchs_limits() {
-        let s = Script::parse(
+    fn automatic_variables_and_defines_start_each_client() {
+        let s = Script::parse_with(
             "t",
-            "\\set a random_zipfian(1, 10 * :scale, 1.07)\n\\set b random_gaussian(1, 10, 3)\n\\set c random_exponential(1, :b, 0.5)\n",
+            "\\set a :scale + :client_id\nSELECT :d, :n;\n",
+            &[("d".to_string(), "2.50"), ("n".to_string(), "7")],
         )
         .unwrap();
-        assert!(matches!(
-            &s.commands[0],
-            Command::Set { expr: Expr::Skewed(Distribution::Zipfian, _, _, p), .. } if *p == 1.07
-        ));
-        assert!(matches!(
-            &s.commands[1],
-            Command::Set { expr: Expr::Skewed(Distribution::Gaussian, _, _, p), .. } if *p == 3.0
-        ));
-        for (line, want) in [
-            ("\\set a random_gaussian(1, 10, 1.5)", "at least 2.0"),
-            ("\\set a random_exponential(1, 10, 0)", "above 0"),
-            ("\\set a random_zipfian(1, 10, 1)", "between 1.001 and 1000"),
-            ("\\set a random_zipfian(1, 10)", "needs (lo, hi, parameter)"),
-            (
-                "\\set a random_gaussian(1, 10, :scale)",
-                "needs (lo, hi, parameter)",
-            ),
-            (
-                "\\set a random_poisson(1, 10, 2)",
-                "random_zipfian(lo, hi, parameter)",
-            ),
-            ("\\set a 1.5 + 2", "1.5 is not an integer"),
-        ] {
-            let e = Script::parse("t", line).unwrap_err();
-            assert!(e.why.contains(want), "{line}: {e}");
-        }
+        let ex = Executor::new(&s, seat(3));
+        assert_eq!(ex.value(VAR_SCALE), Ok(Value::Int(3)));
+        assert_eq!(ex.value(VAR_RANDOM_SEED), Ok(Value::Int(5)));
+        // pgbench 15 printed this :default_seed with --random-seed=5 and one client.
+        assert_eq!(ex.value(VAR_DEFAULT_SEED), Ok(Value::Int(-1240385398947155067)));
+        assert_eq!(ex.value(s.index["d"]), Ok(Value::Double(2.5)));
+        assert_eq!(ex.value(s.index["n"]), Ok(Value::Int(7)));
+        let mut sql = String::new();
+        ex.vars.push_sql(s.index["d"], &mut sql);
+        assert_eq!(sql, "2.50", "a define is substituted as written");
     }
 
     #[test]
-    fn expressions_follow_precedence_and_random_stays_in_range() {
+    fn simple_mode_splices_every_type_and_leaves_unset_variables_as_written() {
         let s = Script::parse(
             "t",
-            "\\set a 2 + 3 * (4 - 1) % 5\n\\set b -:a * :scale\n\\set r random(1, 10 * :scale)\n",
+            "\\set i 5\n\\set d 0.1 + 0.2\n\\set b 1 < 2\n\\set n NULL\nSELECT :i, :d, :b, :n, :later::text;\n\\set later 1\n",
         )
         .unwrap();
-        let mut ex = Executor::new(&s, 3, 0, 42);
-        for c in &s.commands {
+        let mut ex = Executor::new(&s, seat(1));
+        for (at, c) in s.commands.iter().enumerate().take(4) {
             if let Command::Set { var, expr } = c {
-                let v = ex.eval(expr);
-                ex.values[*var] = v;
+                let v = ex.evaluate(&s, expr, at).unwrap();
+                ex.vars.set(*var, v);
             }
         }
-        assert_eq!(ex.values[2], 2 + (3 * 3) % 5);
-        assert_eq!(ex.values[3], -18, "unary minus binds tighter than *");
-        for _ in 0..1000 {
-            let v = ex.rng.range(1, 30);
-            assert!((1..=30).contains(&v));
-        }
+        let Command::Sql(q) = &s.commands[4] else { panic!() };
+        ex.bind(&s, q, QueryMode::Simple, 4).unwrap();
+        assert_eq!(ex.sql, "SELECT 5, 0.3, true, NULL, :later::text;");
+        let e = ex.bind(&s, q, QueryMode::Extended, 4).unwrap_err();
+        assert!(e.to_string().contains("undefined variable \"later\""), "{e}");
     }
 
     #[test]
-    fn sql_keeps_casts_and_unknown_colons_and_spans_lines() {
-        let s = Script::parse("t", "\\set id 5\nSELECT :id::text,\n  ':notavar' AS x\n  ;\n").unwrap();
-        let Command::Sql(q) = &s.commands[1] else { panic!() };
-        assert_eq!(q.placeholder_sql, "SELECT $1::text,\n  ':notavar' AS x\n  ;");
-        assert_eq!(q.parts[1], Part::Var(2));
-    }
-
-    #[test]
-    fn arithmetic_that_overflows_wraps_instead_of_panicking() {
-        // i64::MIN / -1 and % -1 overflow (a panic in Rust's `/`), and / 0 or % 0 divide by
-        // zero: a script a user wrote must not bring a worker down.
-        let s = Script::parse(
-            "t",
-            "\\set a -9223372036854775807 - 1\n\\set b :a / -1\n\\set c :a % -1\n\\set d :a / 0\n\\set e -:a * 2\n",
-        )
-        .unwrap();
-        let mut ex = Executor::new(&s, 1, 0, 7);
-        for c in &s.commands {
-            if let Command::Set { var, expr } = c {
-                let v = ex.eval(expr);
-                ex.values[*var] = v;
-            }
-        }
-        let names: Vec<i64> = ex.values[2..7].to_vec();
-        assert_eq!(names, vec![i64::MIN, i64::MIN, 0, 0, 0]);
-    }
-
-    #[test]
-    fn integers_format_like_display() {
-        for v in [0i64, 7, -7, 10, 99_999, i64::MAX, i64::MIN, -5000] {
-            let mut s = String::from("x");
-            push_int(&mut s, v);
-            assert_eq!(s, format!("x{v}"));
-        }
-    }
-
-    #[test]
-    fn script_errors_name_line_and_fix() {
-        let e = Script::parse("f.sql", "SELECT 1;\n\\gset\n").unwrap_err();
+    fn evaluation_errors_name_the_command() {
+        let s = Script::parse("t", "\\set a 9223372036854775807\n\\set b :a + 1\n").unwrap();
+        let mut ex = Executor::new(&s, seat(1));
+        let Command::Set { expr, .. } = &s.commands[1] else {
+            panic!()
+        };
+        ex.vars.set(s.index["a"], Value::Int(i64::MAX));
+        let e = ex.evaluate(&s, expr, 1).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "f.sql line 2: \\gset is not supported; connbench scripts take SQL, \\set and \\sleep"
+            "query: command 2 (\\set b :a + 1): bigint add out of range"
         );
-        let e = Script::parse("f.sql", "\\set x :nope + 1\n").unwrap_err();
-        assert_eq!(e.to_string(), "f.sql line 1: variable :nope is never set");
-        let e = Script::parse("f.sql", "\\set x sqrt(4)\n").unwrap_err();
-        assert!(e.to_string().contains("sqrt() is not supported"), "{e}");
-        let e = Script::parse("f.sql", "\\sleep 5 hours\n").unwrap_err();
-        assert!(e.to_string().contains("unknown \\sleep unit"), "{e}");
-        let s = Script::parse("f.sql", "\\sleep 20 ms\n").unwrap();
-        assert!(matches!(
-            s.commands[0],
-            Command::Sleep {
-                unit_ns: 1_000_000,
-                ..
-            }
-        ));
+        assert_eq!(e.key(), "query:script-out-of-range");
     }
 }

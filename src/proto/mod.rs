@@ -218,6 +218,10 @@ pub enum ErrorKind {
     /// The target asks for something this connect cannot do (e.g. a password is needed).
     #[error("{0}")]
     Config(String),
+    /// The script failed between statements (an expression, `\gset`, `\shell`, ...):
+    /// `key` counts it, `message` says what and which command.
+    #[error("{message}")]
+    Script { key: &'static str, message: String },
 }
 
 impl ErrorKind {
@@ -236,6 +240,7 @@ impl ErrorKind {
             ErrorKind::Tls(_) => "tls".into(),
             ErrorKind::Protocol(_) => "protocol".into(),
             ErrorKind::Config(_) => "config".into(),
+            ErrorKind::Script { key, .. } => format!("script-{key}"),
         }
     }
 }
@@ -313,6 +318,29 @@ pub struct QueryOutcome {
     pub first_value: Option<String>,
 }
 
+/// One result of a statement (a compound has one per statement), as `\gset` and
+/// `\aset` read it: the column names, how many rows, and the last row's values (`None`
+/// for NULL). A command that returns no rows has no columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResultSet {
+    pub columns: Vec<String>,
+    pub rows: u64,
+    pub last_row: Vec<Option<String>>,
+    /// Whether the statement returns rows (a SELECT), even none of them.
+    pub returns_rows: bool,
+}
+
+/// Where a session is between transactions, as the server last said (PostgreSQL's
+/// ReadyForQuery status; MySQL's SERVER_STATUS_IN_TRANS flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionStatus {
+    Idle,
+    /// Inside a transaction block that is still good.
+    InBlock,
+    /// Inside a transaction block that failed and must be rolled back.
+    Failed,
+}
+
 /// An open, authenticated session of one engine, ready for queries.
 #[derive(Debug)]
 pub enum Session {
@@ -361,6 +389,17 @@ pub async fn connect_and_query(
     .await
 }
 
+fn no_pipelines() -> ConnectError {
+    ConnectError::new(
+        Phase::Query,
+        ErrorKind::Config(
+            "MySQL and MariaDB have no pipeline mode in their protocol; remove \\startpipeline ... \\endpipeline \
+             from the script"
+                .into(),
+        ),
+    )
+}
+
 async fn bounded<T>(
     ep: &Endpoint,
     cursor: &PhaseCursor,
@@ -402,6 +441,20 @@ impl Session {
         }
     }
 
+    /// The transaction status after the last statement.
+    pub fn transaction_status(&self) -> TransactionStatus {
+        match self {
+            Session::Postgres(s) => match s.transaction_status() {
+                b'T' => TransactionStatus::InBlock,
+                b'E' => TransactionStatus::Failed,
+                _ => TransactionStatus::Idle,
+            },
+            // MySQL keeps a transaction open after an error in it: it is still a block.
+            Session::Mysql(s) if s.in_transaction() => TransactionStatus::InBlock,
+            Session::Mysql(_) => TransactionStatus::Idle,
+        }
+    }
+
     pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
         match self {
             Session::Postgres(s) => s.simple_query(sql).await,
@@ -429,6 +482,55 @@ impl Session {
         match self {
             Session::Postgres(s) => s.execute(stmt, params).await,
             Session::Mysql(s) => s.execute(stmt, params).await,
+        }
+    }
+
+    /// Runs one statement and keeps its results' column names and last rows in `out`
+    /// (for `\gset` and `\aset`); returns the rows it affected or returned.
+    pub async fn execute_results(
+        &mut self,
+        stmt: Statement<'_>,
+        params: &[&str],
+        out: &mut Vec<ResultSet>,
+    ) -> Result<u64, ConnectError> {
+        match self {
+            Session::Postgres(s) => s.execute_results(stmt, params, out).await,
+            Session::Mysql(s) => s.execute_results(stmt, params, out).await,
+        }
+    }
+
+    /// Adds a statement to an open pipeline, to be sent by [`Session::pipeline_end`].
+    /// MySQL's protocol has no pipelines: an error saying so.
+    pub fn pipeline_send(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<(), ConnectError> {
+        match self {
+            Session::Postgres(s) => s.pipeline_send(stmt, params),
+            Session::Mysql(_) => Err(no_pipelines()),
+        }
+    }
+
+    /// A synchronisation point inside the pipeline.
+    pub fn pipeline_sync(&mut self) -> Result<(), ConnectError> {
+        match self {
+            Session::Postgres(s) => {
+                s.pipeline_sync();
+                Ok(())
+            }
+            Session::Mysql(_) => Err(no_pipelines()),
+        }
+    }
+
+    /// Sends the pipeline and reads every answer; the first error, if any.
+    pub async fn pipeline_end(&mut self) -> Result<u64, ConnectError> {
+        match self {
+            Session::Postgres(s) => s.pipeline_end().await,
+            Session::Mysql(_) => Err(no_pipelines()),
+        }
+    }
+
+    /// Forgets a pipeline the script will not end (it failed inside it).
+    pub fn pipeline_abandon(&mut self) {
+        if let Session::Postgres(s) = self {
+            s.pipeline_abandon();
         }
     }
 

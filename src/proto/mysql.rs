@@ -28,7 +28,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::postgres::{closed, open_socket, tls_cause};
 pub use super::Endpoint;
-use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, Statement, Stopwatch, Timeline};
+use super::{
+    ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch, Timeline,
+};
 use crate::net::transport::{self, Counters, Stream};
 use crate::target::{Host, Target};
 
@@ -702,6 +704,101 @@ impl Session {
         }
     }
 
+    /// Runs one text query and keeps, per result, the column names and the last row
+    /// (for `\gset` and `\aset`). Binary rows (prepared statements) carry typed values
+    /// this session does not decode, so those modes say so instead.
+    pub async fn execute_results(
+        &mut self,
+        stmt: Statement<'_>,
+        params: &[&str],
+        out: &mut Vec<ResultSet>,
+    ) -> Result<u64, ConnectError> {
+        let p = Phase::Query;
+        out.clear();
+        let Statement::Simple(sql) = stmt else {
+            let _ = params;
+            return Err(ConnectError::new(
+                p,
+                ErrorKind::Config(
+                    "\\gset and \\aset on MySQL/MariaDB read text rows: run the script with -M simple".into(),
+                ),
+            ));
+        };
+        self.command(COM_QUERY);
+        self.wbuf.extend_from_slice(sql.as_bytes());
+        self.send(p).await?;
+        let mut total = 0;
+        loop {
+            let pkt = self.packet(p).await?;
+            let more = match pkt.first() {
+                Some(0x00) => {
+                    let (affected, status) = ok_packet(&pkt);
+                    self.status = status;
+                    total += affected;
+                    out.push(ResultSet::default());
+                    status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+                }
+                Some(0xff) => return Err(server_error(p, &pkt)),
+                Some(0xfb) => {
+                    self.broken = true;
+                    return Err(protocol(
+                        p,
+                        "the server asked for a LOCAL INFILE, which connbench never sends".into(),
+                    ));
+                }
+                _ => {
+                    let (columns, _) = lenenc_int(&pkt).ok_or_else(|| {
+                        self.broken = true;
+                        protocol(p, "malformed result set header".into())
+                    })?;
+                    let mut set = ResultSet {
+                        returns_rows: true,
+                        ..ResultSet::default()
+                    };
+                    for _ in 0..columns {
+                        let def = self.packet(p).await?;
+                        set.columns.push(column_name(&def).unwrap_or_default());
+                    }
+                    self.eof(p).await?;
+                    loop {
+                        let pkt = self.packet(p).await?;
+                        match pkt.first() {
+                            Some(0xfe) if pkt.len() < 9 => {
+                                self.status = eof_status(&pkt);
+                                break;
+                            }
+                            Some(0xff) => return Err(server_error(p, &pkt)),
+                            _ => {
+                                total += 1;
+                                set.rows += 1;
+                                set.last_row.clear();
+                                let mut rest = &pkt[..];
+                                for _ in 0..set.columns.len() {
+                                    if rest.first() == Some(&0xfb) {
+                                        set.last_row.push(None);
+                                        rest = &rest[1..];
+                                        continue;
+                                    }
+                                    let (n, used) = lenenc_int(rest).unwrap_or((0, rest.len()));
+                                    let end = used.saturating_add(n as usize).min(rest.len());
+                                    set.last_row.push(Some(
+                                        String::from_utf8_lossy(&rest[used.min(end)..end]).into_owned(),
+                                    ));
+                                    rest = &rest[end..];
+                                }
+                            }
+                        }
+                    }
+                    out.push(set);
+                    self.status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+                }
+            };
+            if !more {
+                return Ok(total);
+            }
+        }
+    }
+
     /// COM_STMT_EXECUTE, then its response.
     async fn execute_prepared(&mut self, st: &mut Prepared, params: &[&str]) -> Result<u64, ConnectError> {
         self.command(COM_STMT_EXECUTE);
@@ -859,6 +956,17 @@ fn lenenc_int(b: &[u8]) -> Option<(u64, usize)> {
         0xfe => Some((le(8)?, 9)),
         _ => None,
     }
+}
+
+/// The column name of a ColumnDefinition41 packet: its fifth length-encoded string,
+/// after catalog, schema, table and org_table.
+fn column_name(def: &[u8]) -> Option<String> {
+    let mut rest = def;
+    for _ in 0..4 {
+        let (n, used) = lenenc_int(rest)?;
+        rest = rest.get(used.checked_add(usize::try_from(n).ok()?)?..)?;
+    }
+    lenenc_str(rest).map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
 /// A length-encoded string at the start of `b` (None for NULL or a short packet).

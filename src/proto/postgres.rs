@@ -21,7 +21,9 @@ use postgres_protocol::message::{backend::Message, frontend};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use super::Endpoint;
-use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, Statement, Stopwatch, Timeline};
+use super::{
+    ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch, Timeline,
+};
 use crate::net::transport::{self, Stream, TlsSetup};
 use crate::target::{self, Host, SslMode, Target};
 
@@ -37,6 +39,19 @@ pub struct Session {
     transaction_status: u8,
     /// Set by any socket error: the session cannot be used again.
     broken: bool,
+    /// Syncs written in the pipeline now open (see [`Session::pipeline_send`]); zero
+    /// outside a pipeline.
+    pipeline_syncs: usize,
+}
+
+/// What [`Session::finish_statement`] keeps of the rows it reads. The hot path keeps
+/// nothing, and reads every row in place without parsing it.
+enum Collect<'a> {
+    Nothing,
+    /// The first column of every row.
+    FirstColumn(&'a mut Vec<String>),
+    /// Per result: the column names and the last row (for `\gset` and `\aset`).
+    Results(&'a mut Vec<ResultSet>),
 }
 
 /// Opens a session, timing every phase. `cursor` tracks the phase in progress, so that a
@@ -85,6 +100,7 @@ async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result
         server_version: None,
         transaction_status: b'I',
         broken: false,
+        pipeline_syncs: 0,
     };
     cursor.set(Phase::Startup);
     let first = session.startup(t).await?;
@@ -477,7 +493,7 @@ impl Session {
         frontend::query(sql, &mut self.wbuf).map_err(|e| protocol(Phase::Query, e))?;
         self.send(Phase::Query).await?;
         let mut out = Vec::new();
-        self.finish_statement(Some(&mut out)).await?;
+        self.finish_statement(Collect::FirstColumn(&mut out)).await?;
         Ok(out)
     }
 
@@ -487,7 +503,7 @@ impl Session {
         frontend::parse(name, sql, std::iter::empty(), &mut self.wbuf).map_err(|e| protocol(p, e))?;
         frontend::sync(&mut self.wbuf);
         self.send(p).await?;
-        self.finish_statement(None).await.map(|_| ())
+        self.finish_statement(Collect::Nothing).await.map(|_| ())
     }
 
     /// Runs one statement and waits for ReadyForQuery, with text parameters. The
@@ -496,6 +512,32 @@ impl Session {
     /// Parse, Bind, Describe, Execute, Sync (PQexecParams); prepared is Bind, Describe,
     /// Execute, Sync on a statement made by [`Session::prepare`] (PQexecPrepared).
     pub async fn execute(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<u64, ConnectError> {
+        self.write_statement(stmt, params, true)?;
+        self.send(Phase::Query).await?;
+        self.finish_statement(Collect::Nothing).await
+    }
+
+    /// As [`Session::execute`], and keeps each result's column names and last row in
+    /// `out` (one entry per statement of a compound), for `\gset` and `\aset`.
+    pub async fn execute_results(
+        &mut self,
+        stmt: Statement<'_>,
+        params: &[&str],
+        out: &mut Vec<ResultSet>,
+    ) -> Result<u64, ConnectError> {
+        out.clear();
+        self.write_statement(stmt, params, true)?;
+        self.send(Phase::Query).await?;
+        self.finish_statement(Collect::Results(out)).await
+    }
+
+    /// Writes a statement's messages; with `sync`, the Sync that ends it.
+    fn write_statement(
+        &mut self,
+        stmt: Statement<'_>,
+        params: &[&str],
+        sync: bool,
+    ) -> Result<(), ConnectError> {
         let p = Phase::Query;
         match stmt {
             Statement::Simple(sql) => {
@@ -503,15 +545,73 @@ impl Session {
             }
             Statement::Extended(sql) => {
                 frontend::parse("", sql, std::iter::empty(), &mut self.wbuf).map_err(|e| protocol(p, e))?;
-                self.write_bind_execute("", params)?;
+                self.write_bind_execute("", params, sync)?;
             }
-            Statement::Prepared(name) => self.write_bind_execute(name, params)?,
+            Statement::Prepared(name) => self.write_bind_execute(name, params, sync)?,
         }
-        self.send(p).await?;
-        self.finish_statement(None).await
+        Ok(())
     }
 
-    fn write_bind_execute(&mut self, statement: &str, params: &[&str]) -> Result<(), ConnectError> {
+    /// Adds a statement to the pipeline (protocol §55.2.4, "Pipelining"): its Parse,
+    /// Bind, Describe and Execute are written without a Sync and sent with the next
+    /// [`Session::pipeline_end`], as libpq sends in pipeline mode; the server answers
+    /// them in order. Only extended and prepared statements can be pipelined.
+    pub fn pipeline_send(&mut self, stmt: Statement<'_>, params: &[&str]) -> Result<(), ConnectError> {
+        if let Statement::Simple(_) = stmt {
+            return Err(ConnectError::new(
+                Phase::Query,
+                ErrorKind::Config(
+                    "a pipeline cannot use the simple query protocol; use -M extended or prepared".into(),
+                ),
+            ));
+        }
+        self.write_statement(stmt, params, false)
+    }
+
+    /// A Sync inside the pipeline (`\syncpipeline`): ends an implicit transaction,
+    /// and an error before it no longer skips the statements after it.
+    pub fn pipeline_sync(&mut self) {
+        frontend::sync(&mut self.wbuf);
+        self.pipeline_syncs += 1;
+    }
+
+    /// Ends the pipeline: the last Sync, everything sent, then every answer read up to
+    /// the ReadyForQuery of each Sync. Returns the rows, or the first server error (the
+    /// server skips the rest of that sync's statements, and the session stays usable).
+    pub async fn pipeline_end(&mut self) -> Result<u64, ConnectError> {
+        self.pipeline_sync();
+        let syncs = std::mem::take(&mut self.pipeline_syncs);
+        self.send(Phase::Query).await?;
+        let mut rows = 0;
+        let mut failure = None;
+        for _ in 0..syncs {
+            match self.finish_statement(Collect::Nothing).await {
+                Ok(n) => rows += n,
+                Err(e) if self.broken => return Err(failure.unwrap_or(e)),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(rows),
+        }
+    }
+
+    /// Drops a pipeline that will not be ended (the script failed inside it): nothing
+    /// of it was sent, so the server never saw it.
+    pub fn pipeline_abandon(&mut self) {
+        self.wbuf.clear();
+        self.pipeline_syncs = 0;
+    }
+
+    fn write_bind_execute(
+        &mut self,
+        statement: &str,
+        params: &[&str],
+        sync: bool,
+    ) -> Result<(), ConnectError> {
         let p = Phase::Query;
         frontend::bind(
             "",
@@ -528,7 +628,9 @@ impl Session {
         .map_err(|_| ConnectError::new(p, ErrorKind::Protocol("cannot encode Bind".into())))?;
         frontend::describe(b'P', "", &mut self.wbuf).map_err(|e| protocol(p, e))?;
         frontend::execute("", 0, &mut self.wbuf).map_err(|e| protocol(p, e))?;
-        frontend::sync(&mut self.wbuf);
+        if sync {
+            frontend::sync(&mut self.wbuf);
+        }
         Ok(())
     }
 
@@ -536,10 +638,12 @@ impl Session {
     /// there were none the rows the command reports having affected (and
     /// collects their first column when asked). A server error is returned after
     /// ReadyForQuery, so the session stays in step and usable.
-    async fn finish_statement(&mut self, mut collect: Option<&mut Vec<String>>) -> Result<u64, ConnectError> {
+    async fn finish_statement(&mut self, mut collect: Collect<'_>) -> Result<u64, ConnectError> {
         let p = Phase::Query;
         let mut rows = 0;
         let mut failure = None;
+        // Under Collect::Results: whether the last result set is still receiving rows.
+        let mut open_set = false;
         loop {
             // The hot path reads the messages of a statement's answer in place: only an
             // error, or a row whose value is wanted, is parsed into a message. Splitting
@@ -573,8 +677,50 @@ impl Session {
                     self.rbuf.advance(len);
                     break;
                 }
-                b'D' if collect.is_none() => {
+                b'D' if matches!(collect, Collect::Nothing) => {
                     rows += 1;
+                    self.rbuf.advance(len);
+                }
+                b'T' | b'I' | b'C' if matches!(collect, Collect::Results(_)) => {
+                    let Collect::Results(sets) = &mut collect else {
+                        unreachable!("matched above")
+                    };
+                    if tag == b'T' {
+                        let Message::RowDescription(desc) = self.recv(p).await? else {
+                            return Err(unexpected(p, "RowDescription"));
+                        };
+                        let mut set = ResultSet::default();
+                        let mut fields = desc.fields();
+                        while let Ok(Some(f)) = fallible_iterator::FallibleIterator::next(&mut fields) {
+                            set.columns.push(f.name().to_string());
+                        }
+                        set.returns_rows = true;
+                        sets.push(set);
+                        open_set = true;
+                        continue;
+                    }
+                    // CommandComplete ends a result; without a RowDescription before it
+                    // (or for an EmptyQueryResponse) it is a result without rows.
+                    if !open_set {
+                        sets.push(ResultSet::default());
+                    }
+                    open_set = false;
+                    if tag == b'I' {
+                        self.rbuf.advance(len);
+                        continue;
+                    }
+                    if len < 6 {
+                        self.broken = true;
+                        return Err(short(5));
+                    }
+                    if rows == 0 {
+                        let body = &self.rbuf[5..len - 1];
+                        rows = body
+                            .rsplit(|&b| b == b' ')
+                            .next()
+                            .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
+                            .unwrap_or(0);
+                    }
                     self.rbuf.advance(len);
                 }
                 b'C' => {
@@ -597,8 +743,23 @@ impl Session {
                 b'D' | b'E' => match self.recv(p).await {
                     Ok(Message::DataRow(row)) => {
                         rows += 1;
-                        if let Some(out) = collect.as_deref_mut() {
-                            out.push(first_text(&row).unwrap_or_default());
+                        match &mut collect {
+                            Collect::FirstColumn(out) => out.push(first_text(&row).unwrap_or_default()),
+                            Collect::Results(sets) => {
+                                if let Some(set) = sets.last_mut().filter(|_| open_set) {
+                                    set.rows += 1;
+                                    set.last_row.clear();
+                                    let mut ranges = row.ranges();
+                                    while let Ok(Some(r)) =
+                                        fallible_iterator::FallibleIterator::next(&mut ranges)
+                                    {
+                                        set.last_row.push(
+                                            r.map(|r| String::from_utf8_lossy(&row.buffer()[r]).into_owned()),
+                                        );
+                                    }
+                                }
+                            }
+                            Collect::Nothing => {}
                         }
                     }
                     Ok(_) => {}
@@ -694,7 +855,7 @@ impl Session {
         }
         frontend::copy_done(&mut self.wbuf);
         self.send(p).await?;
-        self.finish_statement(None).await
+        self.finish_statement(Collect::Nothing).await
     }
 
     /// Says goodbye (Terminate) and closes; errors here change nothing measured.

@@ -86,13 +86,41 @@ proptest! {
                 "\\\\sleep [0-9a-z :]{0,8}",
                 "SELECT [ -~]{0,20};",
                 "[ -~]{0,20}",
+                // The whole language: conditionals, row storing, compounds, shells,
+                // pipelines, every operator and keyword, and any text at all.
+                "\\\\(if|elif) [-+*/%()<>=!~#&|,.0-9a-z: ]{0,24}",
+                "\\\\(else|endif|startpipeline|syncpipeline|endpipeline|gset|aset)( [a-z_]{0,3})?",
+                "\\\\set [a-z]{1,2} (CASE WHEN|NOT|[a-z_]{2,9}\\(|:[a-z]{1,2}|IS|NULL|true|[0-9.e]{1,5}|[-+*/%()<>=!~#&|, ]){0,10}",
+                "SELECT [ -~]{0,10} (\\\\;|\\\\gset|\\\\aset) [ -~]{0,10}",
+                "\\\\(shell|setshell) [ -~]{0,16}",
+                "['\"$/*-]{1,4}[ -~]{0,10}",
+                ".{0,30}",
             ],
             0..8,
         )
     ) {
         let text = lines.join("\n");
         match Script::parse("fuzz.sql", &text) {
-            Ok(_) => {}
+            Ok(script) => {
+                // Whatever parses evaluates to a value or an error, never a panic:
+                // overflow, division by zero and shifts included.
+                use connbench::script::{eval::eval, Command, Prng, Value, Vars};
+                let mut vars = Vars::new(script.variables.len());
+                for (i, v) in [Value::Int(i64::MIN), Value::Int(-1), Value::Double(f64::NAN), Value::Null]
+                    .into_iter()
+                    .cycle()
+                    .take(script.variables.len())
+                    .enumerate()
+                {
+                    vars.set(i, v);
+                }
+                let mut rng = Prng::new(1);
+                for c in &script.commands {
+                    if let Command::Set { expr, .. } | Command::If { cond: expr, .. } | Command::Elif { cond: expr, .. } = c {
+                        let _ = eval(expr, &vars, &mut rng, &mut |_| {});
+                    }
+                }
+            }
             Err(e) => prop_assert!(e.to_string().starts_with("fuzz.sql"), "{e}"),
         }
     }

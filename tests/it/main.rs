@@ -14,6 +14,7 @@ mod mysql;
 mod netpath;
 mod pgbench_cli;
 mod pgbench_log;
+mod pgbench_script;
 mod relay;
 mod report;
 mod secrets;

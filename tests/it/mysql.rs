@@ -657,3 +657,49 @@ fn a_killed_mariadb_session_is_counted_by_the_servers_reason() {
         "every failure is the server's closing, never a broken pipe: {kinds:?}"
     );
 }
+
+#[test]
+fn mariadb_scripts_store_rows_with_gset_and_refuse_pipelines() {
+    let target = conninfo("mariadb_unix");
+    let script = TempFile::new(
+        "mariadb-gset.sql",
+        "SELECT 1 AS a, 2.5 AS b, NULL AS c \\gset p_\n\\set x debug(:p_a + :p_b)\n\
+         SELECT 7 AS s \\aset\n\\set y debug(:s)\nBEGIN;\nSELECT :x;\nCOMMIT;\n",
+    );
+    let o = connbench(&["load", &target, "-f", script.path(), "-t", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let debug: Vec<String> = stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with("debug("))
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        debug,
+        [
+            "debug(script=0,command=2): double 3.5",
+            "debug(script=0,command=4): int 7"
+        ]
+        .repeat(3),
+        "{}",
+        stderr(&o)
+    );
+    // A script that leaves MySQL's transaction open aborts its client, as on PostgreSQL.
+    let open = TempFile::new("mariadb-open.sql", "BEGIN;\nSELECT 1;\n");
+    let o = connbench(&["load", &target, "-f", open.path(), "-t", "3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("client 0 aborted: end of script reached without completing the last transaction"),
+        "{}",
+        stderr(&o)
+    );
+    // MySQL's protocol has no pipelines: each transaction fails, saying so.
+    let pipe = TempFile::new("mariadb-pipe.sql", "\\startpipeline\nSELECT 1;\n\\endpipeline\n");
+    let o = connbench(&["load", &target, "-f", pipe.path(), "-t", "2", "-M", "extended"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("MySQL and MariaDB have no pipeline mode"),
+        "{}",
+        stderr(&o)
+    );
+}

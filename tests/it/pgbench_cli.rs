@@ -265,10 +265,6 @@ fn bad_pgbench_input_names_the_flag_its_value_and_the_fix() {
         (vec!["--exit-on-abort"], vec!["--exit-on-abort", "never abort"]),
         (vec!["-p", "5432"], vec!["-p/--port", "host=H port=P"]),
         (
-            vec!["-f", script.path(), "-D", "k=abc", "-t", "1"],
-            vec!["-D k=abc", "integer"],
-        ),
-        (
             vec!["--sampling-rate", "2", "-l"],
             vec!["sampling rate \"2\"", "0.01"],
         ),

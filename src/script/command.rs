@@ -1,0 +1,943 @@
+//! A script's text into [`Command`]s, as pgbench 15 reads it (pgbench.c `ParseScript`,
+//! `process_backslash_command`, `CheckConditional`; psqlscan.l for where a SQL command
+//! ends).
+//!
+//! SQL commands end at a `;` outside quotes, comments and parentheses, or where a
+//! meta-command (a backslash outside quotes) begins; `\;` joins statements into one
+//! compound command, sent as one Query message. Meta-commands run to the end of their
+//! line (a backslash before the newline continues it). `\gset` and `\aset` belong to
+//! the SQL command before them. Everything pgbench refuses when it reads a script is
+//! refused here, with the line and the fix; a few things pgbench only finds while
+//! running (an expression's variable that nothing ever sets, an invalid variable name,
+//! unbalanced pipelines, `\gset` inside a pipeline) are refused here too, before
+//! anything starts.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::parser::{parse_expr, Expr};
+use super::{Script, ScriptError};
+
+/// One step of a script.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Set {
+        var: usize,
+        expr: Expr,
+    },
+    Sleep {
+        amount: SleepAmount,
+        unit_us: i64,
+    },
+    /// `\if`: when false, go to `next` (the matching `\elif`, `\else` or `\endif`).
+    If {
+        cond: Expr,
+        next: usize,
+    },
+    /// `\elif`: reached from a false branch, test `cond` (false: go to `next`); reached
+    /// by running off the end of a taken branch, go to `end` (the `\endif`).
+    Elif {
+        cond: Expr,
+        next: usize,
+        end: usize,
+    },
+    /// `\else`: reached by running off a taken branch, go to `end`.
+    Else {
+        end: usize,
+    },
+    Endif,
+    Sql(SqlCommand),
+    /// `\shell` (no variable) or `\setshell VAR` (stores the integer it prints).
+    Shell {
+        var: Option<usize>,
+        words: Vec<ShellWord>,
+    },
+    StartPipeline,
+    SyncPipeline,
+    EndPipeline,
+}
+
+/// How long `\sleep` sleeps, before its unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SleepAmount {
+    Literal(i64),
+    Var(usize),
+}
+
+/// A word of a `\shell` or `\setshell` command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShellWord {
+    Text(String),
+    Var(usize),
+}
+
+/// What a SQL command does with the rows it returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Results {
+    Discard,
+    /// `\gset [prefix]`: the last statement must return exactly one row; its columns
+    /// become variables named prefix + column.
+    Gset(String),
+    /// `\aset [prefix]`: every statement's last row (if any) is stored so.
+    Aset(String),
+}
+
+/// A SQL command in both of its forms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SqlCommand {
+    /// As written (statements of a compound joined by `;`), for messages.
+    pub text: String,
+    /// For simple mode: literal pieces and variables in between.
+    pub parts: Vec<Part>,
+    /// For extended and prepared modes: `$n` in place of each distinct variable.
+    pub placeholder_sql: String,
+    /// The variable behind each `$n`, in order.
+    pub params: Vec<usize>,
+    /// Prepared statement name on every connection.
+    pub statement_name: String,
+    pub results: Results,
+    /// Statements in it: more than one for a `\;` compound.
+    pub statements: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text(String),
+    Var(usize),
+}
+
+/// A piece of script text before it is understood: a SQL command or a meta-command.
+#[derive(Debug)]
+enum Raw {
+    Sql {
+        text: String,
+        line: usize,
+        statements: usize,
+    },
+    Meta {
+        text: String,
+        line: usize,
+    },
+}
+
+/// Cuts a script into SQL commands and meta-commands, each with its first line.
+fn scan(text: &str) -> Vec<Raw> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut sql = String::new();
+    let mut statements = 1;
+    let mut sql_line = 1;
+    let mut line = 1;
+    let mut depth = 0usize;
+    let mut i = 0;
+    let finish = |sql: &mut String, statements: &mut usize, line: usize, out: &mut Vec<Raw>| {
+        if !sql.trim().is_empty() {
+            out.push(Raw::Sql {
+                text: sql.trim().to_string(),
+                line,
+                statements: *statements,
+            });
+        }
+        sql.clear();
+        *statements = 1;
+    };
+    while i < b.len() {
+        let c = b[i];
+        let blank = sql.trim().is_empty();
+        if blank && (c == b'-' && b.get(i + 1) == Some(&b'-')) {
+            // A comment before a command is not part of it.
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if blank && c.is_ascii_whitespace() {
+            if c == b'\n' {
+                line += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if blank && c != b'\\' {
+            sql_line = line;
+        }
+        // The end of the quoted or commented span starting at i, if one does.
+        let span_end = match c {
+            b'\'' => {
+                let escapes = i > 0
+                    && matches!(b[i - 1], b'E' | b'e')
+                    && (i < 2 || !(b[i - 2].is_ascii_alphanumeric() || b[i - 2] == b'_'));
+                Some(quoted_end(b, i, b'\'', escapes))
+            }
+            b'"' => Some(quoted_end(b, i, b'"', false)),
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                let mut j = i;
+                while j < b.len() && b[j] != b'\n' {
+                    j += 1;
+                }
+                Some(j)
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => Some(comment_end(b, i)),
+            b'$' => dollar_end(b, i),
+            _ => None,
+        };
+        if let Some(end) = span_end {
+            let piece = &text[i..end];
+            line += piece.matches('\n').count();
+            sql.push_str(piece);
+            i = end;
+            continue;
+        }
+        match c {
+            b'(' => depth += 1,
+            b')' => depth = depth.saturating_sub(1),
+            b'\n' => line += 1,
+            _ => {}
+        }
+        if c == b';' && depth == 0 {
+            sql.push(';');
+            i += 1;
+            finish(&mut sql, &mut statements, sql_line, &mut out);
+            continue;
+        }
+        if c == b'\\' {
+            if b.get(i + 1) == Some(&b';') {
+                // `\;`: one more statement in the same command.
+                sql.push(';');
+                statements += 1;
+                i += 2;
+                continue;
+            }
+            finish(&mut sql, &mut statements, sql_line, &mut out);
+            let start_line = line;
+            let mut meta = String::new();
+            i += 1;
+            while i < b.len() && b[i] != b'\n' {
+                if b[i] == b'\\' && b.get(i + 1) == Some(&b'\n') {
+                    // A continued line.
+                    meta.push(' ');
+                    line += 1;
+                    i += 2;
+                    continue;
+                }
+                let len = utf8_len(b[i]).min(b.len() - i);
+                meta.push_str(&text[i..i + len]);
+                i += len;
+            }
+            out.push(Raw::Meta {
+                text: meta.trim_end().to_string(),
+                line: start_line,
+            });
+            continue;
+        }
+        let len = utf8_len(c).min(b.len() - i);
+        sql.push_str(&text[i..i + len]);
+        i += len;
+    }
+    finish(&mut sql, &mut statements, sql_line, &mut out);
+    out
+}
+
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xff => 4,
+        // A continuation byte cannot start a character of a &str; never reached.
+        _ => 1,
+    }
+}
+
+/// The end (exclusive) of a quoted span opened at `start`; doubled quotes stay inside,
+/// and so does a backslash-escaped one in an E'' string. An unclosed quote runs to the end.
+fn quoted_end(b: &[u8], start: usize, q: u8, escapes: bool) -> usize {
+    let mut j = start + 1;
+    while j < b.len() {
+        if escapes && b[j] == b'\\' {
+            j += 2;
+            continue;
+        }
+        if b[j] == q {
+            if b.get(j + 1) == Some(&q) {
+                j += 2;
+                continue;
+            }
+            return j + 1;
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// The end of a (nestable) `/* */` comment opened at `start`.
+fn comment_end(b: &[u8], start: usize) -> usize {
+    let mut depth = 0;
+    let mut j = start;
+    while j + 1 < b.len() {
+        if b[j] == b'/' && b[j + 1] == b'*' {
+            depth += 1;
+            j += 2;
+        } else if b[j] == b'*' && b[j + 1] == b'/' {
+            depth -= 1;
+            j += 2;
+            if depth == 0 {
+                return j;
+            }
+        } else {
+            j += 1;
+        }
+    }
+    b.len()
+}
+
+/// The end of a dollar-quoted string (`$$...$$`, `$tag$...$tag$`) opened at `start`, or
+/// `None` when the `$` opens none (a `$1` parameter, or inside an identifier).
+fn dollar_end(b: &[u8], start: usize) -> Option<usize> {
+    if start > 0 && (b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_') {
+        return None;
+    }
+    let mut j = start + 1;
+    while j < b.len()
+        && (b[j].is_ascii_alphabetic() || b[j] == b'_' || (j > start + 1 && b[j].is_ascii_digit()))
+    {
+        j += 1;
+    }
+    if b.get(j) != Some(&b'$') {
+        return None;
+    }
+    let tag = &b[start..=j];
+    let mut k = j + 1;
+    while k + tag.len() <= b.len() {
+        if &b[k..k + tag.len()] == tag {
+            return Some(k + tag.len());
+        }
+        k += 1;
+    }
+    Some(b.len())
+}
+
+/// pgbench's `valid_variable_name`: a letter, `_` or non-ASCII first, then also digits.
+pub fn valid_variable_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || !c.is_ascii())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || !c.is_ascii())
+}
+
+/// The variable name after a `:` at `b[i]`, as pgbench's `parseVariable` reads SQL.
+fn variable_at(text: &str, i: usize) -> Option<&str> {
+    let rest = &text[i + 1..];
+    let end = rest
+        .char_indices()
+        .find(|&(k, c)| {
+            let ok = c.is_ascii_alphabetic() || c == '_' || !c.is_ascii() || (k > 0 && c.is_ascii_digit());
+            !ok
+        })
+        .map_or(rest.len(), |(k, _)| k);
+    (end > 0).then(|| &rest[..end])
+}
+
+/// The script's variable names and the indices evaluation uses.
+pub(super) struct Names {
+    pub list: Vec<String>,
+    pub index: HashMap<String, usize>,
+}
+
+impl Names {
+    pub fn var(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        self.list.push(name.to_string());
+        self.index.insert(name.to_string(), self.list.len() - 1);
+        self.list.len() - 1
+    }
+}
+
+struct Parser<'a> {
+    script: &'a str,
+    names: Names,
+    /// Names something assigns (\set, \setshell, -D, the automatic ones).
+    assigned: Vec<String>,
+    /// Prefixes of `\gset` and `\aset`: any name with one of them may be set by a query.
+    result_prefixes: Vec<String>,
+}
+
+impl Parser<'_> {
+    fn err(&self, line: usize, why: impl Into<String>) -> ScriptError {
+        ScriptError {
+            script: self.script.to_string(),
+            line,
+            why: why.into(),
+        }
+    }
+
+    /// Whether anything could ever give `name` a value.
+    fn settable(&self, name: &str) -> bool {
+        self.assigned.iter().any(|a| a == name)
+            || self.result_prefixes.iter().any(|p| name.starts_with(p.as_str()))
+    }
+
+    fn expr(&mut self, text: &str, line: usize, what: &str) -> Result<Expr, ScriptError> {
+        let mut unset = None;
+        let names = &mut self.names;
+        let assigned = &self.assigned;
+        let prefixes = &self.result_prefixes;
+        let e = parse_expr(text, &mut |n| {
+            let settable =
+                assigned.iter().any(|a| a == n) || prefixes.iter().any(|p| n.starts_with(p.as_str()));
+            if !settable && unset.is_none() {
+                unset = Some(n.to_string());
+            }
+            names.var(n)
+        })
+        .map_err(|e| {
+            let near = text
+                .get(e.at..)
+                .unwrap_or("")
+                .chars()
+                .take(20)
+                .collect::<String>();
+            let near = if near.is_empty() {
+                "at the end".to_string()
+            } else {
+                format!("at {near:?}")
+            };
+            self.err(line, format!("{what}: {} ({near} in {text:?})", e.why))
+        })?;
+        if let Some(n) = unset {
+            return Err(self.err(
+                line,
+                format!("variable :{n} is never set; set it with \\set, \\setshell, \\gset, \\aset or -D {n}=VALUE"),
+            ));
+        }
+        Ok(super::eval::compile(e))
+    }
+
+    fn sql(&mut self, text: &str, index: usize, statements: usize) -> SqlCommand {
+        let mut parts = Vec::new();
+        let mut placeholder_sql = String::with_capacity(text.len());
+        let mut params: Vec<usize> = Vec::new();
+        let mut literal = String::new();
+        let mut i = 0;
+        while i < text.len() {
+            let rest = &text[i..];
+            if rest.starts_with("::") {
+                // A ::type cast (and any run of colons) is never a variable.
+                let n = rest.len() - rest.trim_start_matches(':').len();
+                literal.push_str(&rest[..n]);
+                placeholder_sql.push_str(&rest[..n]);
+                i += n;
+                continue;
+            }
+            if rest.starts_with(':') {
+                if let Some(name) = variable_at(text, i) {
+                    if self.settable(name) {
+                        let var = self.names.var(name);
+                        if !literal.is_empty() {
+                            parts.push(Part::Text(std::mem::take(&mut literal)));
+                        }
+                        parts.push(Part::Var(var));
+                        let n = match params.iter().position(|&v| v == var) {
+                            Some(pos) => pos + 1,
+                            None => {
+                                params.push(var);
+                                params.len()
+                            }
+                        };
+                        let _ = write!(placeholder_sql, "${n}");
+                        i += 1 + name.len();
+                        continue;
+                    }
+                }
+            }
+            let ch = rest.chars().next().expect("not at the end");
+            literal.push(ch);
+            placeholder_sql.push(ch);
+            i += ch.len_utf8();
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Text(literal));
+        }
+        SqlCommand {
+            text: text.to_string(),
+            parts,
+            placeholder_sql,
+            params,
+            statement_name: format!("connbench_{index}"),
+            results: Results::Discard,
+            statements,
+        }
+    }
+
+    fn meta(&mut self, text: &str, line: usize) -> Result<Command, ScriptError> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let name = words.first().copied().unwrap_or("");
+        let lower = name.to_ascii_lowercase();
+        let rest_after = |n: usize| -> &str {
+            // The text after the first n words, as written (an expression keeps its spaces).
+            let mut t = text;
+            for _ in 0..n {
+                t = t.trim_start();
+                t = &t[t.find(char::is_whitespace).unwrap_or(t.len())..];
+            }
+            t.trim()
+        };
+        let no_arguments = |this: &Self| {
+            if words.len() > 1 {
+                Err(this.err(
+                    line,
+                    format!(
+                        "\\{lower} takes no arguments, found {:?}; remove it",
+                        rest_after(1)
+                    ),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        match lower.as_str() {
+            "set" => {
+                let Some(var) = words.get(1) else {
+                    return Err(self.err(line, "\\set needs a variable and an expression: \\set NAME EXPRESSION"));
+                };
+                if !valid_variable_name(var) {
+                    return Err(self.err(
+                        line,
+                        format!(
+                            "\\set: invalid variable name {var:?}; a name starts with a letter or _ \
+                             and goes on with letters, digits or _"
+                        ),
+                    ));
+                }
+                let expr_text = rest_after(2);
+                if expr_text.is_empty() {
+                    return Err(self.err(line, format!("\\set {var} needs an expression after the name")));
+                }
+                let expr = self.expr(expr_text, line, "\\set")?;
+                Ok(Command::Set {
+                    var: self.names.var(var),
+                    expr,
+                })
+            }
+            "sleep" => self.sleep(&words, line),
+            "if" | "elif" => {
+                let cond_text = rest_after(1);
+                if cond_text.is_empty() {
+                    return Err(self.err(line, format!("\\{lower} needs a condition, e.g. \\{lower} :x > 0")));
+                }
+                let cond = self.expr(cond_text, line, &format!("\\{lower}"))?;
+                Ok(if lower == "if" {
+                    Command::If { cond, next: 0 }
+                } else {
+                    Command::Elif { cond, next: 0, end: 0 }
+                })
+            }
+            "else" => no_arguments(self).map(|_| Command::Else { end: 0 }),
+            "endif" => no_arguments(self).map(|_| Command::Endif),
+            "startpipeline" => no_arguments(self).map(|_| Command::StartPipeline),
+            "syncpipeline" => no_arguments(self).map(|_| Command::SyncPipeline),
+            "endpipeline" => no_arguments(self).map(|_| Command::EndPipeline),
+            "shell" | "setshell" => {
+                let set = lower == "setshell";
+                let need = if set { 3 } else { 2 };
+                if words.len() < need {
+                    return Err(self.err(
+                        line,
+                        if set {
+                            "\\setshell needs a variable and a command: \\setshell NAME COMMAND [ARGS]".to_string()
+                        } else {
+                            "\\shell needs a command: \\shell COMMAND [ARGS]".to_string()
+                        },
+                    ));
+                }
+                let var = if set {
+                    if !valid_variable_name(words[1]) {
+                        return Err(self.err(line, format!("\\setshell: invalid variable name {:?}", words[1])));
+                    }
+                    Some(self.names.var(words[1]))
+                } else {
+                    None
+                };
+                let mut out = Vec::new();
+                for w in &words[need - 1..] {
+                    // pgbench: `:name` is a variable, `::x` the text `:x`, else text.
+                    out.push(match w.strip_prefix(':') {
+                        Some(lit) if lit.starts_with(':') => ShellWord::Text(lit.to_string()),
+                        Some(v) => {
+                            if !self.settable(v) {
+                                return Err(self.err(
+                                    line,
+                                    format!("variable :{v} is never set; set it before \\{lower} uses it"),
+                                ));
+                            }
+                            ShellWord::Var(self.names.var(v))
+                        }
+                        None => ShellWord::Text(w.to_string()),
+                    });
+                }
+                Ok(Command::Shell { var, words: out })
+            }
+            "gset" | "aset" => unreachable!("handled with the SQL command before it"),
+            "" => Err(self.err(line, "a lone backslash; write a meta-command such as \\set, or remove it")),
+            other => Err(self.err(
+                line,
+                format!(
+                    "invalid command \\{other}; pgbench's are \\set, \\setshell, \\shell, \\sleep, \\if, \\elif, \
+                     \\else, \\endif, \\gset, \\aset, \\startpipeline, \\syncpipeline and \\endpipeline"
+                ),
+            )),
+        }
+    }
+
+    fn sleep(&mut self, words: &[&str], line: usize) -> Result<Command, ScriptError> {
+        let usage = "\\sleep takes a number or :variable and an optional unit: \\sleep 10 ms";
+        let (amount, unit) = match words {
+            [_] => return Err(self.err(line, format!("\\sleep: missing argument; {usage}"))),
+            [_, a] if !a.starts_with(':') => {
+                // "2ms": the number and its unit in one word, as pgbench allows.
+                let digits_end = a
+                    .char_indices()
+                    .find(|&(k, c)| !(c.is_ascii_digit() || (k == 0 && (c == '+' || c == '-'))))
+                    .map_or(a.len(), |(k, _)| k);
+                let number = &a[..digits_end];
+                if !number
+                    .trim_start_matches(['+', '-'])
+                    .starts_with(|c: char| c.is_ascii_digit())
+                {
+                    return Err(self.err(
+                        line,
+                        format!("\\sleep: invalid sleep time {a:?}, must be an integer; {usage}"),
+                    ));
+                }
+                (number, (digits_end < a.len()).then(|| &a[digits_end..]))
+            }
+            [_, a] => (*a, None),
+            [_, a, u] => (*a, Some(*u)),
+            _ => return Err(self.err(line, format!("\\sleep: too many arguments; {usage}"))),
+        };
+        let unit_us = match unit.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("s") => 1_000_000,
+            Some("ms") => 1_000,
+            Some("us") => 1,
+            Some(_) => {
+                return Err(self.err(
+                    line,
+                    format!(
+                        "\\sleep: unrecognized time unit {:?}, must be us, ms or s",
+                        unit.unwrap_or("")
+                    ),
+                ))
+            }
+        };
+        let amount = match amount.strip_prefix(':') {
+            Some(v) => {
+                if !self.settable(v) {
+                    return Err(self.err(
+                        line,
+                        format!("variable :{v} is never set; set it before \\sleep uses it"),
+                    ));
+                }
+                SleepAmount::Var(self.names.var(v))
+            }
+            None => {
+                let n = atoi(amount).ok_or_else(|| {
+                    self.err(
+                        line,
+                        format!("\\sleep: invalid sleep time {amount:?}, must be an integer; {usage}"),
+                    )
+                })?;
+                SleepAmount::Literal(n)
+            }
+        };
+        Ok(Command::Sleep { amount, unit_us })
+    }
+}
+
+/// C's `atoi` for \sleep: leading spaces, a sign, digits; `None` when no digit starts it.
+/// Saturates where atoi's behaviour is undefined.
+pub fn atoi(s: &str) -> Option<i64> {
+    let t = s.trim_start();
+    let (neg, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let digits: &str = &t[..t.bytes().take_while(u8::is_ascii_digit).count()];
+    if digits.is_empty() {
+        return None;
+    }
+    let n = digits.parse::<i64>().unwrap_or(i64::MAX);
+    Some(if neg { -n } else { n })
+}
+
+/// Parses a script (see the module docs); `defines` are the `-D NAME=VALUE` variables.
+pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Result<Script, ScriptError> {
+    let mut p = Parser {
+        script: name,
+        names: Names {
+            list: Vec::new(),
+            index: HashMap::new(),
+        },
+        assigned: Vec::new(),
+        result_prefixes: Vec::new(),
+    };
+    for auto in super::AUTOMATIC {
+        p.names.var(auto);
+        p.assigned.push(auto.to_string());
+    }
+    let defined = defines
+        .iter()
+        .map(|(n, v)| {
+            p.assigned.push(n.clone());
+            (p.names.var(n), v.clone())
+        })
+        .collect();
+    let raw = scan(text);
+    // First pass: every name something assigns, so an expression or a `:name` in SQL
+    // can be checked against them wherever it comes in the script.
+    for r in &raw {
+        if let Raw::Meta { text, .. } = r {
+            let mut words = text.split_whitespace();
+            match words.next().map(str::to_ascii_lowercase).as_deref() {
+                Some("set" | "setshell") => {
+                    if let Some(v) = words.next() {
+                        p.assigned.push(v.to_string());
+                    }
+                }
+                Some("gset" | "aset") => p.result_prefixes.push(words.next().unwrap_or("").to_string()),
+                _ => {}
+            }
+        }
+    }
+    let mut commands: Vec<Command> = Vec::new();
+    let mut texts = Vec::new();
+    let mut lines = Vec::new();
+    let mut sql_count = 0;
+    for r in raw {
+        match r {
+            Raw::Sql {
+                text,
+                line,
+                statements,
+            } => {
+                commands.push(Command::Sql(p.sql(&text, sql_count, statements)));
+                sql_count += 1;
+                texts.push(one_line(&text));
+                lines.push(line);
+            }
+            Raw::Meta { text, line } => {
+                let word = text.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+                if word == "gset" || word == "aset" {
+                    let args: Vec<&str> = text.split_whitespace().skip(1).collect();
+                    if args.len() > 1 {
+                        return Err(p.err(
+                            line,
+                            format!("\\{word}: too many arguments; it takes one optional variable prefix"),
+                        ));
+                    }
+                    let prefix = args.first().copied().unwrap_or("").to_string();
+                    match commands.last_mut() {
+                        Some(Command::Sql(q)) if q.results == Results::Discard => {
+                            q.results = if word == "gset" {
+                                Results::Gset(prefix)
+                            } else {
+                                Results::Aset(prefix)
+                            };
+                            let last = texts.last_mut().expect("a text per command");
+                            *last = format!("{last} \\{word}");
+                        }
+                        _ => {
+                            return Err(p.err(
+                                line,
+                                format!("\\{word} must follow an SQL command (write it after the query, e.g. SELECT 1 AS x \\{word})"),
+                            ))
+                        }
+                    }
+                    continue;
+                }
+                commands.push(p.meta(&text, line)?);
+                texts.push(format!("\\{}", one_line(&text)));
+                lines.push(line);
+            }
+        }
+    }
+    link_conditionals(&mut commands, &lines, &p)?;
+    check_pipelines(&commands, &lines, &p)?;
+    Ok(Script {
+        name: name.to_string(),
+        commands,
+        texts,
+        variables: p.names.list,
+        index: p.names.index,
+        defined,
+    })
+}
+
+/// Checks `\if` blocks as pgbench's `CheckConditional` does and fills in where each
+/// branch goes.
+fn link_conditionals(commands: &mut [Command], lines: &[usize], p: &Parser) -> Result<(), ScriptError> {
+    // Open blocks: the indices of their \if, \elif and \else so far.
+    let mut open: Vec<Vec<usize>> = Vec::new();
+    for i in 0..commands.len() {
+        match &commands[i] {
+            Command::If { .. } => open.push(vec![i]),
+            Command::Elif { .. } | Command::Else { .. } => {
+                let what = if matches!(commands[i], Command::Elif { .. }) {
+                    "\\elif"
+                } else {
+                    "\\else"
+                };
+                let Some(block) = open.last_mut() else {
+                    return Err(p.err(
+                        lines[i],
+                        format!("{what} without matching \\if; add the \\if or remove it"),
+                    ));
+                };
+                let last = *block.last().expect("a block starts with its \\if");
+                if matches!(commands[last], Command::Else { .. }) {
+                    return Err(p.err(
+                        lines[i],
+                        format!("{what} after \\else; a block has at most one \\else, last"),
+                    ));
+                }
+                block.push(i);
+            }
+            Command::Endif => {
+                let Some(block) = open.pop() else {
+                    return Err(p.err(
+                        lines[i],
+                        "\\endif without matching \\if; add the \\if or remove it",
+                    ));
+                };
+                for (k, &at) in block.iter().enumerate() {
+                    let next = block.get(k + 1).copied().unwrap_or(i);
+                    match &mut commands[at] {
+                        Command::If { next: n, .. } => *n = next,
+                        Command::Elif { next: n, end, .. } => {
+                            *n = next;
+                            *end = i;
+                        }
+                        Command::Else { end } => *end = i,
+                        _ => unreachable!("blocks hold only \\if, \\elif and \\else"),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(block) = open.last() {
+        return Err(p.err(
+            lines[block[0]],
+            "\\if without matching \\endif; close the block with \\endif",
+        ));
+    }
+    Ok(())
+}
+
+/// Pipelines must open and close in the script, and hold only SQL (no `\gset`/`\aset`,
+/// whose rows a pipeline does not wait for). pgbench finds these while running and
+/// aborts the client; connbench refuses the script before the run.
+fn check_pipelines(commands: &[Command], lines: &[usize], p: &Parser) -> Result<(), ScriptError> {
+    let mut open: Option<usize> = None;
+    for (i, c) in commands.iter().enumerate() {
+        match c {
+            Command::StartPipeline if open.is_some() => {
+                return Err(p.err(lines[i], "\\startpipeline: already in pipeline mode; end the first with \\endpipeline"))
+            }
+            Command::StartPipeline => open = Some(i),
+            Command::SyncPipeline | Command::EndPipeline if open.is_none() => {
+                let what = if matches!(c, Command::SyncPipeline) {
+                    "\\syncpipeline"
+                } else {
+                    "\\endpipeline"
+                };
+                return Err(p.err(lines[i], format!("{what}: not in pipeline mode; start one with \\startpipeline")));
+            }
+            Command::EndPipeline => open = None,
+            Command::Sql(q) if open.is_some() && q.results != Results::Discard => {
+                return Err(p.err(
+                    lines[i],
+                    "\\gset and \\aset are not allowed in pipeline mode; move the query out of the pipeline",
+                ))
+            }
+            Command::If { .. } | Command::Elif { .. } | Command::Else { .. } | Command::Endif if open.is_some() => {
+                return Err(p.err(
+                    lines[i],
+                    "\\if blocks inside a pipeline are not supported; put the whole pipeline inside the branch",
+                ))
+            }
+            _ => {}
+        }
+    }
+    if let Some(i) = open {
+        return Err(p.err(
+            lines[i],
+            "\\startpipeline without \\endpipeline: the script ends with the pipeline open; add \\endpipeline",
+        ));
+    }
+    Ok(())
+}
+
+/// A command's text on one line: its lines' words joined by single spaces.
+fn one_line(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<String> {
+        scan(text)
+            .into_iter()
+            .map(|r| match r {
+                Raw::Sql {
+                    text,
+                    line,
+                    statements,
+                } => format!("{line}:sql{statements}:{text}"),
+                Raw::Meta { text, line } => format!("{line}:meta:{text}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scanning_splits_sql_and_meta_commands_like_psqlscan() {
+        assert_eq!(
+            kinds("-- a comment\nSELECT 1;\n\\set x 1\nSELECT ';', \"a;b\", $$;$$, $t$;$t$ /* ; */\n  , (1;2)\n;"),
+            vec![
+                "2:sql1:SELECT 1;",
+                "3:meta:set x 1",
+                "4:sql1:SELECT ';', \"a;b\", $$;$$, $t$;$t$ /* ; */\n  , (1;2)\n;",
+            ]
+        );
+        assert_eq!(
+            kinds("SELECT 1 \\; SELECT 2 \\gset p_\nSELECT 1; \\set y 2\nSELECT E'\\';' AS x"),
+            vec![
+                "1:sql2:SELECT 1 ; SELECT 2",
+                "1:meta:gset p_",
+                "2:sql1:SELECT 1;",
+                "2:meta:set y 2",
+                "3:sql1:SELECT E'\\';' AS x",
+            ]
+        );
+        assert_eq!(kinds("\\set x 1 + \\\n 2\n"), vec!["1:meta:set x 1 +   2"]);
+        assert_eq!(kinds("SELECT $1, a$b$c;"), vec!["1:sql1:SELECT $1, a$b$c;"]);
+        assert!(kinds("-- only a comment\n\n").is_empty());
+    }
+
+    #[test]
+    fn variable_names_follow_pgbench() {
+        assert!(valid_variable_name("a_1"));
+        assert!(valid_variable_name("_x"));
+        assert!(valid_variable_name("é"));
+        assert!(!valid_variable_name("1x"));
+        assert!(!valid_variable_name(""));
+        assert!(!valid_variable_name("a-b"));
+        assert_eq!(variable_at(":abc1 x", 0), Some("abc1"));
+        assert_eq!(variable_at(":1", 0), None);
+        assert_eq!(atoi(" -12ms"), Some(-12));
+        assert_eq!(atoi("x"), None);
+    }
+}
