@@ -8,6 +8,7 @@ mod connect;
 mod faults;
 mod fuzz;
 mod hostile;
+mod install;
 mod load;
 mod mysql;
 mod netpath;
