@@ -104,6 +104,10 @@ mod tests {
         // machine (every core taken by other work) the median wake-up also waits for a
         // core, so the bound is on the quickest tenth, which still shows the timer's
         // resolution: a millisecond tick could not put five of fifty under 300 µs.
-        assert!(lateness[5] < 300, "10th percentile lateness {} µs: {lateness:?}", lateness[5]);
+        assert!(
+            lateness[5] < 300,
+            "10th percentile lateness {} µs: {lateness:?}",
+            lateness[5]
+        );
     }
 }
