@@ -77,10 +77,11 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Reruns this script when the commit or the work tree changes: git's HEAD, the branch it
-/// points at, the index, and every top-level entry of the package but `target` (a
-/// directory is watched whole). Only paths that exist are named: Cargo reruns on every
-/// build for a missing one.
+/// Reruns this script when the commit or the binary's sources change: git's HEAD, the
+/// branch it points at, the index, and what the binary is built from (a directory is
+/// watched whole). A change to docs alone does not rebuild the crate (a rerun here
+/// recompiles it, minutes in release), so `-dirty` speaks for the sources. Only paths
+/// that exist are named: Cargo reruns on every build for a missing one.
 fn watch_work_tree(dir: &Path) {
     let mut paths = Vec::new();
     for p in ["HEAD", "index", "packed-refs"] {
@@ -89,18 +90,15 @@ fn watch_work_tree(dir: &Path) {
     if let Some(branch) = git(dir, &["symbolic-ref", "-q", "HEAD"]) {
         paths.extend(git(dir, &["rev-parse", "--git-path", branch.trim()]));
     }
+    paths.extend(
+        ["src", "suites", "Cargo.toml", "Cargo.lock"]
+            .iter()
+            .map(|p| p.to_string()),
+    );
     for p in paths {
         let p = dir.join(p.trim());
         if p.exists() {
             println!("cargo:rerun-if-changed={}", p.display());
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            if name != "target" && name != ".git" {
-                println!("cargo:rerun-if-changed={}", e.path().display());
-            }
         }
     }
 }
