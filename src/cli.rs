@@ -36,7 +36,7 @@ Exit codes:
 ///
 /// Start with `connbench lab --quick`.
 #[derive(Debug, Parser)]
-#[command(name = "connbench", version, after_help = EXIT_CODES, max_term_width = 100)]
+#[command(name = "connbench", version = crate::VERSION, after_help = EXIT_CODES, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -119,6 +119,24 @@ pub enum Command {
     /// resets the client. Runs until Ctrl-C, then prints what it relayed.
     #[command(after_help = RELAY_EXAMPLES)]
     Relay(RelayArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    ///
+    /// e.g. `connbench completions bash > ~/.local/share/bash-completion/completions/connbench`
+    /// (docs/install.md has each shell's place).
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) to standard output, or write one per command.
+    ///
+    /// e.g. `connbench man | man -l -`, or `connbench man --dir /usr/local/share/man/man1`
+    /// for connbench.1, connbench-load.1 and the other commands' pages.
+    Man {
+        /// Write connbench.1 and a page per command (connbench-load.1, ...) into DIR
+        /// (created if needed) instead of printing connbench.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 const RELAY_EXAMPLES: &str = "\

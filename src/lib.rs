@@ -33,6 +33,10 @@ use anyhow::{Context, Result};
 
 use cli::{Cli, Command};
 
+/// The version `--version` prints: the package's, the git commit (`-dirty` when the
+/// tree had changes, or "unknown commit") and the build date, stamped by `build.rs`.
+pub const VERSION: &str = env!("CONNBENCH_VERSION");
+
 /// How the program ended (see `connbench --help` for the numbers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -66,6 +70,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Sandbox(cmd) => sandbox::run_sandbox(cmd).await,
             Command::Relay(args) => relay::run_relay(args).await,
             Command::Kubernetes(cli::KubernetesCommand::Job(args)) => kubernetes::run_job(args),
+            Command::Completions { shell } => completions::print_completions(shell),
+            Command::Man { dir } => man::run_man(dir.as_deref()),
         }
     })
 }

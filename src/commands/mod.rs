@@ -11,6 +11,8 @@ pub mod runs;
 pub mod sandbox;
 pub mod relay;
 pub mod kubernetes;
+pub mod completions;
+pub mod man;
 
 use std::io::Write;
 

@@ -9,6 +9,7 @@ mod faults;
 mod fuzz;
 mod guides;
 mod hostile;
+mod install;
 mod load;
 mod mysql;
 mod netpath;
