@@ -856,8 +856,21 @@ fn defined_variables_reach_the_script_and_scale_can_be_overridden() {
     }
     // A value that is not a number is text, substituted as written, as pgbench does: here
     // it becomes a column name the server does not know.
-    let o = connbench(&["load", &conninfo("unix"), "-f", sink.path(), "-D", "k=x", "-t", "1"]);
+    let o = connbench(&[
+        "load",
+        &conninfo("unix"),
+        "-f",
+        sink.path(),
+        "-D",
+        "k=x",
+        "-t",
+        "1",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("column \"x\" does not exist"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("column \"x\" does not exist"),
+        "{}",
+        stderr(&o)
+    );
     sink.done();
 }
