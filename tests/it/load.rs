@@ -15,18 +15,7 @@ use crate::common::dataset;
 
 /// Runs SQL as the sandbox superuser; returns the first column of each row.
 pub fn sql(q: &str) -> Vec<String> {
-    let ep = Endpoint::new(Target::parse(&conninfo("unix")).unwrap()).unwrap();
-    let q = q.to_string();
-    std::thread::spawn(move || {
-        runtime().block_on(async {
-            let (mut s, _) = proto::connect(&ep, &PhaseCursor::default()).await.unwrap();
-            let rows = s.query_column(&q).await.unwrap_or_else(|e| panic!("{q}: {e}"));
-            s.close().await;
-            rows
-        })
-    })
-    .join()
-    .unwrap()
+    sql_at(&conninfo("unix"), q)
 }
 
 fn load_json(args: &[&str]) -> serde_json::Value {
