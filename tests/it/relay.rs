@@ -172,7 +172,7 @@ fn echo_server() -> String {
 /// Jitter has its effect: one-byte round trips through a 20 ms relay with ±5 ms jitter
 /// per direction spread (the sum of two uniform delays: an interquartile range of about
 /// 5.9 ms), stay within the band jitter allows, and without jitter their interquartile
-/// range is well under half of that. The quartiles, not the standard deviation: a VM's
+/// range is narrower by a margin. The quartiles, not the standard deviation: a VM's
 /// late wake-ups put a few outliers into any run, and the rest of the test suite runs
 /// beside this test (about 1 to 1.6 ms of spread without any jitter).
 #[test]
@@ -195,17 +195,21 @@ fn jitter_spreads_the_round_trip_within_its_band() {
     };
     let (iqr, min, median) = spread(Duration::from_millis(5));
     assert!(
-        (3.5..9.0).contains(&iqr),
+        (3.5..12.0).contains(&iqr),
         "±5 ms per direction: round-trip IQR {iqr:.2} ms"
     );
     assert!(min >= 10.0, "never below 20 - 10 ms: {min:.2} ms");
     // Centred on 20 ms; a busy machine only ever adds delay (24.2 ms seen with every core
     // taken), so the upper bound leaves room for it.
     assert!((18.0..32.0).contains(&median), "centred on 20 ms: {median:.2} ms");
+    // Without jitter the spread is the machine's own: about 1-1.6 ms on a quiet one, 3.4
+    // ms seen with every core busy (against 5.8 ms with jitter in the same run). Jitter
+    // adds its own ~5.9 ms to whatever the machine adds, so the bound is a difference,
+    // which holds however busy the machine is.
     let (iqr0, _, _) = spread(Duration::ZERO);
     assert!(
-        iqr0 < iqr / 2.0,
-        "without jitter the spread is small: IQR {iqr0:.2} ms against {iqr:.2}"
+        iqr0 + 1.0 < iqr,
+        "jitter widens the spread: IQR {iqr0:.2} ms without against {iqr:.2} ms with"
     );
 }
 
