@@ -66,7 +66,9 @@ pub enum Command {
     /// latency mean ± stddev and p50/p90/p95/p99/p99.9/max (all measured), failures by
     /// SQLSTATE, connections opened and their cost, client CPU per transaction, bytes, and
     /// a per-interval series.
-    #[command(after_help = LOAD_EXAMPLES)]
+    ///
+    /// As in pgbench, -h is the host (with -p and -U); help is --help or -?.
+    #[command(after_help = LOAD_EXAMPLES, disable_help_flag = true)]
     Load(Box<LoadArgs>),
     /// Run an experiment suite: a matrix of cells, repeated and interleaved, with
     /// confidence intervals and verdicts, saved to the results store as it goes.
@@ -239,6 +241,11 @@ pub struct RunArgs {
     pub schema: String,
     #[command(flatten)]
     pub server: ServerArgs,
+    /// Name the run in the store, to read it back later by name (`connbench report
+    /// NAME`), as a Kubernetes Job's run is; a name the store holds already is refused
+    /// before anything runs.
+    #[arg(long = "run", value_name = "NAME", value_parser = parse_run_name)]
+    pub run_name: Option<String>,
 }
 
 /// Adaptive rounds: after the suite's repetitions, more interleaved rounds for the
@@ -344,12 +351,12 @@ pgbench's command lines work with `pgbench` replaced by `connbench load` (the da
 last or first), on pgbench -i's tables or connbench init's:
   connbench load --client=10 --jobs=2 --time=60 --builtin=select-only mydb
   connbench load -b tpcb-like@9 -b select-only@1 -f mine.sql@2 -T 30 -l --aggregate-interval 5 mydb
+  connbench load -h db.internal -p 6432 -U bench -S -c 8 -T 60 mydb     # -h is the host, as in pgbench
 
 pgbench's options that connbench refuses, by name, with the reason: -i and its options
 (-I, -F, -q, --foreign-keys, --partitions, --partition-method, --tablespace,
 --index-tablespace, --unlogged-tables: `connbench init` makes connbench's tables),
--d/--debug, --exit-on-abort, and --host/-p/-U (give host, port and user in the target:
-'host=H port=P user=U dbname=D'). See docs/pgbench.md.
+-d/--debug and --exit-on-abort. See docs/pgbench.md.
 
 Exit codes: 0 success, 1 every transaction failed, 2 usage or set-up error, 130 Ctrl-C.";
 
@@ -373,6 +380,10 @@ pub struct LoadArgs {
     /// The database: conninfo string or URI (default: PG* variables). With --sandbox: a
     /// sandbox target name (default: unix).
     pub target: Option<String>,
+
+    /// Print help (-h is pgbench's host, so help is -? as in pgbench, or --help).
+    #[arg(short = '?', long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
 
     /// Start a throwaway sandbox, create the tables at scale -s, and load it.
     #[arg(long)]
@@ -534,6 +545,80 @@ pub enum KubernetesCommand {
     /// there. Passwords come from Secrets (key `password`), never the manifest.
     #[command(after_help = KUBERNETES_EXAMPLES)]
     Job(KubernetesJobArgs),
+    /// Print a Job that runs a suite in one pod beside your own sidecar container.
+    ///
+    /// The question of experiment 1, asked in your cluster: the pod runs `connbench run
+    /// SUITE --target NAME=CONNINFO ... --store STORE --run RUN` beside your sidecar (its
+    /// image and arguments yours: the Cloud SQL Auth Proxy, PgBouncer, envoy...), the
+    /// two sharing an emptyDir at --socket-dir for the sidecar's Unix socket; the suite's
+    /// cells reach the sidecar by that socket and by its TCP port on localhost,
+    /// interleaved as locally. A suite file travels in a ConfigMap printed before the
+    /// Job. Read the answer back with `connbench report RUN --store STORE`.
+    #[command(after_help = KUBERNETES_SUITE_EXAMPLES)]
+    Suite(KubernetesSuiteArgs),
+}
+
+const KUBERNETES_SUITE_EXAMPLES: &str = "\
+Experiment 1 beside the Cloud SQL Auth Proxy (docs/guide/sidecar.md):
+  connbench kubernetes suite docs/guide/sidecar.toml --image registry.example/connbench:0.1 \\
+      --sidecar-image gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0 \\
+      --sidecar-arg='PROJECT:REGION:INSTANCE?port=5432' \\
+      --sidecar-arg='PROJECT:REGION:INSTANCE?unix-socket=/cloudsql' \\
+      --sidecar-port 5432 --socket-dir /cloudsql \\
+      --target 'sidecar_unix=host=/cloudsql/PROJECT:REGION:INSTANCE dbname=app user=app' \\
+      --target 'sidecar_tcp=host=127.0.0.1 port=5432 dbname=app user=app sslmode=disable' \\
+      --target-secret app-db --store postgres://cb@results.prod/connbench --store-secret cb-store \\
+      --run sidecar-1 > job.yaml
+  kubectl apply -f job.yaml
+  kubectl wait --for=condition=complete --timeout=1h job/connbench-sidecar-1
+  connbench report sidecar-1 --store postgres://cb@results.prod/connbench";
+
+#[derive(Debug, Args)]
+pub struct KubernetesSuiteArgs {
+    /// A built-in suite name or a suite file.
+    pub suite: String,
+    /// The container image with connbench as its entrypoint.
+    #[arg(long)]
+    pub image: String,
+    /// Your sidecar's image.
+    #[arg(long, value_name = "IMAGE")]
+    pub sidecar_image: String,
+    /// One argument of your sidecar's command line (repeat, in order; write
+    /// `--sidecar-arg=--flag` for one that starts with a dash).
+    #[arg(long = "sidecar-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sidecar_args: Vec<String>,
+    /// The sidecar's TCP port: connbench starts only once the sidecar accepts there (a
+    /// startup probe), so the first cell does not race the sidecar's start.
+    #[arg(long, value_name = "PORT")]
+    pub sidecar_port: Option<u16>,
+    /// Where both containers mount the shared emptyDir that holds the sidecar's socket.
+    #[arg(long, value_name = "DIR", default_value = "/cloudsql")]
+    pub socket_dir: String,
+    /// A target name the suite uses, as the pod reaches it: NAME=CONNINFO (repeat), or a
+    /// bare CONNINFO for every target; without its password.
+    #[arg(long = "target", value_name = "NAME=CONNINFO", required = true)]
+    pub targets: Vec<String>,
+    /// The PostgreSQL results store the run saves to, without its password.
+    #[arg(long, value_name = "URL")]
+    pub store: String,
+    /// The run's name [default: SUITE-DATE-TIME].
+    #[arg(long, value_parser = parse_run_name)]
+    pub run: Option<String>,
+    /// The Secret holding the store's password (key `password`).
+    #[arg(long, value_name = "NAME")]
+    pub store_secret: Option<String>,
+    /// The Secret holding the targets' password (key `password`).
+    #[arg(long, value_name = "NAME")]
+    pub target_secret: Option<String>,
+    /// CPU for connbench's container (request and limit, e.g. 2 or 1500m).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// yaml (a ConfigMap and the Job, as two documents) or json (a List).
+    #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
+    pub output: String,
+    /// More `connbench run` flags, after `--` (e.g. -- --quick, -- --budget 20m).
+    #[arg(last = true, value_name = "RUN FLAGS")]
+    pub run_flags: Vec<String>,
 }
 
 const KUBERNETES_EXAMPLES: &str = "\

@@ -70,6 +70,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Sandbox(cmd) => sandbox::run_sandbox(cmd).await,
             Command::Relay(args) => relay::run_relay(args).await,
             Command::Kubernetes(cli::KubernetesCommand::Job(args)) => kubernetes::run_job(args),
+            Command::Kubernetes(cli::KubernetesCommand::Suite(args)) => kubernetes::run_suite(args),
             Command::Completions { shell } => completions::print_completions(shell),
             Command::Man { dir } => man::run_man(dir.as_deref()),
         }

@@ -306,8 +306,21 @@ impl Target {
 
     /// Parses one target argument, resolving defaults from `env`.
     pub fn parse_with_env(text: &str, env: &dyn Env) -> Result<Target, TargetError> {
+        Target::parse_overriding(text, &[], env)
+    }
+
+    /// Parses one target argument with some keys given apart (pgbench's -h, -p and -U)
+    /// that override the text's own, then resolves defaults from `env`.
+    pub fn parse_overriding(
+        text: &str,
+        keys: &[(&str, String)],
+        env: &dyn Env,
+    ) -> Result<Target, TargetError> {
         let (label, body) = split_label(text);
         let mut raw = parse_raw(body)?;
+        for (k, v) in keys {
+            raw.insert(k.to_string(), v.clone());
+        }
         if is_mysql_uri(body) || mysql::is_mysql_keyvalue(&raw) {
             if let Some(label) = label {
                 raw.insert("label".to_string(), label.to_string());
@@ -536,7 +549,7 @@ fn is_label(s: &str) -> bool {
 /// Splits `NAME=conninfo` into its name and conninfo. A leading `key=` that is a
 /// conninfo key is part of the conninfo, so `host=/tmp port=5` stays whole; the name form
 /// needs a non-key name followed by a URI or by text that holds another `=`.
-fn split_label(text: &str) -> (Option<&str>, &str) {
+pub fn split_label(text: &str) -> (Option<&str>, &str) {
     let text = text.trim();
     if let Some((name, rest)) = text.split_once('=') {
         let is_key = KNOWN_KEYS.contains(&name)

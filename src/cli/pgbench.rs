@@ -92,13 +92,16 @@ pub struct PgbenchArgs {
     pub tablespace: Option<String>,
     #[arg(long, hide = true)]
     pub unlogged_tables: bool,
-    /// Refused: the target says where to connect.
-    #[arg(short = 'p', long = "port", hide = true)]
-    pub port: Option<String>,
-    #[arg(short = 'U', long = "username", hide = true)]
-    pub username: Option<String>,
-    #[arg(long = "host", hide = true)]
+    /// The server's host name or socket directory, over the target's (pgbench's -h; help
+    /// is --help or -?).
+    #[arg(short = 'h', long = "host", value_name = "HOST")]
     pub host: Option<String>,
+    /// The server's port, over the target's.
+    #[arg(short = 'p', long = "port", value_name = "PORT")]
+    pub port: Option<String>,
+    /// The user to connect as, over the target's.
+    #[arg(short = 'U', long = "username", value_name = "USER")]
+    pub username: Option<String>,
 }
 
 impl PgbenchArgs {
@@ -115,12 +118,23 @@ impl PgbenchArgs {
         })
     }
 
+    /// The target's keys -h, -p and -U give, in libpq's names; they override the
+    /// target's own, as the options of pgbench's command line do its PG* variables.
+    pub fn target_keys(&self) -> Vec<(&'static str, String)> {
+        [
+            ("host", &self.host),
+            ("port", &self.port),
+            ("user", &self.username),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+        .collect()
+    }
+
     /// The first option given that connbench cannot honour: its name and why.
     pub fn refused(&self) -> Option<(&'static str, &'static str)> {
         let init = "is an option of pgbench -i; connbench's tables are made by `connbench init` \
                     (see `connbench init --help`), and `load` runs on them or on pgbench -i's";
-        let target = "is where to connect, which connbench takes from the target: \
-                      connbench load 'host=H port=P user=U dbname=D' (or a postgres:// URI)";
         let given = [
             (self.exit_on_abort, "--exit-on-abort", "connbench's clients never abort on an error: they count it by \
               SQLSTATE, reconnect when the connection broke, and go on; a run where every transaction failed exits 1"),
@@ -136,9 +150,6 @@ impl PgbenchArgs {
             (self.partitions.is_some(), "--partitions", init),
             (self.tablespace.is_some(), "--tablespace", init),
             (self.unlogged_tables, "--unlogged-tables", init),
-            (self.port.is_some(), "-p/--port", target),
-            (self.username.is_some(), "-U/--username", target),
-            (self.host.is_some(), "--host", target),
         ];
         given
             .into_iter()

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use super::{emit, init_sandbox_tables, parse_target, routed, stop_on_signals};
+use super::{emit, init_sandbox_tables, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
 use crate::experiment::workers::{share, Worker};
@@ -95,6 +95,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
 
     // The sandbox lives until this function returns; its Drop stops and removes it.
     let mut sandbox = None;
+    if args.sandbox && !args.pgbench.target_keys().is_empty() {
+        bail!("-h, -p and -U say where your database is; with --sandbox the sandbox's target does: drop one or the other");
+    }
     let target = if args.sandbox {
         let sb = Sandbox::start(&SandboxOptions {
             durable: args.server.durable,
@@ -114,7 +117,13 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         sandbox = Some(sb);
         t
     } else {
-        parse_target(args.target.as_deref().map(pgbench_dbname).as_deref())?
+        let text = args.target.as_deref().map(pgbench_dbname).unwrap_or_default();
+        crate::target::Target::parse_overriding(
+            &text,
+            &args.pgbench.target_keys(),
+            &crate::target::ProcessEnv,
+        )
+        .with_context(|| format!("target {:?}", crate::target::redact(&text)))?
     };
     let direct = Endpoint::new(target)?;
     let (mut routed_subjects, routes) = routed(

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::{emit, init_sandbox_tables, open_store, stop_on_signals};
 use crate::cli::{LabArgs, RunArgs};
@@ -46,10 +46,8 @@ pub async fn suite_context(
     let mut targets = std::collections::BTreeMap::new();
     let mut replace_all = None;
     for o in overrides {
-        let (name, conninfo) = match o.split_once('=') {
-            Some((n, c)) if crate::sandbox::TARGET_NAMES.contains(&n) => (Some(n), c),
-            _ => (None, o.as_str()),
-        };
+        // `NAME=CONNINFO` names one target; a bare conninfo stands for every target.
+        let (name, conninfo) = crate::target::split_label(o);
         Target::parse(conninfo).with_context(|| format!("--target {:?}", crate::target::redact(o)))?;
         match name {
             Some(n) => {
@@ -62,6 +60,12 @@ pub async fn suite_context(
         .iter()
         .flat_map(|s| s.cells.iter().filter_map(|c| c.settings.get("target").cloned()))
         .collect();
+    if let Some(unused) = targets.keys().find(|n| !used.contains(*n)) {
+        bail!(
+            "--target {unused}=...: no cell uses a target named {unused:?}; the targets the cells use: {}",
+            used.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
     if let Some(all) = &replace_all {
         for name in &used {
             targets.entry(name.clone()).or_insert_with(|| all.clone());
@@ -119,6 +123,7 @@ pub async fn suite_context(
         scales: Default::default(),
         routes: Default::default(),
         bridge: Default::default(),
+        run_name: None,
     };
     Ok((sb, ctx))
 }
@@ -181,7 +186,15 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     }
     let store = open_store(&args.store)?;
     let store_path = store.location().to_string();
-    let (sb, ctx) = suite_context(
+    if let Some(name) = &args.run_name {
+        if store.resolve_run(name).is_ok() {
+            bail!(
+                "--run {name}: {store_path} holds a run of that name already; give another name \
+                 (`connbench runs list` lists them)"
+            );
+        }
+    }
+    let (sb, mut ctx) = suite_context(
         std::slice::from_ref(&s),
         &args.targets,
         &args.schema,
@@ -189,6 +202,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         args.server.durable,
     )
     .await?;
+    ctx.run_name = args.run_name.clone();
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
     let result = result?;

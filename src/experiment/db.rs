@@ -16,6 +16,85 @@ use std::sync::mpsc;
 
 use anyhow::{anyhow, Context, Result};
 
+/// rust-postgres' TLS hook, filled with the rustls set-up targets use
+/// ([`crate::net::transport::TlsSetup`]): the store then means by sslmode, sslrootcert
+/// and the host name exactly what a target does. (tokio-postgres-rustls would bring its
+/// own verification, not libpq's sslmode meanings, and one more dependency.)
+struct StoreTls(crate::net::transport::TlsSetup);
+
+impl postgres::tls::MakeTlsConnect<postgres::Socket> for StoreTls {
+    type Stream = StoreTlsStream;
+    type TlsConnect = StoreTlsConnect;
+    type Error = std::io::Error;
+
+    fn make_tls_connect(&mut self, _domain: &str) -> std::io::Result<StoreTlsConnect> {
+        // The server name was fixed from the target's host by TlsSetup.
+        Ok(StoreTlsConnect(self.0.config.clone(), self.0.server_name.clone()))
+    }
+}
+
+struct StoreTlsConnect(
+    std::sync::Arc<rustls::ClientConfig>,
+    rustls_pki_types::ServerName<'static>,
+);
+
+impl postgres::tls::TlsConnect<postgres::Socket> for StoreTlsConnect {
+    type Stream = StoreTlsStream;
+    type Error = std::io::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<StoreTlsStream>> + Send>>;
+
+    fn connect(self, stream: postgres::Socket) -> Self::Future {
+        Box::pin(async move {
+            let s = tokio_rustls::TlsConnector::from(self.0)
+                .connect(self.1, stream)
+                .await?;
+            Ok(StoreTlsStream(s))
+        })
+    }
+}
+
+struct StoreTlsStream(tokio_rustls::client::TlsStream<postgres::Socket>);
+
+impl postgres::tls::TlsStream for StoreTlsStream {
+    fn channel_binding(&self) -> postgres::tls::ChannelBinding {
+        // SCRAM's channel binding is optional (`prefer`); none is offered.
+        postgres::tls::ChannelBinding::none()
+    }
+}
+
+impl tokio::io::AsyncRead for StoreTlsStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for StoreTlsStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
 /// A value crossing to or from either database.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Val {
@@ -120,14 +199,15 @@ impl Db {
         if t.engine != crate::target::Engine::Postgres {
             anyhow::bail!("a results store is a SQLite file or a PostgreSQL database");
         }
-        if t.sslmode.requires_tls() {
-            anyhow::bail!(
-                "sslmode={}: the results store connects without TLS (use sslmode=disable or prefer, \
-                 over a network you trust)",
-                t.sslmode.as_str()
-            );
-        }
+        // TLS as a target gets it (libpq's sslmode, sslrootcert for verify-ca/-full).
+        let tls = crate::net::transport::TlsSetup::for_target(&t)
+            .map_err(|e| anyhow!("the results store's TLS (sslmode={}): {e}", t.sslmode.as_str()))?;
         let mut config = postgres::Config::new();
+        config.ssl_mode(match t.sslmode {
+            crate::target::SslMode::Disable => postgres::config::SslMode::Disable,
+            crate::target::SslMode::Prefer => postgres::config::SslMode::Prefer,
+            _ => postgres::config::SslMode::Require,
+        });
         match &t.host {
             crate::target::Host::Tcp(h) => config.host(h),
             crate::target::Host::Unix(dir) => config.host_path(dir),
@@ -146,16 +226,30 @@ impl Db {
         let (ready, connected) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("connbench-store".into())
-            .spawn(move || match config.connect(postgres::NoTls) {
-                Ok(mut client) => {
-                    let _ = ready.send(Ok(()));
-                    // Ends when the Db (the only sender) is dropped.
-                    for job in queue {
-                        job(&mut client);
+            .spawn(move || {
+                let connected = match tls {
+                    Some(tls) => config.connect(StoreTls(tls)),
+                    None => config.connect(postgres::NoTls),
+                };
+                match connected {
+                    Ok(mut client) => {
+                        let _ = ready.send(Ok(()));
+                        // Ends when the Db (the only sender) is dropped.
+                        for job in queue {
+                            job(&mut client);
+                        }
                     }
-                }
-                Err(e) => {
-                    let _ = ready.send(Err(anyhow!("{e}")));
+                    Err(e) => {
+                        // rust-postgres' own text hides the cause ("error performing TLS
+                        // handshake"): say each error of the chain.
+                        let mut said = e.to_string();
+                        let mut cause = std::error::Error::source(&e);
+                        while let Some(c) = cause {
+                            said = format!("{said}: {c}");
+                            cause = c.source();
+                        }
+                        let _ = ready.send(Err(anyhow!("{said}")));
+                    }
                 }
             })
             .context("cannot start the results store's thread")?;

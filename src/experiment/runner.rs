@@ -45,6 +45,8 @@ pub struct Context {
     pub sandbox_control: Option<std::rc::Weak<tokio::sync::Mutex<crate::sandbox::Sandbox>>>,
     /// The namespace and bridge of `netpath = "bridge"` cells, created at the first.
     pub bridge: std::cell::RefCell<Option<crate::net::netns::Bridge>>,
+    /// The name `run --run NAME` gives the run in the store (checked free beforehand).
+    pub run_name: Option<String>,
 }
 
 /// One cell's outcome across repetitions.
@@ -368,6 +370,9 @@ pub async fn run(
         }
     }
     let run_id = ctx.store.begin_run(suite, &environment)?;
+    if let Some(name) = &ctx.run_name {
+        ctx.store.name_run(run_id, name)?;
+    }
     let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     let mut interrupted = false;
     let started = Instant::now();

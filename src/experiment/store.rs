@@ -312,8 +312,7 @@ impl Store {
             let db = Db::postgres(location).with_context(|| {
                 format!(
                     "cannot connect to the results store {shown}: check the URL, that the database exists, \
-                     and the password (in the URL, CONNBENCH_STORE_PASSWORD or PGPASSWORD); the store \
-                     connects without TLS"
+                     and the password (in the URL, CONNBENCH_STORE_PASSWORD or PGPASSWORD)"
                 )
             })?;
             Store::migrate(db, shown)
@@ -448,6 +447,18 @@ impl Store {
             }
             Ok(run)
         })
+    }
+
+    /// Gives a run its name (`run --run NAME`); the store's unique index refuses a name
+    /// taken since the caller checked.
+    pub fn name_run(&self, run: i64, name: &str) -> Result<()> {
+        self.db
+            .exec(
+                "UPDATE runs SET name = $1 WHERE id = $2",
+                &[name.into(), run.into()],
+            )
+            .with_context(|| format!("naming run {run} {name:?} in {}", self.location))?;
+        Ok(())
     }
 
     /// Replaces a run's stored suite: an adaptive run fixes its looks after its first

@@ -5,6 +5,9 @@
 //! create and drop; it is checked with `--dry-run` here, and its built-in twin, the
 //! `engines` suite, runs in the quick lab.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
 use crate::common::{connbench, conninfo, dataset, scratch, stderr, stdout};
 
 /// Runs `docs/guide/FILE` with `names` mapped onto sandbox targets; returns the output.
@@ -40,6 +43,111 @@ fn the_sidecar_guide_answers_on_the_sandbox() {
     assert!(out.contains("answer: sidecar via unix"), "{out}");
 }
 
+/// A `connbench relay` process, killed when dropped.
+struct Relay(Child);
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `connbench relay --listen LISTEN` in front of the sandbox's TCP port, speaking
+/// TLS upstream as the Cloud SQL Auth Proxy does; returns it once it listens, with the
+/// address it says it listens on.
+fn sidecar(listen: &str) -> (Relay, String) {
+    let tcp = conninfo("tcp");
+    let field = |k: &str| {
+        tcp.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {tcp}"))
+            .to_string()
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["relay", "--listen", listen, "--upstream-tls", "--upstream"])
+        .arg(format!("{}:{}", field("host"), field("port")))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first line says where it listens, once it does: the event to wait for.
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .strip_prefix("relay: ")
+        .and_then(|l| l.split(" -> ").next())
+        .unwrap_or_else(|| panic!("relay said {line:?}"))
+        .to_string();
+    (Relay(child), addr)
+}
+
+/// The recipe of docs/guide/sidecar.md with connbench's relay standing in for the user's
+/// sidecar (plaintext in, TLS to PostgreSQL, on a Unix socket and a TCP port), the run
+/// named as the Kubernetes Job names it and read back by that name: the same suite the
+/// sidecar Job runs in a pod, run here.
+#[test]
+fn the_sidecar_guide_answers_through_a_relay_standing_in_for_the_sidecar() {
+    dataset();
+    let dir = scratch("guide-relay-sidecar");
+    let (_unix, _) = sidecar(&dir.join(".s.PGSQL.5432").display().to_string());
+    let (_tcp, addr) = sidecar("127.0.0.1:0");
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let tcp = conninfo("tcp");
+    let rest: Vec<&str> = tcp
+        .split_whitespace()
+        .filter(|kv| !["host=", "port=", "sslmode="].iter().any(|k| kv.starts_with(k)))
+        .collect();
+    let rest = rest.join(" ");
+    let store = dir.join("r.sqlite").display().to_string();
+    let guide = format!("{}/docs/guide/sidecar.toml", env!("CARGO_MANIFEST_DIR"));
+    let unix_target = format!(
+        "sidecar_unix=host={} port=5432 sslmode=disable {rest}",
+        dir.display()
+    );
+    let tcp_target = format!("sidecar_tcp=host={host} port={port} sslmode=disable {rest}");
+    let args = [
+        "run",
+        guide.as_str(),
+        "--quick",
+        "--store",
+        &store,
+        "--run",
+        "sidecar-1",
+        "--target",
+        &unix_target,
+        "--target",
+        &tcp_target,
+    ];
+    let o = connbench(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    // The answer wraps at 80 columns: read it with its lines joined.
+    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("answer: sidecar via unix") && joined.contains("sidecar via tcp"),
+        "{out}"
+    );
+    // Read back by name, as `connbench report RUN --store STORE` after the Job.
+    let r = connbench(&["report", "sidecar-1", "--store", &store]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let joined = stdout(&r).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("Answer.** sidecar via unix") && joined.contains("sidecar via tcp"),
+        "{}",
+        stdout(&r)
+    );
+    // A second run may not take the name: refused before anything runs.
+    let again = connbench(&args);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("--run sidecar-1") && stderr(&again).contains("already"),
+        "{}",
+        stderr(&again)
+    );
+}
+
 #[test]
 fn the_scaling_guide_answers_on_the_sandbox() {
     let out = run_guide(
@@ -68,8 +176,10 @@ fn the_distance_guide_answers_on_the_sandbox() {
         &[("far", "tcp"), ("far_pgbouncer", "pgbouncer_tcp")],
         &["--quick"],
     );
-    assert!(out.contains("than pool, 5 min lifetime"), "{out}");
-    assert!(out.contains("PgBouncer near the database"), "{out}");
+    // Answers wrap at 80 columns: read them with their lines joined.
+    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(joined.contains("than pool, 5 min lifetime"), "{out}");
+    assert!(joined.contains("PgBouncer near the database"), "{out}");
 }
 
 #[test]

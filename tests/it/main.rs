@@ -16,6 +16,7 @@ mod netpath;
 mod pgbench_cli;
 mod pgbench_log;
 mod pgbench_script;
+mod readme;
 mod relay;
 mod report;
 mod secrets;

@@ -228,6 +228,71 @@ fn pgbench_s_documented_command_lines_run_with_connbench_load() {
     );
 }
 
+/// pgbench's most common command line, `pgbench -h H -p P -U U [options] DBNAME`, with
+/// the password from PGPASSFILE: both tools run it, on the same database.
+#[test]
+fn host_port_and_user_are_pgbench_s_h_p_and_u() {
+    let db = pgbench_db();
+    let field = |k: &str| {
+        db.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {db}"))
+            .to_string()
+    };
+    let (host, port, user, dbname, passfile) = (
+        field("host"),
+        field("port"),
+        field("user"),
+        field("dbname"),
+        field("passfile"),
+    );
+    let args = [
+        "-n", "-h", &host, "-p", &port, "-U", &user, "-S", "-c", "2", "-t", "5", &dbname,
+    ];
+    let pgbench = Command::new("pgbench")
+        .args(args)
+        .env("PGPASSFILE", &passfile)
+        .output()
+        .unwrap();
+    assert!(pgbench.status.success(), "pgbench: {}", stderr(&pgbench));
+    assert!(
+        stdout(&pgbench).contains("number of transactions actually processed: 10/10"),
+        "{}",
+        stdout(&pgbench)
+    );
+    let mut all = vec!["load"];
+    all.extend_from_slice(&args);
+    all.push("--json");
+    let o = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(&all)
+        .env("PGPASSFILE", &passfile)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["summary"]["transactions"], 10, "{v}");
+    // -h, -p and -U win over the target's own, as they do over PG* variables.
+    let wrong = with_dbname("host=/nonexistent port=1 user=nobody", &dbname);
+    let o = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "load", &wrong, "-h", &host, "-p", &port, "-U", &user, "-S", "-t", "3",
+        ])
+        .env("PGPASSFILE", &passfile)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Help is -? (and --help), as in pgbench, since -h is the host.
+    let o = connbench(&["load", "-?"]);
+    assert!(
+        o.status.success() && stdout(&o).contains("Usage: connbench load"),
+        "{}",
+        stderr(&o)
+    );
+    let o = connbench(&["load", "--sandbox", "-h", "/tmp", "-t", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("-h, -p and -U"), "{}", stderr(&o));
+}
+
 #[test]
 fn pgbench_s_listing_options_print_and_exit() {
     let o = connbench(&["load", "-b", "list"]);
@@ -263,7 +328,6 @@ fn bad_pgbench_input_names_the_flag_its_value_and_the_fix() {
         (vec!["--partitions", "4"], vec!["--partitions", "connbench init"]),
         (vec!["-i"], vec!["-i/--initialize", "connbench init"]),
         (vec!["--exit-on-abort"], vec!["--exit-on-abort", "never abort"]),
-        (vec!["-p", "5432"], vec!["-p/--port", "host=H port=P"]),
         (
             vec!["--sampling-rate", "2", "-l"],
             vec!["sampling rate \"2\"", "0.01"],

@@ -146,8 +146,10 @@ fn delay_is_added_to_each_round_trip_and_never_early() {
     let mut rtts = pings(&relay, 30);
     rtts.sort();
     assert!(rtts[0] >= rtt, "a round trip came back early: {:?}", rtts[0]);
-    // Accuracy is the bench script's job (bench/relay.sh); this bounds gross errors only.
-    assert!(rtts[15] < rtt + Duration::from_millis(5), "median {:?}", rtts[15]);
+    // Accuracy is the bench script's job (bench/relay.sh); this bounds gross errors only
+    // (a delay paid twice each way would be 20 ms more), loosely enough for a machine
+    // whose cores are busy with more than this test (15.2 ms was seen under a build).
+    assert!(rtts[15] < rtt * 2, "median {:?}", rtts[15]);
 }
 
 /// An echo server on loopback; returns its address.
@@ -194,10 +196,9 @@ fn jitter_spreads_the_round_trip_within_its_band() {
         (q(0.75) - q(0.25), ms[0], q(0.5))
     };
     let (iqr, min, median) = spread(Duration::from_millis(5));
-    assert!(
-        (3.5..12.0).contains(&iqr),
-        "±5 ms per direction: round-trip IQR {iqr:.2} ms"
-    );
+    assert!(iqr >= 3.5, "±5 ms per direction: round-trip IQR {iqr:.2} ms");
+    // The low side bounds the jitter's size whatever the machine's load (which only adds):
+    // a jitter twice as wide would go under 10 ms in one round trip of eight.
     assert!(min >= 10.0, "never below 20 - 10 ms: {min:.2} ms");
     // Centred on 20 ms; a busy machine only ever adds delay (24.2 ms seen with every core
     // taken), so the upper bound leaves room for it.
@@ -247,8 +248,10 @@ fn the_bandwidth_cap_holds_throughput_near_the_cap() {
     };
     let cap = 10e6;
     let capped = run(Some(cap));
+    // Never over the cap (the physics); under it only by what a busy machine's scheduler
+    // takes (8.6 MB/s was seen with the cores oversubscribed by builds).
     assert!(
-        (capped / cap - 1.0).abs() <= 0.10,
+        capped <= cap * 1.05 && capped >= cap * 0.5,
         "throughput {:.2} MB/s against a cap of {:.0} MB/s",
         capped / 1e6,
         cap / 1e6
@@ -353,8 +356,10 @@ fn postgres_through_a_relay_pays_the_added_round_trips() {
     let q = phase("query");
     assert_eq!(q["round_trips"], 1);
     let q50 = q["p50_us"].as_f64().unwrap() / 1e3;
+    // Never under the added round trip; over it by what a busy machine adds (10-11 ms
+    // were seen with the cores oversubscribed by builds).
     assert!(
-        (4.0..9.0).contains(&q50),
+        (4.0..16.0).contains(&q50),
         "a query through a 4 ms relay: p50 {q50} ms"
     );
     assert!(relay.stats.connections.load(std::sync::atomic::Ordering::Relaxed) >= 10);
@@ -651,8 +656,10 @@ fn connect_and_load_take_a_distance_and_a_sidecar_from_the_command_line() {
         "load",
         &conninfo("tcp_trust"),
         "-S",
-        "-T",
-        "1",
+        // A count, not a time: the relay's CPU is read in /proc's 10 ms ticks, and 2,000
+        // transactions give it several ticks however slowly a busy machine runs them.
+        "-t",
+        "2000",
         "--path",
         "sidecar-unix",
         "--json",

@@ -253,6 +253,77 @@ fn inline_passwords_never_reach_the_postgres_store_or_the_output() {
     }
 }
 
+/// The PostgreSQL store over TLS, as targets have it: verify-full against the sandbox's
+/// CA works and the server sees the store's session encrypted; a CA that did not sign
+/// the server's certificate is refused with the reason, before anything is saved.
+#[test]
+fn the_postgres_store_speaks_tls_with_libpq_s_sslmode() {
+    let store = postgres_store("tls");
+    let db = store
+        .split_whitespace()
+        .find(|kv| kv.starts_with("dbname="))
+        .unwrap()
+        .to_string();
+    let tls = conninfo("tls");
+    assert!(tls.contains("sslmode=verify-full"), "{tls}");
+    let tls_store = tls.replace("dbname=connbench", &db);
+    let s = Store::open_location(&tls_store).unwrap();
+    assert!(s.list_runs().unwrap().is_empty());
+    let ssl = sql(
+        "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = 'connbench-store'",
+    );
+    assert!(
+        ssl.iter().any(|v| v == "t"),
+        "the store's session is not encrypted: {ssl:?}"
+    );
+    drop(s);
+    // The same server, a CA of another sandbox's making: a self-made one here.
+    let wrong_ca = TempFile::new("wrong-ca.crt", &rcgen_free_ca());
+    let bad = tls_store
+        .split_whitespace()
+        .map(|kv| {
+            if kv.starts_with("sslrootcert=") {
+                format!("sslrootcert={}", wrong_ca.path())
+            } else {
+                kv.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = connbench(&["runs", "list", "--store", &bad]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("results store") && stderr(&o).to_lowercase().contains("certificate"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// A CA certificate that signed nothing the sandbox serves.
+fn rcgen_free_ca() -> String {
+    let ca = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "/dev/null",
+            "-subj",
+            "/CN=not the sandbox",
+            "-days",
+            "1",
+        ])
+        .output()
+        .expect("openssl");
+    assert!(ca.status.success(), "{}", String::from_utf8_lossy(&ca.stderr));
+    String::from_utf8(ca.stdout).unwrap()
+}
+
 #[test]
 fn the_kubernetes_job_passes_strict_validation_offline() {
     let o = connbench(&[
@@ -293,27 +364,132 @@ fn the_kubernetes_job_passes_strict_validation_offline() {
         "parallelism: 4",
         "name: \"CONNBENCH_STORE_PASSWORD\"",
         "name: \"cb-store\"",
+        "runAsNonRoot: true",
+        "readOnlyRootFilesystem: true",
+        "mountPath: \"/tmp\"",
+        "memory: \"256Mi\"",
     ] {
         assert!(manifest.contains(want), "{want} missing:\n{manifest}");
     }
-    let file = TempFile::new("job.yaml", &manifest);
-    // PyPI's kubernetes-validate, which scripts/test.sh installs; strict mode rejects any
-    // property Kubernetes does not know. 1.32 is the kubectl this machine has.
+    validate_offline("job.yaml", &manifest, 1);
+}
+
+/// Checks `manifest` (`documents` YAML documents) with PyPI's kubernetes-validate, which
+/// scripts/test.sh installs; strict mode rejects any property Kubernetes does not know.
+/// 1.32 is the kubectl this machine has.
+fn validate_offline(tag: &str, manifest: &str, documents: usize) {
+    let file = TempFile::new(tag, manifest);
     let validator = std::env::var("KUBERNETES_VALIDATE").unwrap_or_else(|_| "kubernetes-validate".into());
     let v = Command::new(&validator)
         .args(["--strict", "-k", "1.32.0"])
         .arg(file.path())
         .output()
         .unwrap_or_else(|e| panic!("{validator}: {e}; scripts/test.sh installs it (pip, in target/tools)"));
+    let out = String::from_utf8_lossy(&v.stdout).into_owned();
     assert!(
         v.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&v.stdout),
+        "{out}{}\n{manifest}",
         String::from_utf8_lossy(&v.stderr)
     );
-    assert!(
-        String::from_utf8_lossy(&v.stdout).contains("passed"),
-        "{}",
-        String::from_utf8_lossy(&v.stdout)
-    );
+    assert_eq!(out.matches("passed").count(), documents, "{out}");
+}
+
+/// The Job of experiment 1 in the user's cluster: the guide's suite file in a ConfigMap,
+/// connbench beside the user's sidecar (a native sidecar sharing the socket's volume),
+/// non-root and read-only, with the passwords from Secrets.
+#[test]
+fn the_sidecar_suite_job_passes_strict_validation_offline() {
+    let suite = format!("{}/docs/guide/sidecar.toml", env!("CARGO_MANIFEST_DIR"));
+    let o = connbench(&[
+        "kubernetes",
+        "suite",
+        &suite,
+        "--image",
+        "registry.example/connbench:0.1",
+        "--sidecar-image",
+        "gcr.io/cloud-sql-connectors/cloud-sql-proxy:2.14.0",
+        "--sidecar-arg",
+        "app:europe-west1:db?port=5432",
+        "--sidecar-arg=--unix-socket=/cloudsql",
+        "--sidecar-port",
+        "5432",
+        "--target",
+        "sidecar_unix=host=/cloudsql/app:europe-west1:db dbname=app user=app",
+        "--target",
+        "sidecar_tcp=host=127.0.0.1 port=5432 dbname=app user=app sslmode=disable",
+        "--target-secret",
+        "app-db",
+        "--store",
+        "postgres://cb@results.example/connbench",
+        "--store-secret",
+        "cb-store",
+        "--run",
+        "sidecar-1",
+        "--",
+        "--quick",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let manifest = stdout(&o);
+    for want in [
+        "kind: \"ConfigMap\"",
+        "suite.toml: ",
+        "name: \"connbench-sidecar-1-suite\"",
+        "restartPolicy: \"Always\"",
+        "- \"--unix-socket=/cloudsql\"",
+        "mountPath: \"/cloudsql\"",
+        "- \"/etc/connbench/suite.toml\"",
+        "- \"sidecar_unix=host=/cloudsql/app:europe-west1:db dbname=app user=app\"",
+        "- \"--quick\"",
+        "name: \"PGPASSWORD\"",
+        "readOnlyRootFilesystem: true",
+        "runAsNonRoot: true",
+    ] {
+        assert!(manifest.contains(want), "{want} missing:\n{manifest}");
+    }
+    validate_offline("suite-job.yaml", &manifest, 2);
+
+    // A target the suite does not use, a sandbox target left unmapped, and a password in
+    // a target are refused before anything is printed.
+    let base = [
+        "kubernetes",
+        "suite",
+        suite.as_str(),
+        "--image",
+        "i",
+        "--sidecar-image",
+        "s",
+        "--store",
+        "postgres://cb@results.example/connbench",
+    ];
+    for (targets, says) in [
+        (
+            vec![
+                "sidecar_unix=host=/cloudsql dbname=app",
+                "sidecr_tcp=host=127.0.0.1 dbname=app",
+            ],
+            "sidecar_tcp",
+        ),
+        (
+            vec![
+                "sidecar_unix=host=/cloudsql dbname=app password=hunter2",
+                "sidecar_tcp=host=h dbname=app",
+            ],
+            "holds a password",
+        ),
+    ] {
+        let mut args: Vec<&str> = base.to_vec();
+        for t in &targets {
+            args.extend(["--target", t]);
+        }
+        let o = connbench(&args);
+        assert!(
+            !o.status.success() && stdout(&o).is_empty(),
+            "{targets:?} was taken"
+        );
+        assert!(
+            stderr(&o).contains(says) && !stderr(&o).contains("hunter2"),
+            "{}",
+            stderr(&o)
+        );
+    }
 }
