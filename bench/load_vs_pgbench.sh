@@ -16,7 +16,9 @@
 #
 # Usage: bench/load_vs_pgbench.sh [PAIRS] [SECONDS]   (defaults: 3 pairs, 10 s per run)
 # CASES="select tpcb connect many" chooses the comparisons (default: all four);
-# CONNBENCH=path/to/connbench tests another build.
+# CONNBENCH=path/to/connbench tests another build; CONNBENCH_ARGS="..." adds flags to
+# every connbench load (e.g. CONNBENCH_ARGS="--metrics-listen 127.0.0.1:0", to price the
+# live metrics endpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
@@ -77,7 +79,7 @@ run_pgbench() {
 }
 run_connbench() {
     # shellcheck disable=SC2086
-    ccpu=$(cpu_of "$CB" load "$UNIX_OR_TARGET" $cargs -T "$SECS" --json)
+    ccpu=$(cpu_of "$CB" load "$UNIX_OR_TARGET" $cargs ${CONNBENCH_ARGS:-} -T "$SECS" --json)
     [ "$(cat "$WORK/status")" = 0 ] || failed "connbench load ($name), pair $pair"
     ctps=$(json_key tps) && ctx=$(json_key transactions) && cfail=$(json_key failed_transactions) ||
         failed "connbench load ($name), pair $pair: no tps in its JSON"

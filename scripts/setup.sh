@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what connbench needs and is missing, from Debian's packages: PostgreSQL
-# (server, client, pgbench), PgBouncer, MariaDB (server and client), iproute2 and nftables (the bridge net path), and
+# (server, client, pgbench), PgBouncer, MariaDB (server and client), iproute2 and nftables (the bridge net path),
+# Prometheus (the metrics endpoint's test), and
 # Chromium, which the tests use to open the HTML report headless. Idempotent: does
 # nothing when all is there.
 # Sourced by scripts/lab.sh and scripts/test.sh.
@@ -17,6 +18,9 @@ command -v mariadb >/dev/null 2>&1 || need+=(mariadb-client)
 command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
 # socat, the minimal relay that bench/relay.sh measures connbench's relay against.
 command -v socat >/dev/null 2>&1 || need+=(socat)
+# Prometheus (and promtool), which the tests start to scrape `--metrics-listen` for real.
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # Python's venv, for kubernetes-validate (PyPI), which the tests use to check the
 # Kubernetes Job connbench prints against Kubernetes' schemas, offline.
 command -v python3 >/dev/null 2>&1 || need+=(python3)

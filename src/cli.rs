@@ -469,6 +469,17 @@ pub struct LoadArgs {
     #[arg(long)]
     pub series: bool,
 
+    /// Serve live metrics for Prometheus at http://ADDR/metrics while the run lasts
+    /// (HOST:PORT, or :PORT for every interface): transactions, failures by kind,
+    /// connections and their time, clients, schedule lag, and a latency histogram fine
+    /// enough for p99 within 4.4%. Labelled with the run (--run), cell and worker index.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// Keep serving the final figures this long after the run ends, for a last scrape
+    /// [default: the endpoint closes with the run].
+    #[arg(long, value_name = "DURATION", requires = "metrics_listen", value_parser = options::parse_length)]
+    pub metrics_linger: Option<Duration>,
+
     /// How clients get connections.
     #[arg(long = "connection",
           value_parser = PossibleValuesParser::new(Connection::NAMES).try_map(|s| s.parse::<Connection>()))]
@@ -659,6 +670,11 @@ pub struct KubernetesJobArgs {
     /// CPU for each worker (request and limit, e.g. 2 or 1500m).
     #[arg(long)]
     pub cpu: Option<String>,
+    /// Serve each worker's live metrics on this port (`--metrics-listen :PORT`, kept a
+    /// minute after the run for a last scrape), with the pods annotated for Prometheus'
+    /// annotation-based discovery (prometheus.io/scrape, port, path).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
     /// yaml or json.
     #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
     pub output: String,

@@ -91,6 +91,17 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
         "--store".into(),
         args.store.clone(),
     ]);
+    if let Some(port) = args.metrics_port {
+        if args.load.iter().any(|a| a.starts_with("--metrics-")) {
+            bail!("--metrics-port gives the workers' --metrics-listen and --metrics-linger: leave them out of the load flags");
+        }
+        load_args.extend([
+            "--metrics-listen".into(),
+            format!(":{port}"),
+            "--metrics-linger".into(),
+            "60s".into(),
+        ]);
+    }
     if !args.load.iter().any(|a| a.starts_with("--worker-timeout")) {
         // Pods are scheduled and their images pulled at different speeds.
         load_args.extend(["--worker-timeout".into(), "10m".into()]);
@@ -134,7 +145,7 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
     if let Some(s) = &args.target_secret {
         env.push(secret_env(engine_password_var, s));
     }
-    let container = json!({
+    let mut container = json!({
         "name": "connbench",
         "image": args.image,
         "args": load_args,
@@ -143,6 +154,15 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
         "securityContext": security_context(),
         "resources": resources(&args.cpu),
     });
+    let mut pod_metadata = json!({"labels": labels});
+    if let Some(port) = args.metrics_port {
+        container["ports"] = json!([{"name": "metrics", "containerPort": port}]);
+        pod_metadata["annotations"] = json!({
+            "prometheus.io/scrape": "true",
+            "prometheus.io/port": port.to_string(),
+            "prometheus.io/path": "/metrics",
+        });
+    }
     Ok(json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -156,7 +176,7 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
             "backoffLimit": 0,
             "ttlSecondsAfterFinished": 86400,
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": pod_metadata,
                 "spec": {
                     "restartPolicy": "Never",
                     // One worker per node where the cluster allows: the point is more
@@ -505,6 +525,7 @@ mod tests {
             store_secret: None,
             target_secret: None,
             cpu: None,
+            metrics_port: None,
             output: "yaml".into(),
             load: vec![],
         };

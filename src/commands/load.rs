@@ -2,6 +2,8 @@
 //! options a plan on the target (a sandbox's when asked, through its route), the engine
 //! runs it, and the report is printed in text or JSON.
 
+use std::time::Duration;
+
 use anyhow::{bail, Context, Result};
 
 use super::{emit, init_sandbox_tables, routed, stop_on_signals};
@@ -222,11 +224,36 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     };
     let print_every = match (&worker, args.progress) {
         (Some(_), Some(p)) => Some((p.as_secs_f64() / plan.interval.as_secs_f64()).round().max(1.0) as usize),
-        (Some(_), None) => None,
-        (None, _) => Some(1),
+        (_, None) => None,
+        (None, Some(_)) => Some(1),
+    };
+    // Live metrics ride on the progress periods: every second unless -P (or a worker's
+    // intervals) already set a period.
+    let exporter = match &args.metrics_listen {
+        None => None,
+        Some(listen) => {
+            if plan.progress.is_none() {
+                plan.progress = Some(Duration::from_secs(1));
+            }
+            let e = report::metrics::Exporter::start(
+                listen,
+                report::metrics::Labels {
+                    run: args.workers.run.clone().unwrap_or_else(|| "load".into()),
+                    cell: settings.workload.clone(),
+                    worker: args.workers.worker_index.unwrap_or(0),
+                    target: settings.target.clone(),
+                },
+                plan.clients as u64,
+            )?;
+            eprintln!("metrics: serving http://{}/metrics", e.addr);
+            Some(e)
+        }
     };
     let mut save_error = None;
     let run = crate::load::engine::run(plan, stop, |p| {
+        if let Some(e) = &exporter {
+            e.add_period(&p.totals);
+        }
         let index = ((p.at_s / p.period_s).round() as usize).saturating_sub(1);
         if let Some(w) = &worker {
             let i = &p.totals;
@@ -284,6 +311,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         }
         (Err(e), None) => return Err(e),
     };
+    if let Some(e) = &exporter {
+        e.finish(&run.recorder);
+    }
     let summary = stats::load::summarize_load(&run, settings.clients, settings.interval_s);
     let text = if args.json {
         report::load::json(
@@ -326,6 +356,19 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
              one is missing on another (26000) or already there from an earlier client (42P05); \
              use -M extended, or session pooling"
         );
+    }
+    if let (Some(e), Some(linger)) = (exporter, args.metrics_linger) {
+        if !run.interrupted {
+            eprintln!(
+                "metrics: serving the final figures at http://{}/metrics for {} (Ctrl-C ends it)",
+                e.addr,
+                report::format_duration(linger)
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(linger) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
     }
     if let Some(sb) = sandbox.take() {
         let dir = sb.info.dir.clone();

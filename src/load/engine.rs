@@ -1021,6 +1021,14 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                         let mut p = shared.progress.borrow_mut();
                         p.transactions += 1;
                         p.latency_us.saturating_record((latency / 1_000).max(1));
+                        if let Some(tl) = &connect {
+                            p.connects += 1;
+                            p.connect_ns += tl.total_ns;
+                        }
+                        if schedule.is_some() {
+                            let lag = started.saturating_duration_since(intended).as_micros() as u64;
+                            p.lag_max_us = p.lag_max_us.max(Some(lag));
+                        }
                     }
                     let mut last = shared.last_end.borrow_mut();
                     *last = Some(last.map_or(ended, |l| l.max(ended)));
@@ -1060,7 +1068,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                         rec.record_commands_at(offsets[chosen], times);
                     }
                     if plan.progress.is_some() {
-                        shared.progress.borrow_mut().failures += 1;
+                        let mut p = shared.progress.borrow_mut();
+                        p.failures += 1;
+                        *p.failure_kinds.entry(failure_key(&error)).or_default() += 1;
                     }
                     log_transaction(
                         &shared,

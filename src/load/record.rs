@@ -81,6 +81,11 @@ pub struct Interval {
     pub connects: u64,
     /// Transaction latencies in microseconds.
     pub latency_us: Histogram<u64>,
+    /// Live figures only (progress periods, for the metrics endpoint): failures by kind,
+    /// the connects' time, and the largest schedule lag under -R (µs).
+    pub failure_kinds: BTreeMap<String, u64>,
+    pub connect_ns: u64,
+    pub lag_max_us: Option<u64>,
 }
 
 impl Interval {
@@ -90,6 +95,9 @@ impl Interval {
             failures: 0,
             connects: 0,
             latency_us: interval_histogram(),
+            failure_kinds: BTreeMap::new(),
+            connect_ns: 0,
+            lag_max_us: None,
         }
     }
 }
@@ -106,6 +114,11 @@ impl AddAssign<&Interval> for Interval {
         self.failures += o.failures;
         self.connects += o.connects;
         self.latency_us.add(&o.latency_us).expect("same bounds");
+        for (k, n) in &o.failure_kinds {
+            *self.failure_kinds.entry(k.clone()).or_default() += n;
+        }
+        self.connect_ns += o.connect_ns;
+        self.lag_max_us = self.lag_max_us.max(o.lag_max_us);
     }
 }
 

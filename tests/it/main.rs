@@ -11,6 +11,7 @@ mod guides;
 mod hostile;
 mod install;
 mod load;
+mod metrics;
 mod mysql;
 mod netpath;
 mod pgbench_cli;

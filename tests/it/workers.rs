@@ -345,6 +345,8 @@ fn the_kubernetes_job_passes_strict_validation_offline() {
         "exp2",
         "--cpu",
         "2",
+        "--metrics-port",
+        "9187",
         "--",
         "-S",
         "-M",
@@ -368,6 +370,9 @@ fn the_kubernetes_job_passes_strict_validation_offline() {
         "readOnlyRootFilesystem: true",
         "mountPath: \"/tmp\"",
         "memory: \"256Mi\"",
+        "prometheus.io/scrape: \"true\"",
+        "containerPort: 9187",
+        "- \":9187\"",
     ] {
         assert!(manifest.contains(want), "{want} missing:\n{manifest}");
     }

@@ -1,0 +1,416 @@
+//! The live metrics endpoint (`--metrics-listen`): what a run has measured so far, in the
+//! Prometheus text exposition format (0.0.4, which OpenMetrics scrapers also read), for a
+//! Prometheus that scrapes a long run or the workers of a Kubernetes Job.
+//!
+//! It owns a [`Live`] state fed by the load engine's progress periods (the same merged
+//! per-period data `-P` prints, so the hot path pays nothing more than `-P` already
+//! costs), set to the run's exact totals when the run ends, and a server thread that
+//! renders the state on each scrape. The server is ours because all it needs is one GET
+//! route with a text body: hyper or axum would bring a full HTTP stack (dozens of crates
+//! for a 2-core build). It answers `GET /metrics` (and HEAD) and nothing else: any other
+//! path is a 404, a request head over 8 KiB or slower than 2 s is dropped, and one
+//! connection is served at a time, so a scraper (or anything else) cannot hold the run up.
+//!
+//! Latency is a classic histogram with bucket bounds 2^(k/16) µs from 16 µs to 67 s (353
+//! buckets): consecutive bounds differ by 4.4%, so `histogram_quantile`'s linear
+//! interpolation inside a bucket is within 4.4% of the run's own percentile.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+
+use crate::load::record::{Interval, Recorder};
+
+/// Bucket bounds per doubling of the latency histogram.
+const PER_DOUBLING: u32 = 16;
+/// The first bound, 2^4 = 16 µs, and the last, 2^26 µs ≈ 67 s.
+const FIRST_LOG2: u32 = 4;
+const LAST_LOG2: u32 = 26;
+
+/// The latency histogram's bucket upper bounds, in microseconds.
+pub fn bucket_bounds_us() -> Vec<f64> {
+    (0..=(LAST_LOG2 - FIRST_LOG2) * PER_DOUBLING)
+        .map(|k| 2f64.powf(FIRST_LOG2 as f64 + k as f64 / PER_DOUBLING as f64))
+        .collect()
+}
+
+/// Who the series are about: the run, the cell and the worker, so a Job's pods sum and
+/// merge in PromQL; the target only by its redacted name.
+#[derive(Debug, Clone)]
+pub struct Labels {
+    pub run: String,
+    pub cell: String,
+    pub worker: u32,
+    pub target: String,
+}
+
+/// What the run has measured so far (warm-up excluded, as in every report).
+#[derive(Debug, Clone)]
+pub struct Live {
+    pub clients: u64,
+    pub transactions: u64,
+    /// Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).
+    pub failures: BTreeMap<String, u64>,
+    pub connects: u64,
+    pub connect_ns: u64,
+    /// The largest schedule lag of the last period (-R), µs.
+    pub lag_max_us: Option<u64>,
+    /// Every measured latency so far, µs.
+    pub latency_us: Histogram<u64>,
+    /// The run has ended and the figures are its final ones.
+    pub finished: bool,
+}
+
+impl Live {
+    fn new(clients: u64) -> Live {
+        Live {
+            clients,
+            transactions: 0,
+            failures: BTreeMap::new(),
+            connects: 0,
+            connect_ns: 0,
+            lag_max_us: None,
+            latency_us: crate::load::record::interval_histogram(),
+            finished: false,
+        }
+    }
+}
+
+/// The endpoint: the state and the thread serving it, stopped on drop.
+pub struct Exporter {
+    live: Arc<Mutex<Live>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pub addr: SocketAddr,
+}
+
+/// `HOST:PORT`, or `:PORT` for every interface (the exporters' convention, as in a pod).
+pub fn parse_listen(text: &str) -> Result<SocketAddr> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    let mut addrs = full.to_socket_addrs().with_context(|| {
+        format!("--metrics-listen {text:?}: give HOST:PORT, or :PORT for every interface")
+    })?;
+    match addrs.next() {
+        Some(a) => Ok(a),
+        None => bail!("--metrics-listen {text:?}: the host has no address"),
+    }
+}
+
+impl Exporter {
+    /// Listens on `listen` and serves until dropped.
+    pub fn start(listen: &str, labels: Labels, clients: u64) -> Result<Exporter> {
+        let addr = parse_listen(listen)?;
+        let listener = TcpListener::bind(addr)
+            .with_context(|| format!("--metrics-listen {listen}: cannot listen on {addr}"))?;
+        let addr = listener.local_addr()?;
+        // Non-blocking accepts, polled, so that drop can stop the thread promptly.
+        listener.set_nonblocking(true)?;
+        let live = Arc::new(Mutex::new(Live::new(clients)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (live, stop) = (live.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("connbench-metrics".into())
+                .spawn(move || serve(listener, &live, &labels, &stop))
+                .context("cannot start the metrics endpoint's thread")?
+        };
+        Ok(Exporter {
+            live,
+            stop,
+            thread: Some(thread),
+            addr,
+        })
+    }
+
+    /// Adds one merged progress period.
+    pub fn add_period(&self, period: &Interval) {
+        let mut l = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        l.transactions += period.transactions;
+        if period.failures > 0 {
+            for (kind, n) in &period.failure_kinds {
+                *l.failures.entry(kind.clone()).or_default() += n;
+            }
+        }
+        l.connects += period.connects;
+        l.connect_ns += period.connect_ns;
+        l.lag_max_us = period.lag_max_us;
+        let _ = l.latency_us.add(&period.latency_us);
+    }
+
+    /// Replaces the live figures with the run's final ones (the periods miss the last,
+    /// partial one), so the last scrape agrees with the report exactly.
+    pub fn finish(&self, rec: &Recorder) {
+        let mut l = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        l.transactions = rec.transactions;
+        l.failures = rec.failures.iter().map(|(k, f)| (k.clone(), f.count)).collect();
+        l.connects = rec.connects;
+        l.connect_ns = rec.connect_ns;
+        let mut us = crate::load::record::interval_histogram();
+        for v in rec.latency.iter_recorded() {
+            us.saturating_record_n((v.value_iterated_to() / 1_000).max(1), v.count_at_value());
+        }
+        l.latency_us = us;
+        l.finished = true;
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(listener: TcpListener, live: &Mutex<Live>, labels: &Labels, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = answer(stream, live, labels);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// Reads one request head and answers it; the connection is closed after.
+fn answer(mut s: TcpStream, live: &Mutex<Live>, labels: &Labels) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = s.read(&mut buf)?;
+        if n == 0 || head.len() + n > 8192 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ');
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, body) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => {
+            let l = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            ("200 OK", render(&l, labels))
+        }
+        ("GET" | "HEAD", _) => ("404 Not Found", "connbench serves only /metrics\n".to_string()),
+        _ => ("405 Method Not Allowed", "GET /metrics\n".to_string()),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if method != "HEAD" {
+        out.push_str(&body);
+    }
+    s.write_all(out.as_bytes())
+}
+
+/// A label value as the text format writes it.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The state as Prometheus' text exposition format.
+pub fn render(l: &Live, labels: &Labels) -> String {
+    let base = format!(
+        "run=\"{}\",cell=\"{}\",worker=\"{}\"",
+        escape(&labels.run),
+        escape(&labels.cell),
+        labels.worker
+    );
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for (suffix_labels, value) in samples {
+            out.push_str(&format!("{suffix_labels} {value}\n"));
+        }
+    };
+    let one = |name: &str, extra: &str, v: String| (format!("{name}{{{base}{extra}}}"), v);
+    family(
+        "connbench_info",
+        "gauge",
+        "The run's target (redacted) and whether the figures are final.",
+        &[one(
+            "connbench_info",
+            &format!(
+                ",target=\"{}\",finished=\"{}\"",
+                escape(&labels.target),
+                l.finished
+            ),
+            "1".into(),
+        )],
+    );
+    family(
+        "connbench_clients",
+        "gauge",
+        "Clients of this process.",
+        &[one("connbench_clients", "", l.clients.to_string())],
+    );
+    family(
+        "connbench_transactions_total",
+        "counter",
+        "Measured transactions that succeeded (warm-up excluded).",
+        &[one(
+            "connbench_transactions_total",
+            "",
+            l.transactions.to_string(),
+        )],
+    );
+    let failures: Vec<(String, String)> = l
+        .failures
+        .iter()
+        .map(|(k, n)| {
+            one(
+                "connbench_failures_total",
+                &format!(",kind=\"{}\"", escape(k)),
+                n.to_string(),
+            )
+        })
+        .collect();
+    family(
+        "connbench_failures_total",
+        "counter",
+        "Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).",
+        &failures,
+    );
+    family(
+        "connbench_connections_total",
+        "counter",
+        "Connections opened during the measurement.",
+        &[one("connbench_connections_total", "", l.connects.to_string())],
+    );
+    family(
+        "connbench_connect_seconds_total",
+        "counter",
+        "Time spent opening those connections, every phase.",
+        &[one(
+            "connbench_connect_seconds_total",
+            "",
+            format!("{}", l.connect_ns as f64 / 1e9),
+        )],
+    );
+    if let Some(lag) = l.lag_max_us {
+        family(
+            "connbench_schedule_lag_max_seconds",
+            "gauge",
+            "Under -R: the largest lag of a transaction's start behind its schedule in the last period.",
+            &[one(
+                "connbench_schedule_lag_max_seconds",
+                "",
+                format!("{}", lag as f64 / 1e6),
+            )],
+        );
+    }
+    let mut buckets = Vec::new();
+    let mut sum_us = 0f64;
+    for v in l.latency_us.iter_recorded() {
+        sum_us += v.value_iterated_to() as f64 * v.count_at_value() as f64;
+    }
+    for le in bucket_bounds_us() {
+        let n = l.latency_us.count_between(0, le.floor() as u64);
+        buckets.push(one(
+            "connbench_transaction_duration_seconds_bucket",
+            &format!(",le=\"{}\"", le / 1e6),
+            n.to_string(),
+        ));
+    }
+    let total = l.latency_us.len();
+    buckets.push(one(
+        "connbench_transaction_duration_seconds_bucket",
+        ",le=\"+Inf\"",
+        total.to_string(),
+    ));
+    buckets.push(one(
+        "connbench_transaction_duration_seconds_sum",
+        "",
+        format!("{}", sum_us / 1e6),
+    ));
+    buckets.push(one(
+        "connbench_transaction_duration_seconds_count",
+        "",
+        total.to_string(),
+    ));
+    family(
+        "connbench_transaction_duration_seconds",
+        "histogram",
+        "Latency of measured transactions that succeeded (from the intended start under -R).",
+        &buckets,
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_fine_enough_for_a_percentile_within_a_few_percent() {
+        let b = bucket_bounds_us();
+        assert_eq!(b.len(), 353);
+        assert!((b[0] - 16.0).abs() < 1e-9 && b[b.len() - 1] > 60e6);
+        assert!(b.windows(2).all(|w| w[1] / w[0] < 1.045));
+    }
+
+    #[test]
+    fn the_text_format_has_cumulative_buckets_and_escaped_labels() {
+        let mut l = Live::new(4);
+        l.transactions = 3;
+        for us in [100, 200, 5_000] {
+            l.latency_us.record(us).unwrap();
+        }
+        l.failures.insert("57P01".into(), 2);
+        let labels = Labels {
+            run: "r\"1".into(),
+            cell: "c".into(),
+            worker: 2,
+            target: "unix".into(),
+        };
+        let t = render(&l, &labels);
+        assert!(
+            t.contains("connbench_transactions_total{run=\"r\\\"1\",cell=\"c\",worker=\"2\"} 3\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("connbench_failures_total{run=\"r\\\"1\",cell=\"c\",worker=\"2\",kind=\"57P01\"} 2\n")
+        );
+        assert!(t.contains("le=\"+Inf\"} 3\n"));
+        // Cumulative: never decreasing, and 2 at or under 1 ms.
+        let counts: Vec<u64> = t
+            .lines()
+            .filter(|x| x.starts_with("connbench_transaction_duration_seconds_bucket"))
+            .map(|x| x.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]));
+        assert!(
+            t.lines().any(|x| x.contains("le=\"0.001") && x.ends_with(" 2")),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn listen_addresses_follow_the_exporters_convention() {
+        assert_eq!(parse_listen(":9187").unwrap().to_string(), "0.0.0.0:9187");
+        assert_eq!(parse_listen("127.0.0.1:0").unwrap().port(), 0);
+        let e = parse_listen("9187").unwrap_err().to_string();
+        assert!(e.contains("HOST:PORT"), "{e}");
+    }
+}

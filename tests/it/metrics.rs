@@ -1,0 +1,196 @@
+//! `--metrics-listen` against the real thing: Debian's Prometheus scrapes a load every
+//! second, and its HTTP API must give back the run's own final transaction count exactly,
+//! and a p99 from `histogram_quantile` within the buckets' error of the run's p99;
+//! `promtool check metrics` passes on the endpoint's text.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{conninfo, dataset, scratch};
+
+/// A child process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// GET `path` from `addr`; the body.
+fn get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    match text.split_once("\r\n\r\n") {
+        Some((_, body)) => body.to_string(),
+        None => panic!("no HTTP answer from {addr}: {text:?}"),
+    }
+}
+
+/// An instant query through Prometheus' HTTP API: the value of its first sample.
+fn query(prometheus: &str, q: &str) -> Option<f64> {
+    let enc: String = q
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let body = get(prometheus, &format!("/api/v1/query?query={enc}"));
+    let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// A free local port (bound, then released for Prometheus to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn prometheus_scrapes_the_run_s_own_count_and_p99() {
+    dataset();
+    let dir = scratch("metrics");
+    // The load: its endpoint on a port of the OS's choosing, said on stderr.
+    let mut load = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "load",
+            &conninfo("unix"),
+            "-S",
+            "-c",
+            "2",
+            "-T",
+            "4",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--metrics-linger",
+            "2m",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = load.stdout.take().unwrap();
+    let mut stderr = BufReader::new(load.stderr.take().unwrap());
+    let load = Killed(load);
+    let mut line = String::new();
+    let endpoint = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "connbench ended without serving metrics"
+        );
+        if let Some(rest) = line.trim().strip_prefix("metrics: serving http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+    // promtool reads the endpoint's text as Prometheus would.
+    let text = get(&endpoint, "/metrics");
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .output_with(&text);
+    assert!(
+        promtool.status.success(),
+        "promtool: {}{}",
+        promtool.stdout,
+        promtool.stderr
+    );
+    assert_eq!(get(&endpoint, "/").trim(), "connbench serves only /metrics");
+
+    let web = format!("127.0.0.1:{}", free_port());
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: connbench\n    \
+             static_configs:\n      - targets: [\"{endpoint}\"]\n"
+        ),
+    )
+    .unwrap();
+    let _prometheus = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus is installed (scripts/setup.sh)"),
+    );
+
+    // The run's own figures, printed before the endpoint lingers.
+    let v: serde_json::Value = serde_json::Deserializer::from_reader(stdout)
+        .into_iter()
+        .next()
+        .expect("the run's JSON")
+        .unwrap();
+    let transactions = v["summary"]["transactions"].as_f64().unwrap();
+    let p99_s = v["summary"]["latency"]["p99_ms"].as_f64().unwrap() / 1e3;
+    assert!(transactions > 0.0);
+
+    // Prometheus' own view, once its scrapes caught up with the final figures: the event
+    // is the count, waited for (up to a minute on a busy machine), not a sleep.
+    let started = Instant::now();
+    let scraped = loop {
+        let got = query(&web, "connbench_transactions_total{run=\"load\"}");
+        if got == Some(transactions) || started.elapsed() > Duration::from_secs(60) {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(scraped, Some(transactions), "Prometheus' count against the run's");
+    let q99 = query(
+        &web,
+        "histogram_quantile(0.99, connbench_transaction_duration_seconds_bucket{run=\"load\"})",
+    )
+    .expect("a p99 from Prometheus");
+    // Adjacent bounds differ by 4.4%; the run's own p99 has HDR's 0.1%.
+    assert!(
+        (q99 / p99_s - 1.0).abs() <= 0.05,
+        "histogram_quantile p99 {q99} s against the run's {p99_s} s"
+    );
+    drop(load);
+}
+
+/// Feeds `input` to a command's stdin; its exit status and output as text.
+trait OutputWith {
+    fn output_with(&mut self, input: &str) -> TextOutput;
+}
+
+struct TextOutput {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl OutputWith for Command {
+    fn output_with(&mut self, input: &str) -> TextOutput {
+        let mut child = self
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool is installed (scripts/setup.sh)");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        TextOutput {
+            status: o.status,
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
