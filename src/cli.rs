@@ -94,10 +94,10 @@ pub enum Command {
     /// confidence interval, Welch's p-value and a verdict, e.g. to see whether a change
     /// of server settings between two runs of the same suite made a difference.
     Compare {
-        /// The run to judge.
-        run_a: i64,
-        /// The run it is compared with.
-        run_b: i64,
+        /// The run to judge, by number or name.
+        run_a: String,
+        /// The run it is compared with, by number or name.
+        run_b: String,
         #[command(flatten)]
         store: StoreArgs,
     },

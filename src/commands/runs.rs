@@ -38,11 +38,12 @@ fn report_merged(store: &Store, ids: &[i64], args: &crate::cli::ReportArgs) -> R
         .iter()
         .map(|&id| crate::experiment::workers::merge(store, id))
         .collect::<Result<_>>()?;
-    if args.html.is_some() || args.csv.is_some() {
-        bail!(
-            "--html and --csv are not built for runs of many workers yet (run {}): use --json or --markdown",
-            merged[0].name
-        );
+    if let Some(path) = &args.html {
+        write_output(path, &crate::report::html::merged_html(&merged)?)?;
+    }
+    if let Some(dir) = &args.csv {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_output(&dir.join("workers.csv"), &crate::report::csv::workers(&merged)?)?;
     }
     let texts: Vec<String> = merged
         .iter()
@@ -65,7 +66,7 @@ fn report_merged(store: &Store, ids: &[i64], args: &crate::cli::ReportArgs) -> R
         let v = crate::report::workers::WorkersReportJson::of(&merged)?;
         write_output(path, &(serde_json::to_string_pretty(&v)? + "\n"))?;
     }
-    if args.markdown.is_none() && args.json.is_none() {
+    if args.markdown.is_none() && args.json.is_none() && args.html.is_none() && args.csv.is_none() {
         emit(&texts.join("\n"));
     }
     Ok(Exit::Success)
@@ -108,8 +109,9 @@ pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
-pub fn compare_runs(a: i64, b: i64, store: &crate::cli::StoreArgs) -> Result<Exit> {
+pub fn compare_runs(a: &str, b: &str, store: &crate::cli::StoreArgs) -> Result<Exit> {
     let store = open_store(store)?;
+    let (a, b) = (store.resolve_run(a)?, store.resolve_run(b)?);
     let loaded_a = crate::report::data::load(&store, a)?;
     let loaded_b = crate::report::data::load(&store, b)?;
     let (suite_a, suite_b) = (&loaded_a.suite, &loaded_b.suite);

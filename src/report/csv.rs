@@ -66,6 +66,45 @@ pub fn cells(results: &[SuiteResult]) -> String {
     o
 }
 
+/// Runs of many workers: one row per worker of each run, then the merged run's row
+/// (worker empty), so a spreadsheet sums or plots them as it likes.
+pub fn workers(merged: &[crate::experiment::workers::Merged]) -> anyhow::Result<String> {
+    let mut o = String::from(
+        "run,name,worker,host,status,transactions,failed_transactions,tps,latency_p50_ms,latency_p99_ms,clock_offset_ms,clock_rtt_ms,start_after_first_ms,start_skew_ms\n",
+    );
+    let f = |v: Option<f64>| v.map(|v| format!("{v}")).unwrap_or_default();
+    for m in merged {
+        let j = super::workers::json(m)?;
+        for w in &j.per_worker {
+            o.push_str(&format!(
+                "{},{},{},{},{},{},,,,,{},{},{},\n",
+                m.id,
+                field(&m.name),
+                w.worker,
+                field(&w.host),
+                field(&w.status),
+                w.transactions.map(|t| t.to_string()).unwrap_or_default(),
+                f(w.clock_offset_ms),
+                f(w.clock_rtt_ms),
+                f(w.start_after_first_ms),
+            ));
+        }
+        o.push_str(&format!(
+            "{},{},,,{},{},{},{},{},{},,,,{}\n",
+            m.id,
+            field(&m.name),
+            field(&j.status),
+            j.transactions,
+            j.failed_transactions,
+            j.tps,
+            f(j.latency_p50_ms),
+            f(j.latency_p99_ms),
+            f(j.start_skew_ms),
+        ));
+    }
+    Ok(o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -200,17 +200,26 @@ impl CellData {
     /// Points of the percentile curve: `(quantile, ms)` from the minimum up to the
     /// quantile the sample count supports (1/(1-q) <= n), at most 99.99%, ten per decade.
     pub fn percentile_points(&self) -> Vec<(f64, f64)> {
-        let Some(h) = self.histogram.as_ref().filter(|h| !h.is_empty()) else {
-            return Vec::new();
-        };
-        let max_nines = (h.len() as f64).log10().floor().clamp(1.0, 4.0);
-        let mut points = vec![(0.0, h.min() as f64 / 1e6)];
-        for k in 1..=(max_nines * 10.0) as i32 {
-            let q = 1.0 - 10f64.powf(-k as f64 / 10.0);
-            points.push((q, h.value_at_quantile(q) as f64 / 1e6));
-        }
-        points
+        self.histogram
+            .as_ref()
+            .map(percentile_points_of)
+            .unwrap_or_default()
     }
+}
+
+/// A nanosecond histogram's percentile curve, `(quantile, ms)`, drawn as far into the tail
+/// as its sample count supports (10 points per nine, up to 99.99%).
+pub fn percentile_points_of(h: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let max_nines = (h.len() as f64).log10().floor().clamp(1.0, 4.0);
+    let mut points = vec![(0.0, h.min() as f64 / 1e6)];
+    for k in 1..=(max_nines * 10.0) as i32 {
+        let q = 1.0 - 10f64.powf(-k as f64 / 10.0);
+        points.push((q, h.value_at_quantile(q) as f64 / 1e6));
+    }
+    points
 }
 
 impl RunReport {

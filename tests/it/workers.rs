@@ -115,6 +115,41 @@ fn three_workers_merge_exactly_and_start_together() {
         by_interval
     );
 
+    // The HTML page (per-worker rows, the merged curve beside each worker's) and CSV.
+    let out = crate::common::scratch("merged-report");
+    let (html, csv) = (out.join("r.html"), out.join("csv"));
+    let o = connbench(&[
+        "report",
+        "merge-test",
+        "--store",
+        &store,
+        "--html",
+        html.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for want in [
+        "load from 3 workers",
+        "<td>2</td>",
+        ">merged<",
+        ">worker 2<",
+        "<svg",
+    ] {
+        assert!(page.contains(want), "{want} missing from the page");
+    }
+    let table = std::fs::read_to_string(csv.join("workers.csv")).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1 + 3 + 1,
+        "a header, three workers, the merged row: {table}"
+    );
+    let merged_row: Vec<&str> = lines[4].split(',').collect();
+    assert_eq!(merged_row[2], "", "the merged row has no worker: {table}");
+    assert_eq!(merged_row[5], counts.iter().sum::<u64>().to_string(), "{table}");
+
     // Run names work as numbers do, and a finished run cannot be joined again.
     let o = connbench(&["runs", "show", "merge-test", "--store", &store]);
     assert!(
