@@ -246,6 +246,24 @@ pub struct RunArgs {
     /// before anything runs.
     #[arg(long = "run", value_name = "NAME", value_parser = parse_run_name)]
     pub run_name: Option<String>,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+}
+
+/// The live metrics endpoint of `load` and `run`.
+#[derive(Debug, Args, Clone)]
+pub struct MetricsArgs {
+    /// Serve live metrics for Prometheus at http://ADDR/metrics while the run lasts
+    /// (HOST:PORT, or :PORT for every interface): transactions, failures by kind,
+    /// connections and their time, clients, schedule lag, and a latency histogram fine
+    /// enough for p99 within 4.4%; labelled with the run, the cell and the worker index.
+    #[arg(long = "metrics-listen", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Keep serving the final figures this long after the run ends, for a last scrape
+    /// [default: the endpoint closes with the run].
+    #[arg(long = "metrics-linger", value_name = "DURATION", requires = "listen",
+          value_parser = options::parse_length)]
+    pub linger: Option<Duration>,
 }
 
 /// Adaptive rounds: after the suite's repetitions, more interleaved rounds for the
@@ -469,16 +487,8 @@ pub struct LoadArgs {
     #[arg(long)]
     pub series: bool,
 
-    /// Serve live metrics for Prometheus at http://ADDR/metrics while the run lasts
-    /// (HOST:PORT, or :PORT for every interface): transactions, failures by kind,
-    /// connections and their time, clients, schedule lag, and a latency histogram fine
-    /// enough for p99 within 4.4%. Labelled with the run (--run), cell and worker index.
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<String>,
-    /// Keep serving the final figures this long after the run ends, for a last scrape
-    /// [default: the endpoint closes with the run].
-    #[arg(long, value_name = "DURATION", requires = "metrics_listen", value_parser = options::parse_length)]
-    pub metrics_linger: Option<Duration>,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 
     /// How clients get connections.
     #[arg(long = "connection",

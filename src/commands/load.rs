@@ -229,7 +229,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     };
     // Live metrics ride on the progress periods: every second unless -P (or a worker's
     // intervals) already set a period.
-    let exporter = match &args.metrics_listen {
+    let exporter = match &args.metrics.listen {
         None => None,
         Some(listen) => {
             if plan.progress.is_none() {
@@ -239,12 +239,10 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
                 listen,
                 report::metrics::Labels {
                     run: args.workers.run.clone().unwrap_or_else(|| "load".into()),
-                    cell: settings.workload.clone(),
                     worker: args.workers.worker_index.unwrap_or(0),
-                    target: settings.target.clone(),
                 },
-                plan.clients as u64,
             )?;
+            e.begin(&settings.workload, &settings.target, plan.clients as u64);
             eprintln!("metrics: serving http://{}/metrics", e.addr);
             Some(e)
         }
@@ -252,7 +250,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let mut save_error = None;
     let run = crate::load::engine::run(plan, stop, |p| {
         if let Some(e) = &exporter {
-            e.add_period(&p.totals);
+            e.add_period(&settings.workload, &p.totals);
         }
         let index = ((p.at_s / p.period_s).round() as usize).saturating_sub(1);
         if let Some(w) = &worker {
@@ -312,7 +310,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         (Err(e), None) => return Err(e),
     };
     if let Some(e) = &exporter {
-        e.finish(&run.recorder);
+        e.finish(&settings.workload, &run.recorder);
     }
     let summary = stats::load::summarize_load(&run, settings.clients, settings.interval_s);
     let text = if args.json {
@@ -357,17 +355,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
              use -M extended, or session pooling"
         );
     }
-    if let (Some(e), Some(linger)) = (exporter, args.metrics_linger) {
+    if let (Some(e), Some(linger)) = (&exporter, args.metrics.linger) {
         if !run.interrupted {
-            eprintln!(
-                "metrics: serving the final figures at http://{}/metrics for {} (Ctrl-C ends it)",
-                e.addr,
-                report::format_duration(linger)
-            );
-            tokio::select! {
-                _ = tokio::time::sleep(linger) => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
+            super::linger_metrics(e, linger).await;
         }
     }
     if let Some(sb) = sandbox.take() {

@@ -170,3 +170,17 @@ pub fn open_store(args: &crate::cli::StoreArgs) -> Result<crate::experiment::sto
         None => crate::experiment::store::Store::open(&crate::experiment::store::default_path()?),
     }
 }
+
+/// Keeps the metrics endpoint serving a run's final figures for `linger`, for a last
+/// scrape; Ctrl-C ends it early.
+pub async fn linger_metrics(e: &crate::report::metrics::Exporter, linger: std::time::Duration) {
+    eprintln!(
+        "metrics: serving the final figures at http://{}/metrics for {} (Ctrl-C ends it)",
+        e.addr,
+        crate::report::format_duration(linger)
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(linger) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

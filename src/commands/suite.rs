@@ -124,6 +124,7 @@ pub async fn suite_context(
         routes: Default::default(),
         bridge: Default::default(),
         run_name: None,
+        metrics: None,
     };
     Ok((sb, ctx))
 }
@@ -203,6 +204,17 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     )
     .await?;
     ctx.run_name = args.run_name.clone();
+    if let Some(listen) = &args.metrics.listen {
+        let e = crate::report::metrics::Exporter::start(
+            listen,
+            crate::report::metrics::Labels {
+                run: args.run_name.clone().unwrap_or_else(|| s.name.clone()),
+                worker: 0,
+            },
+        )?;
+        eprintln!("metrics: serving http://{}/metrics", e.addr);
+        ctx.metrics = Some(e);
+    }
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
     let result = result?;
@@ -211,6 +223,11 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     } else {
         crate::report::suite::text(&result, &store_path)
     });
+    if let (Some(e), Some(linger)) = (&ctx.metrics, args.metrics.linger) {
+        if !result.interrupted {
+            super::linger_metrics(e, linger).await;
+        }
+    }
     Ok(if result.interrupted {
         Exit::Interrupted
     } else {

@@ -47,6 +47,9 @@ pub struct Context {
     pub bridge: std::cell::RefCell<Option<crate::net::netns::Bridge>>,
     /// The name `run --run NAME` gives the run in the store (checked free beforehand).
     pub run_name: Option<String>,
+    /// The live metrics endpoint (`run --metrics-listen`): each counted repetition of a
+    /// load cell feeds it.
+    pub metrics: Option<crate::report::metrics::Exporter>,
 }
 
 /// One cell's outcome across repetitions.
@@ -606,12 +609,20 @@ async fn measure_group(
                 .iter()
                 .map(|s| (&suite.cells[s.cell].settings, &endpoints[s.cell]))
                 .collect();
-            run_load_sliced(&cells, suite, ctx).await
+            let names: Vec<&str> = group.iter().map(|s| suite.cells[s.cell].name.as_str()).collect();
+            // Sliced cells share one clock: their live figures come per repetition.
+            let live = ctx.metrics.as_ref().filter(|_| !group[0].is_prewarm());
+            run_load_sliced(&cells, suite, ctx, live.map(|m| (m, names.as_slice()))).await
         }
         Kind::Load => {
             let step = group[0];
             let cell = &suite.cells[step.cell];
-            vec![run_load(suite, &cell.settings, &endpoints[step.cell], ctx).await]
+            let live = ctx
+                .metrics
+                .as_ref()
+                .filter(|_| !step.is_prewarm())
+                .map(|m| (m, cell.name.as_str()));
+            vec![run_load(suite, &cell.settings, &endpoints[step.cell], ctx, live).await]
         }
         Kind::Connect => {
             let cells: Vec<(&Settings, &Endpoint)> = group
@@ -876,11 +887,28 @@ async fn load_plan(
     Ok((plan, clients, interval_s))
 }
 
-async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Context) -> Result<Measured> {
+async fn run_load(
+    suite: &Suite,
+    s: &Settings,
+    endpoint: &Endpoint,
+    ctx: &Context,
+    live: Option<(&crate::report::metrics::Exporter, &str)>,
+) -> Result<Measured> {
     let (mut plan, clients, interval_s) = load_plan(suite, s, endpoint, ctx).await?;
     let fault = options::fault(s)?;
+    if let Some((m, cell)) = live {
+        m.begin(cell, &endpoint.target.name(), clients as u64);
+        if plan.progress.is_none() {
+            plan.progress = Some(Duration::from_secs(1));
+        }
+    }
+    let on_period = |p: engine::Progress| {
+        if let Some((m, cell)) = live {
+            m.add_period(cell, &p.totals);
+        }
+    };
     let (run, struck) = match fault {
-        None => (engine::run(plan, ctx.stop.clone(), |_| {}).await?, None),
+        None => (engine::run(plan, ctx.stop.clone(), on_period).await?, None),
         Some(f) => {
             // Repetitions must not inherit the last strike: wait until the cell's path
             // answers a query again (PgBouncer retries a failed server login only every
@@ -906,10 +934,13 @@ async fn run_load(suite: &Suite, s: &Settings, endpoint: &Endpoint, ctx: &Contex
                 let took = ctx.strike(f.kind).await?;
                 Ok::<_, anyhow::Error>(Some(took))
             };
-            let (run, struck) = tokio::join!(engine::run(plan, ctx.stop.clone(), |_| {}), strike);
+            let (run, struck) = tokio::join!(engine::run(plan, ctx.stop.clone(), on_period), strike);
             (run?, struck?)
         }
     };
+    if let Some((m, cell)) = live {
+        m.finish(cell, &run.recorder);
+    }
     let summary = crate::stats::load::summarize_load(&run, clients, interval_s);
     let mut measured = load_figures(&run, &summary)?;
     let f = &mut measured.figures;
@@ -944,6 +975,7 @@ async fn run_load_sliced(
     cells: &[(&Settings, &Endpoint)],
     suite: &Suite,
     ctx: &Context,
+    live: Option<(&crate::report::metrics::Exporter, &[&str])>,
 ) -> Vec<Result<Measured>> {
     let slice = suite.slice.expect("only called for a suite with slices");
     let duration = suite.duration.expect("a load suite has a duration");
@@ -998,6 +1030,10 @@ async fn run_load_sliced(
     for (i, r) in runs.into_iter().enumerate() {
         let measured = match r.await {
             Ok((Ok(mut run), clients)) => {
+                if let Some((m, names)) = live {
+                    m.begin(names[i], &cells[i].1.target.name(), clients as u64);
+                    m.finish(names[i], &run.recorder);
+                }
                 // The arm's own time and CPU: over its turns, not the group's clock.
                 run.measured = turns.measured[i];
                 let cpu = &turns.cpu[i];

@@ -40,17 +40,15 @@ pub fn bucket_bounds_us() -> Vec<f64> {
         .collect()
 }
 
-/// Who the series are about: the run, the cell and the worker, so a Job's pods sum and
-/// merge in PromQL; the target only by its redacted name.
+/// Who the series are about: the run and the worker, so a Job's pods sum and merge in
+/// PromQL (each cell adds its own name, and its target by its redacted name).
 #[derive(Debug, Clone)]
 pub struct Labels {
     pub run: String,
-    pub cell: String,
     pub worker: u32,
-    pub target: String,
 }
 
-/// What the run has measured so far (warm-up excluded, as in every report).
+/// What a cell has measured so far (warm-up excluded, as in every report).
 #[derive(Debug, Clone)]
 pub struct Live {
     pub clients: u64,
@@ -63,7 +61,7 @@ pub struct Live {
     pub lag_max_us: Option<u64>,
     /// Every measured latency so far, µs.
     pub latency_us: Histogram<u64>,
-    /// The run has ended and the figures are its final ones.
+    /// The figures are a finished repetition's, exact (no repetition in progress).
     pub finished: bool,
 }
 
@@ -80,11 +78,38 @@ impl Live {
             finished: false,
         }
     }
+
+    /// `self` and `o` together: counts and histograms added, the newest lag.
+    fn plus(&self, o: &Live) -> Live {
+        let mut sum = self.clone();
+        sum.clients = sum.clients.max(o.clients);
+        sum.transactions += o.transactions;
+        for (k, n) in &o.failures {
+            *sum.failures.entry(k.clone()).or_default() += n;
+        }
+        sum.connects += o.connects;
+        sum.connect_ns += o.connect_ns;
+        sum.lag_max_us = o.lag_max_us.or(sum.lag_max_us);
+        let _ = sum.latency_us.add(&o.latency_us);
+        sum
+    }
 }
+
+/// One cell's figures: its finished repetitions' exact totals, and the repetition in
+/// progress as its periods arrive.
+#[derive(Debug, Clone)]
+struct Cell {
+    target: String,
+    done: Live,
+    current: Live,
+    running: bool,
+}
+
+type Cells = Mutex<BTreeMap<String, Cell>>;
 
 /// The endpoint: the state and the thread serving it, stopped on drop.
 pub struct Exporter {
-    live: Arc<Mutex<Live>>,
+    cells: Arc<Cells>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     pub addr: SocketAddr,
@@ -107,38 +132,57 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr> {
 
 impl Exporter {
     /// Listens on `listen` and serves until dropped.
-    pub fn start(listen: &str, labels: Labels, clients: u64) -> Result<Exporter> {
+    pub fn start(listen: &str, labels: Labels) -> Result<Exporter> {
         let addr = parse_listen(listen)?;
         let listener = TcpListener::bind(addr)
             .with_context(|| format!("--metrics-listen {listen}: cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
         // Non-blocking accepts, polled, so that drop can stop the thread promptly.
         listener.set_nonblocking(true)?;
-        let live = Arc::new(Mutex::new(Live::new(clients)));
+        let cells: Arc<Cells> = Arc::new(Mutex::new(BTreeMap::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (live, stop) = (live.clone(), stop.clone());
+            let (cells, stop) = (cells.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("connbench-metrics".into())
-                .spawn(move || serve(listener, &live, &labels, &stop))
+                .spawn(move || serve(listener, &cells, &labels, &stop))
                 .context("cannot start the metrics endpoint's thread")?
         };
         Ok(Exporter {
-            live,
+            cells,
             stop,
             thread: Some(thread),
             addr,
         })
     }
 
-    /// Adds one merged progress period.
-    pub fn add_period(&self, period: &Interval) {
-        let mut l = self.live.lock().unwrap_or_else(|p| p.into_inner());
+    fn cells(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Cell>> {
+        self.cells.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A repetition of `cell` (on `target`, with `clients`) begins.
+    pub fn begin(&self, cell: &str, target: &str, clients: u64) {
+        let mut cells = self.cells();
+        let c = cells.entry(cell.to_string()).or_insert_with(|| Cell {
+            target: target.to_string(),
+            done: Live::new(clients),
+            current: Live::new(clients),
+            running: false,
+        });
+        c.current = Live::new(clients);
+        c.running = true;
+    }
+
+    /// Adds one merged progress period of `cell`'s repetition in progress.
+    pub fn add_period(&self, cell: &str, period: &Interval) {
+        let mut cells = self.cells();
+        let Some(c) = cells.get_mut(cell) else {
+            return;
+        };
+        let l = &mut c.current;
         l.transactions += period.transactions;
-        if period.failures > 0 {
-            for (kind, n) in &period.failure_kinds {
-                *l.failures.entry(kind.clone()).or_default() += n;
-            }
+        for (kind, n) in &period.failure_kinds {
+            *l.failures.entry(kind.clone()).or_default() += n;
         }
         l.connects += period.connects;
         l.connect_ns += period.connect_ns;
@@ -146,20 +190,40 @@ impl Exporter {
         let _ = l.latency_us.add(&period.latency_us);
     }
 
-    /// Replaces the live figures with the run's final ones (the periods miss the last,
-    /// partial one), so the last scrape agrees with the report exactly.
-    pub fn finish(&self, rec: &Recorder) {
-        let mut l = self.live.lock().unwrap_or_else(|p| p.into_inner());
+    /// Ends `cell`'s repetition with its exact figures in place of its periods (which
+    /// miss the last, partial one), so the last scrape agrees with the report exactly.
+    pub fn finish(&self, cell: &str, rec: &Recorder) {
+        let mut cells = self.cells();
+        let Some(c) = cells.get_mut(cell) else {
+            return;
+        };
+        let mut l = Live::new(c.current.clients);
         l.transactions = rec.transactions;
         l.failures = rec.failures.iter().map(|(k, f)| (k.clone(), f.count)).collect();
         l.connects = rec.connects;
         l.connect_ns = rec.connect_ns;
-        let mut us = crate::load::record::interval_histogram();
+        l.lag_max_us = c.current.lag_max_us;
         for v in rec.latency.iter_recorded() {
-            us.saturating_record_n((v.value_iterated_to() / 1_000).max(1), v.count_at_value());
+            l.latency_us
+                .saturating_record_n((v.value_iterated_to() / 1_000).max(1), v.count_at_value());
         }
-        l.latency_us = us;
-        l.finished = true;
+        c.done = c.done.plus(&l);
+        c.current = Live::new(c.current.clients);
+        c.running = false;
+    }
+
+    /// Every cell's figures now: `(cell, target, figures)`.
+    fn snapshot(cells: &Cells) -> Vec<(String, String, Live)> {
+        cells
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(name, c)| {
+                let mut l = c.done.plus(&c.current);
+                l.finished = !c.running;
+                (name.clone(), c.target.clone(), l)
+            })
+            .collect()
     }
 }
 
@@ -172,14 +236,11 @@ impl Drop for Exporter {
     }
 }
 
-fn serve(listener: TcpListener, live: &Mutex<Live>, labels: &Labels, stop: &AtomicBool) {
+fn serve(listener: TcpListener, cells: &Cells, labels: &Labels, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                let _ = answer(stream, live, labels);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+                let _ = answer(stream, cells, labels);
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
@@ -187,7 +248,7 @@ fn serve(listener: TcpListener, live: &Mutex<Live>, labels: &Labels, stop: &Atom
 }
 
 /// Reads one request head and answers it; the connection is closed after.
-fn answer(mut s: TcpStream, live: &Mutex<Live>, labels: &Labels) -> std::io::Result<()> {
+fn answer(mut s: TcpStream, cells: &Cells, labels: &Labels) -> std::io::Result<()> {
     s.set_nonblocking(false)?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
     s.set_write_timeout(Some(Duration::from_secs(2)))?;
@@ -206,10 +267,7 @@ fn answer(mut s: TcpStream, live: &Mutex<Live>, labels: &Labels) -> std::io::Res
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
     let (status, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => {
-            let l = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            ("200 OK", render(&l, labels))
-        }
+        ("GET" | "HEAD", "/metrics") => ("200 OK", render(&Exporter::snapshot(cells), labels)),
         ("GET" | "HEAD", _) => ("404 Not Found", "connbench serves only /metrics\n".to_string()),
         _ => ("405 Method Not Allowed", "GET /metrics\n".to_string()),
     };
@@ -229,131 +287,132 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// The state as Prometheus' text exposition format.
-pub fn render(l: &Live, labels: &Labels) -> String {
-    let base = format!(
-        "run=\"{}\",cell=\"{}\",worker=\"{}\"",
-        escape(&labels.run),
-        escape(&labels.cell),
-        labels.worker
-    );
+/// The cells' figures, `(cell, target, figures)`, as Prometheus' text exposition format:
+/// each family once, a sample per cell.
+pub fn render(cells: &[(String, String, Live)], labels: &Labels) -> String {
+    let base = |cell: &str| {
+        format!(
+            "run=\"{}\",cell=\"{}\",worker=\"{}\"",
+            escape(&labels.run),
+            escape(cell),
+            labels.worker
+        )
+    };
+    let one =
+        |name: &str, cell: &str, extra: &str, v: String| format!("{name}{{{}{extra}}} {v}\n", base(cell));
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, String)]| {
+    let mut family = |name: &str, kind: &str, help: &str, samples: &dyn Fn(&str, &str, &Live) -> String| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
-        for (suffix_labels, value) in samples {
-            out.push_str(&format!("{suffix_labels} {value}\n"));
+        for (cell, target, l) in cells {
+            out.push_str(&samples(cell, target, l));
         }
     };
-    let one = |name: &str, extra: &str, v: String| (format!("{name}{{{base}{extra}}}"), v);
     family(
         "connbench_info",
         "gauge",
-        "The run's target (redacted) and whether the figures are final.",
-        &[one(
-            "connbench_info",
-            &format!(
-                ",target=\"{}\",finished=\"{}\"",
-                escape(&labels.target),
-                l.finished
-            ),
-            "1".into(),
-        )],
+        "The cell's target (redacted), and whether its figures are final (no repetition running).",
+        &|c, t, l| {
+            let extra = format!(",target=\"{}\",finished=\"{}\"", escape(t), l.finished);
+            one("connbench_info", c, &extra, "1".into())
+        },
     );
     family(
         "connbench_clients",
         "gauge",
         "Clients of this process.",
-        &[one("connbench_clients", "", l.clients.to_string())],
+        &|c, _, l| one("connbench_clients", c, "", l.clients.to_string()),
     );
     family(
         "connbench_transactions_total",
         "counter",
         "Measured transactions that succeeded (warm-up excluded).",
-        &[one(
-            "connbench_transactions_total",
-            "",
-            l.transactions.to_string(),
-        )],
+        &|c, _, l| one("connbench_transactions_total", c, "", l.transactions.to_string()),
     );
-    let failures: Vec<(String, String)> = l
-        .failures
-        .iter()
-        .map(|(k, n)| {
-            one(
-                "connbench_failures_total",
-                &format!(",kind=\"{}\"", escape(k)),
-                n.to_string(),
-            )
-        })
-        .collect();
     family(
         "connbench_failures_total",
         "counter",
         "Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).",
-        &failures,
+        &|c, _, l| {
+            l.failures
+                .iter()
+                .map(|(k, n)| {
+                    one(
+                        "connbench_failures_total",
+                        c,
+                        &format!(",kind=\"{}\"", escape(k)),
+                        n.to_string(),
+                    )
+                })
+                .collect()
+        },
     );
     family(
         "connbench_connections_total",
         "counter",
         "Connections opened during the measurement.",
-        &[one("connbench_connections_total", "", l.connects.to_string())],
+        &|c, _, l| one("connbench_connections_total", c, "", l.connects.to_string()),
     );
     family(
         "connbench_connect_seconds_total",
         "counter",
         "Time spent opening those connections, every phase.",
-        &[one(
-            "connbench_connect_seconds_total",
-            "",
-            format!("{}", l.connect_ns as f64 / 1e9),
-        )],
+        &|c, _, l| {
+            one(
+                "connbench_connect_seconds_total",
+                c,
+                "",
+                format!("{}", l.connect_ns as f64 / 1e9),
+            )
+        },
     );
-    if let Some(lag) = l.lag_max_us {
+    if cells.iter().any(|(_, _, l)| l.lag_max_us.is_some()) {
         family(
             "connbench_schedule_lag_max_seconds",
             "gauge",
             "Under -R: the largest lag of a transaction's start behind its schedule in the last period.",
-            &[one(
-                "connbench_schedule_lag_max_seconds",
-                "",
-                format!("{}", lag as f64 / 1e6),
-            )],
+            &|c, _, l| match l.lag_max_us {
+                Some(lag) => one(
+                    "connbench_schedule_lag_max_seconds",
+                    c,
+                    "",
+                    format!("{}", lag as f64 / 1e6),
+                ),
+                None => String::new(),
+            },
         );
     }
-    let mut buckets = Vec::new();
-    let mut sum_us = 0f64;
-    for v in l.latency_us.iter_recorded() {
-        sum_us += v.value_iterated_to() as f64 * v.count_at_value() as f64;
-    }
-    for le in bucket_bounds_us() {
-        let n = l.latency_us.count_between(0, le.floor() as u64);
-        buckets.push(one(
-            "connbench_transaction_duration_seconds_bucket",
-            &format!(",le=\"{}\"", le / 1e6),
-            n.to_string(),
-        ));
-    }
-    let total = l.latency_us.len();
-    buckets.push(one(
-        "connbench_transaction_duration_seconds_bucket",
-        ",le=\"+Inf\"",
-        total.to_string(),
-    ));
-    buckets.push(one(
-        "connbench_transaction_duration_seconds_sum",
-        "",
-        format!("{}", sum_us / 1e6),
-    ));
-    buckets.push(one(
-        "connbench_transaction_duration_seconds_count",
-        "",
-        total.to_string(),
-    ));
+    let bounds = bucket_bounds_us();
     family(
         "connbench_transaction_duration_seconds",
         "histogram",
         "Latency of measured transactions that succeeded (from the intended start under -R).",
-        &buckets,
+        &|c, _, l| {
+            let name = "connbench_transaction_duration_seconds";
+            let mut o = String::new();
+            let mut sum_us = 0f64;
+            for v in l.latency_us.iter_recorded() {
+                sum_us += v.value_iterated_to() as f64 * v.count_at_value() as f64;
+            }
+            for le in &bounds {
+                let n = l.latency_us.count_between(0, le.floor() as u64);
+                o.push_str(&one(
+                    &format!("{name}_bucket"),
+                    c,
+                    &format!(",le=\"{}\"", le / 1e6),
+                    n.to_string(),
+                ));
+            }
+            let total = l.latency_us.len();
+            o.push_str(&one(
+                &format!("{name}_bucket"),
+                c,
+                ",le=\"+Inf\"",
+                total.to_string(),
+            ));
+            o.push_str(&one(&format!("{name}_sum"), c, "", format!("{}", sum_us / 1e6)));
+            o.push_str(&one(&format!("{name}_count"), c, "", total.to_string()));
+            o
+        },
     );
     out
 }
@@ -380,11 +439,9 @@ mod tests {
         l.failures.insert("57P01".into(), 2);
         let labels = Labels {
             run: "r\"1".into(),
-            cell: "c".into(),
             worker: 2,
-            target: "unix".into(),
         };
-        let t = render(&l, &labels);
+        let t = render(&[("c".into(), "unix".into(), l)], &labels);
         assert!(
             t.contains("connbench_transactions_total{run=\"r\\\"1\",cell=\"c\",worker=\"2\"} 3\n"),
             "{t}"

@@ -181,6 +181,7 @@ struct TextOutput {
 impl OutputWith for Command {
     fn output_with(&mut self, input: &str) -> TextOutput {
         let mut child = self
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -193,4 +194,68 @@ impl OutputWith for Command {
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         }
     }
+}
+
+/// `run --metrics-listen`: one series per cell of a suite, fed by its counted repetitions
+/// only (the pre-warm pass is discarded, as in the report), final once the run ends.
+#[test]
+fn a_suite_run_serves_a_series_per_cell() {
+    dataset();
+    let dir = scratch("metrics-suite");
+    let suite = dir.join("s.toml");
+    std::fs::write(
+        &suite,
+        "name = \"m\"\nquestion = \"q\"\nkind = \"load\"\nduration = \"300ms\"\nrepetitions = 2\n\
+         [defaults]\nworkload = \"select-only\"\ntarget = \"unix\"\n[axes]\nclients = [1, 2]\n",
+    )
+    .unwrap();
+    let mut run = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .arg("run")
+        .arg(&suite)
+        .args(["--target", &format!("unix={}", conninfo("unix"))])
+        .arg("--store")
+        .arg(dir.join("r.sqlite"))
+        .args(["--metrics-listen", "127.0.0.1:0", "--metrics-linger", "2m"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(run.stderr.take().unwrap());
+    let _run = Killed(run);
+    let mut endpoint = None;
+    let mut line = String::new();
+    // The final figures are served once the run has printed its answer.
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the run ended without lingering"
+        );
+        if let Some(rest) = line.trim().strip_prefix("metrics: serving http://") {
+            endpoint = Some(rest.trim_end_matches("/metrics").to_string());
+        }
+        if line.contains("serving the final figures") {
+            break;
+        }
+    }
+    let text = get(endpoint.as_deref().unwrap(), "/metrics");
+    let cells: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("connbench_transactions_total{"))
+        .collect();
+    assert_eq!(cells.len(), 2, "{text}");
+    for c in &cells {
+        assert!(c.contains("run=\"m\""), "{c}");
+        assert!(c.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 0, "{c}");
+    }
+    assert_eq!(text.matches("finished=\"true\"").count(), 2, "{text}");
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .output_with(&text);
+    assert!(
+        promtool.status.success(),
+        "promtool: {}{}",
+        promtool.stdout,
+        promtool.stderr
+    );
 }
