@@ -463,7 +463,8 @@ pub struct LoadArgs {
           value_parser = options::parse_latency_limit)]
     pub latency_limit: Option<Duration>,
 
-    /// The seed of the clients' random generators (an unsigned integer, or `time`): the
+    /// The seed of the clients' random generators (an unsigned integer, `time`, or `rand`
+    /// for one from the kernel's random source): the
     /// same seed repeats every client's `random()` values and -R arrival gaps. The seed
     /// used is in the report either way, so any run's choices can be repeated.
     #[arg(long = "random-seed", value_name = "SEED", default_value = "time", value_parser = options::parse_seed)]

@@ -337,13 +337,21 @@ fn clock_seed() -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SeedArg(pub Option<u64>);
 
-/// --random-seed: an unsigned integer, or `time` (pgbench's words) for one from the clock.
+/// --random-seed: an unsigned integer, or pgbench's words: `time` for one from the clock,
+/// `rand` for one from the kernel's random source (read now, so the report shows it).
 pub fn parse_seed(v: &str) -> Result<SeedArg, String> {
     match v.trim() {
         "time" => Ok(SeedArg(None)),
+        "rand" => {
+            let mut b = [0u8; 8];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+                .map_err(|e| format!("--random-seed rand: cannot read /dev/urandom ({e}): give a number or \"time\""))?;
+            Ok(SeedArg(Some(u64::from_le_bytes(b))))
+        }
         s => s.parse::<u64>().map(|n| SeedArg(Some(n))).map_err(|_| {
             format!(
-                "invalid random seed {v:?}: give an unsigned integer (0 to 18446744073709551615) or \"time\""
+                "invalid random seed {v:?}: give an unsigned integer (0 to 18446744073709551615), \"time\" or \"rand\""
             )
         }),
     }
@@ -911,6 +919,19 @@ pub fn sslmode(s: &Settings) -> Result<Option<SslMode>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seeds_are_pgbench_s_words_or_numbers() {
+        assert_eq!(parse_seed("time").unwrap(), SeedArg(None));
+        assert_eq!(parse_seed("42").unwrap(), SeedArg(Some(42)));
+        // rand draws from the kernel: two draws are a number each, and differ.
+        let (a, b) = (
+            parse_seed("rand").unwrap().0.unwrap(),
+            parse_seed("rand").unwrap().0.unwrap(),
+        );
+        assert_ne!(a, b);
+        assert!(parse_seed("-1").unwrap_err().contains("\"rand\""));
+    }
 
     #[test]
     fn a_server_connbench_did_not_start_is_not_measured_and_says_why() {
