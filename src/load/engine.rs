@@ -1058,8 +1058,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     );
                 }
                 if measured {
+                    let key = failure_key(&error);
                     let mut rec = shared.recorder.borrow_mut();
-                    rec.record_failure(index, &failure_key(&error), message, true);
+                    rec.record_failure(index, &key, message, true);
                     rec.record_script(chosen, false);
                     rec.record_retries(retries);
                     // A transaction that failed while connecting never ran the script:
@@ -1070,7 +1071,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     if plan.progress.is_some() {
                         let mut p = shared.progress.borrow_mut();
                         p.failures += 1;
-                        *p.failure_kinds.entry(failure_key(&error)).or_default() += 1;
+                        *p.failure_kinds.entry(key).or_default() += 1;
                     }
                     log_transaction(
                         &shared,
