@@ -620,24 +620,8 @@ pub struct KubernetesSuiteArgs {
     /// bare CONNINFO for every target; without its password.
     #[arg(long = "target", value_name = "NAME=CONNINFO", required = true)]
     pub targets: Vec<String>,
-    /// The PostgreSQL results store the run saves to, without its password.
-    #[arg(long, value_name = "URL")]
-    pub store: String,
-    /// The run's name [default: SUITE-DATE-TIME].
-    #[arg(long, value_parser = parse_run_name)]
-    pub run: Option<String>,
-    /// The Secret holding the store's password (key `password`).
-    #[arg(long, value_name = "NAME")]
-    pub store_secret: Option<String>,
-    /// The Secret holding the targets' password (key `password`).
-    #[arg(long, value_name = "NAME")]
-    pub target_secret: Option<String>,
-    /// CPU for connbench's container (request and limit, e.g. 2 or 1500m).
-    #[arg(long)]
-    pub cpu: Option<String>,
-    /// yaml (a ConfigMap and the Job, as two documents) or json (a List).
-    #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
-    pub output: String,
+    #[command(flatten)]
+    pub common: KubernetesCommon,
     /// More `connbench run` flags, after `--` (e.g. -- --quick, -- --budget 20m).
     #[arg(last = true, value_name = "RUN FLAGS")]
     pub run_flags: Vec<String>,
@@ -655,6 +639,30 @@ The whole flow:
   kubectl wait --for=condition=complete --timeout=1h job/connbench-exp2
   connbench report exp2 --store postgres://cb@results.prod/connbench --json exp2.json";
 
+/// What both Jobs take: where the pods save, under which name, the Secrets, the CPU.
+#[derive(Debug, Args)]
+pub struct KubernetesCommon {
+    /// The PostgreSQL results store the pods save to, without its password.
+    #[arg(long, value_name = "URL")]
+    pub store: String,
+    /// The run's name [default: load-DATE-TIME for a job, SUITE-DATE-TIME for a suite].
+    #[arg(long, value_parser = parse_run_name)]
+    pub run: Option<String>,
+    /// The Secret holding the store's password (key `password`).
+    #[arg(long, value_name = "NAME")]
+    pub store_secret: Option<String>,
+    /// The Secret holding the target's password (key `password`).
+    #[arg(long, value_name = "NAME")]
+    pub target_secret: Option<String>,
+    /// CPU for connbench's container (request and limit, e.g. 2 or 1500m).
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// yaml or json (a suite's Job: its ConfigMap and the Job as two YAML documents, or a
+    /// List).
+    #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
+    pub output: String,
+}
+
 #[derive(Debug, Args)]
 pub struct KubernetesJobArgs {
     /// The number of workers (pods): completions and parallelism of the Job.
@@ -666,29 +674,13 @@ pub struct KubernetesJobArgs {
     /// What the workers load: a conninfo string or URI, without its password.
     #[arg(long)]
     pub target: String,
-    /// The PostgreSQL results store every worker saves to, without its password.
-    #[arg(long, value_name = "URL")]
-    pub store: String,
-    /// The run's name [default: load-DATE-TIME].
-    #[arg(long, value_parser = parse_run_name)]
-    pub run: Option<String>,
-    /// The Secret holding the store's password (key `password`).
-    #[arg(long, value_name = "NAME")]
-    pub store_secret: Option<String>,
-    /// The Secret holding the target's password (key `password`).
-    #[arg(long, value_name = "NAME")]
-    pub target_secret: Option<String>,
-    /// CPU for each worker (request and limit, e.g. 2 or 1500m).
-    #[arg(long)]
-    pub cpu: Option<String>,
+    #[command(flatten)]
+    pub common: KubernetesCommon,
     /// Serve each worker's live metrics on this port (`--metrics-listen :PORT`, kept a
     /// minute after the run for a last scrape), with the pods annotated for Prometheus'
     /// annotation-based discovery (prometheus.io/scrape, port, path).
     #[arg(long, value_name = "PORT")]
     pub metrics_port: Option<u16>,
-    /// yaml or json.
-    #[arg(long, default_value = "yaml", value_parser = ["yaml", "json"])]
-    pub output: String,
     /// The load flags, after `--` (e.g. -- -S -c 64 -T 300).
     #[arg(last = true, value_name = "LOAD FLAGS")]
     pub load: Vec<String>,

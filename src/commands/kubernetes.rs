@@ -31,7 +31,7 @@ use crate::Exit;
 
 pub fn run_job(args: KubernetesJobArgs) -> Result<Exit> {
     let manifest = manifest(&args)?;
-    emit(&match args.output.as_str() {
+    emit(&match args.common.output.as_str() {
         "json" => serde_json::to_string_pretty(&manifest)? + "\n",
         _ => yaml(&manifest),
     });
@@ -78,9 +78,9 @@ fn run_name(run: &Option<String>, prefix: &str) -> String {
 /// The Job manifest `args` describe.
 pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
     refuse_password("--target", &args.target, "--target-secret NAME")?;
-    refuse_password("--store", &args.store, "--store-secret NAME")?;
-    require_postgres_store(&args.store, "workers on many machines")?;
-    let run = run_name(&args.run, "load");
+    refuse_password("--store", &args.common.store, "--store-secret NAME")?;
+    require_postgres_store(&args.common.store, "workers on many machines")?;
+    let run = run_name(&args.common.run, "load");
     let mut load_args: Vec<String> = vec!["load".into(), args.target.clone()];
     load_args.extend(args.load.iter().cloned());
     load_args.extend([
@@ -89,7 +89,7 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
         "--run".into(),
         run.clone(),
         "--store".into(),
-        args.store.clone(),
+        args.common.store.clone(),
     ]);
     if let Some(port) = args.metrics_port {
         if args.load.iter().any(|a| a.starts_with("--metrics-")) {
@@ -132,19 +132,9 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
              leave them out of the load flags"
         );
     }
-    let engine_password_var = match crate::target::Target::parse(&args.target) {
-        Ok(t) if t.engine == crate::target::Engine::Mysql => "MYSQL_PWD",
-        _ => "PGPASSWORD",
-    };
     let name = job_name(&run);
     let labels = json!({"app.kubernetes.io/name": "connbench", "connbench/run": run});
-    let mut env = Vec::new();
-    if let Some(s) = &args.store_secret {
-        env.push(secret_env("CONNBENCH_STORE_PASSWORD", s));
-    }
-    if let Some(s) = &args.target_secret {
-        env.push(secret_env(engine_password_var, s));
-    }
+    let env = secret_envs(&args.common, [args.target.as_str()]);
     let mut container = json!({
         "name": "connbench",
         "image": args.image,
@@ -152,7 +142,7 @@ pub fn manifest(args: &KubernetesJobArgs) -> Result<Value> {
         "env": env,
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": security_context(),
-        "resources": resources(&args.cpu),
+        "resources": resources(&args.common.cpu),
     });
     let mut pod_metadata = json!({"labels": labels});
     if let Some(port) = args.metrics_port {
@@ -219,6 +209,31 @@ fn resources(cpu: &Option<String>) -> Value {
     }
 }
 
+/// The container's passwords, from Secrets: the store's as `CONNBENCH_STORE_PASSWORD`,
+/// the targets' as the variable each target's engine reads (`PGPASSWORD`, `MYSQL_PWD`).
+fn secret_envs<'a>(
+    c: &crate::cli::KubernetesCommon,
+    targets: impl IntoIterator<Item = &'a str>,
+) -> Vec<Value> {
+    let mut env = Vec::new();
+    if let Some(s) = &c.store_secret {
+        env.push(secret_env("CONNBENCH_STORE_PASSWORD", s));
+    }
+    if let Some(s) = &c.target_secret {
+        let mut vars: Vec<&str> = targets
+            .into_iter()
+            .map(|conninfo| match crate::target::Target::parse(conninfo) {
+                Ok(t) if t.engine == crate::target::Engine::Mysql => "MYSQL_PWD",
+                _ => "PGPASSWORD",
+            })
+            .collect();
+        vars.sort();
+        vars.dedup();
+        env.extend(vars.into_iter().map(|v| secret_env(v, s)));
+    }
+    env
+}
+
 /// An environment variable read from the Secret `secret`'s key `password`.
 fn secret_env(var: &str, secret: &str) -> Value {
     json!({"name": var, "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}})
@@ -227,7 +242,7 @@ fn secret_env(var: &str, secret: &str) -> Value {
 pub fn run_suite(args: KubernetesSuiteArgs) -> Result<Exit> {
     let (config_map, job) = suite_manifest(&args)?;
     let docs: Vec<Value> = config_map.into_iter().chain([job]).collect();
-    emit(&match args.output.as_str() {
+    emit(&match args.common.output.as_str() {
         "json" => {
             serde_json::to_string_pretty(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))? + "\n"
         }
@@ -245,8 +260,8 @@ pub fn suite_manifest(args: &KubernetesSuiteArgs) -> Result<(Option<Value>, Valu
     for t in &args.targets {
         refuse_password("--target", t, "--target-secret NAME")?;
     }
-    refuse_password("--store", &args.store, "--store-secret NAME")?;
-    require_postgres_store(&args.store, "a run in a pod")?;
+    refuse_password("--store", &args.common.store, "--store-secret NAME")?;
+    require_postgres_store(&args.common.store, "a run in a pod")?;
     if !args.socket_dir.starts_with('/') || args.socket_dir == "/" || args.socket_dir.contains(':') {
         bail!(
             "--socket-dir {:?}: give an absolute directory of its own for the shared volume (e.g. /cloudsql)",
@@ -307,7 +322,7 @@ pub fn suite_manifest(args: &KubernetesSuiteArgs) -> Result<(Option<Value>, Valu
             bail!("{flag} after `--`: the Job's own flags give it (or it has no use in a pod); leave it out of the run flags");
         }
     }
-    let run = run_name(&args.run, &suite.name);
+    let run = run_name(&args.common.run, &suite.name);
     let suite_arg = if builtin {
         args.suite.clone()
     } else {
@@ -317,7 +332,12 @@ pub fn suite_manifest(args: &KubernetesSuiteArgs) -> Result<(Option<Value>, Valu
     for t in &args.targets {
         run_args.extend(["--target".into(), t.clone()]);
     }
-    run_args.extend(["--store".into(), args.store.clone(), "--run".into(), run.clone()]);
+    run_args.extend([
+        "--store".into(),
+        args.common.store.clone(),
+        "--run".into(),
+        run.clone(),
+    ]);
     run_args.extend(args.run_flags.iter().cloned());
     // The pod's command line, checked now rather than in the cluster.
     let check: Vec<String> = std::iter::once("connbench".to_string())
@@ -331,24 +351,7 @@ pub fn suite_manifest(args: &KubernetesSuiteArgs) -> Result<(Option<Value>, Valu
     })?;
     let name = job_name(&run);
     let labels = json!({"app.kubernetes.io/name": "connbench", "connbench/run": run});
-    let mut env = Vec::new();
-    if let Some(s) = &args.store_secret {
-        env.push(secret_env("CONNBENCH_STORE_PASSWORD", s));
-    }
-    if let Some(s) = &args.target_secret {
-        let mut vars: Vec<&str> = split
-            .iter()
-            .map(|(_, conninfo)| match crate::target::Target::parse(conninfo) {
-                Ok(t) if t.engine == crate::target::Engine::Mysql => "MYSQL_PWD",
-                _ => "PGPASSWORD",
-            })
-            .collect();
-        vars.sort();
-        vars.dedup();
-        for v in vars {
-            env.push(secret_env(v, s));
-        }
-    }
+    let env = secret_envs(&args.common, split.iter().map(|(_, conninfo)| *conninfo));
     let socket_mount = json!({"name": "sidecar-socket", "mountPath": args.socket_dir});
     let mut mounts = vec![socket_mount.clone(), json!({"name": "tmp", "mountPath": "/tmp"})];
     let mut volumes = vec![
@@ -373,7 +376,7 @@ pub fn suite_manifest(args: &KubernetesSuiteArgs) -> Result<(Option<Value>, Valu
         "env": env,
         "volumeMounts": mounts,
         "securityContext": security_context(),
-        "resources": resources(&args.cpu),
+        "resources": resources(&args.common.cpu),
     });
     let mut sidecar = json!({
         "name": "sidecar",
@@ -520,13 +523,15 @@ mod tests {
             workers: 3,
             image: "connbench:1".into(),
             target: "postgres://app:hunter2@db/app".into(),
-            store: "postgres://cb@results/cb".into(),
-            run: Some("r".into()),
-            store_secret: None,
-            target_secret: None,
-            cpu: None,
+            common: crate::cli::KubernetesCommon {
+                store: "postgres://cb@results/cb".into(),
+                run: Some("r".into()),
+                store_secret: None,
+                target_secret: None,
+                cpu: None,
+                output: "yaml".into(),
+            },
             metrics_port: None,
-            output: "yaml".into(),
             load: vec![],
         };
         let e = manifest(&args).unwrap_err().to_string();

@@ -221,3 +221,14 @@ pub fn run(args: &[String]) -> std::process::Output {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     connbench(&refs)
 }
+
+/// A child process (a relay, Prometheus, a lingering run) killed when the guard drops,
+/// so a failed assertion leaves nothing running.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

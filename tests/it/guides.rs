@@ -6,9 +6,9 @@
 //! `engines` suite, runs in the quick lab.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
-use crate::common::{connbench, conninfo, dataset, scratch, stderr, stdout};
+use crate::common::{connbench, conninfo, dataset, scratch, stderr, stdout, Killed};
 
 /// Runs `docs/guide/FILE` with `names` mapped onto sandbox targets; returns the output.
 fn run_guide(file: &str, names: &[(&str, &str)], extra: &[&str]) -> String {
@@ -43,20 +43,10 @@ fn the_sidecar_guide_answers_on_the_sandbox() {
     assert!(out.contains("answer: sidecar via unix"), "{out}");
 }
 
-/// A `connbench relay` process, killed when dropped.
-struct Relay(Child);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `connbench relay --listen LISTEN` in front of the sandbox's TCP port, speaking
 /// TLS upstream as the Cloud SQL Auth Proxy does; returns it once it listens, with the
 /// address it says it listens on.
-fn sidecar(listen: &str) -> (Relay, String) {
+fn sidecar(listen: &str) -> (Killed, String) {
     let tcp = conninfo("tcp");
     let field = |k: &str| {
         tcp.split_whitespace()
@@ -80,7 +70,7 @@ fn sidecar(listen: &str) -> (Relay, String) {
         .and_then(|l| l.split(" -> ").next())
         .unwrap_or_else(|| panic!("relay said {line:?}"))
         .to_string();
-    (Relay(child), addr)
+    (Killed(child), addr)
 }
 
 /// The recipe of docs/guide/sidecar.md with connbench's relay standing in for the user's

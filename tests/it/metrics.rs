@@ -5,20 +5,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{conninfo, dataset, scratch};
-
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use crate::common::{conninfo, dataset, scratch, Killed};
 
 /// GET `path` from `addr`; the body.
 fn get(addr: &str, path: &str) -> String {
@@ -100,16 +90,7 @@ fn prometheus_scrapes_the_run_s_own_count_and_p99() {
     };
     // promtool reads the endpoint's text as Prometheus would.
     let text = get(&endpoint, "/metrics");
-    let promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .output_with(&text);
-    assert!(
-        promtool.status.success(),
-        "promtool: {}{}",
-        promtool.stdout,
-        promtool.stderr
-    );
+    promtool_check(&text);
     assert_eq!(get(&endpoint, "/").trim(), "connbench serves only /metrics");
 
     let web = format!("127.0.0.1:{}", free_port());
@@ -167,33 +148,23 @@ fn prometheus_scrapes_the_run_s_own_count_and_p99() {
     drop(load);
 }
 
-/// Feeds `input` to a command's stdin; its exit status and output as text.
-trait OutputWith {
-    fn output_with(&mut self, input: &str) -> TextOutput;
-}
-
-struct TextOutput {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl OutputWith for Command {
-    fn output_with(&mut self, input: &str) -> TextOutput {
-        let mut child = self
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool is installed (scripts/setup.sh)");
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        let o = child.wait_with_output().unwrap();
-        TextOutput {
-            status: o.status,
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
+/// `promtool check metrics` on `text`, as Prometheus' own tools read an exposition.
+fn promtool_check(text: &str) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (scripts/setup.sh)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// `run --metrics-listen`: one series per cell of a suite, fed by its counted repetitions
@@ -249,13 +220,5 @@ fn a_suite_run_serves_a_series_per_cell() {
         assert!(c.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 0, "{c}");
     }
     assert_eq!(text.matches("finished=\"true\"").count(), 2, "{text}");
-    let promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .output_with(&text);
-    assert!(
-        promtool.status.success(),
-        "promtool: {}{}",
-        promtool.stdout,
-        promtool.stderr
-    );
+    promtool_check(&text);
 }
