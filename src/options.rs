@@ -634,7 +634,8 @@ impl LoadOptions {
         }
         self.workloads
             .iter()
-            .map(|w| {
+            .enumerate()
+            .map(|(n, w)| {
                 let (name, text) = match &w.workload {
                     Workload::Builtin(b) => (b.as_str().to_string(), builtin_text(*b, tables)),
                     Workload::File(path) => (
@@ -648,7 +649,14 @@ impl LoadOptions {
                         })?,
                     ),
                 };
-                let script = Script::parse_with(&name, &text, &self.defines)?;
+                let mut script = Script::parse_with(&name, &text, &self.defines)?;
+                script.number_statements(n);
+                // A file with no command (empty, or only comments) is a mistake pgbench
+                // refuses ("empty command list for script"); connect-only, the one
+                // built-in without commands, runs nothing on purpose.
+                if script.commands.is_empty() && matches!(w.workload, Workload::File(_)) {
+                    bail!("{name}: empty command list for script: it has no SQL or \\ command to run");
+                }
                 if self.mode == QueryMode::Simple && script.uses_pipelines() {
                     bail!(
                         "{name}: \\startpipeline needs the extended or prepared protocol (pgbench refuses \

@@ -15,13 +15,17 @@ use crate::options::{self, Weighted, Workload};
 #[command(next_help_heading = "pgbench's options")]
 pub struct PgbenchArgs {
     /// Accepted and does nothing: connbench never vacuums before a run (pgbench -n says
-    /// not to).
-    #[arg(short = 'n', long = "no-vacuum")]
+    /// not to). Repeatable, as pgbench's getopt takes it (pgbench's own tests pass `-n -v
+    /// -n`).
+    #[arg(short = 'n', long = "no-vacuum", overrides_with = "no_vacuum")]
     pub no_vacuum: bool,
     /// Accepted, but connbench does not vacuum (pgbench -v vacuums the four tables
     /// first): a note says so; run VACUUM ANALYZE yourself beforehand.
-    #[arg(short = 'v', long = "vacuum-all")]
+    #[arg(short = 'v', long = "vacuum-all", overrides_with = "vacuum_all")]
     pub vacuum_all: bool,
+    /// Print connbench's version and exit, as pgbench -V prints its own.
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
     /// Print a built-in script (a prefix names it, as -b) on pgbench's tables, and exit.
     #[arg(long, value_name = "NAME")]
     pub show_script: Option<String>,

@@ -33,7 +33,14 @@ fn pgbench_dbname(text: &str) -> String {
 }
 
 pub async fn run_load(args: LoadArgs) -> Result<Exit> {
-    // pgbench's -b list and --show-script print and exit, as pgbench does.
+    // pgbench's -V, -b list and --show-script print and exit, as pgbench does.
+    if args.pgbench.version {
+        emit(&format!(
+            "connbench load (connbench) {}\n",
+            env!("CARGO_PKG_VERSION")
+        ));
+        return Ok(Exit::Success);
+    }
     if args.scripts.list {
         let mut out = String::from("built-in scripts (-b NAME, or a prefix of one):\n");
         for b in Builtin::ALL {

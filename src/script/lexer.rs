@@ -100,10 +100,19 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, LexError> {
                         }
                     }
                 } else {
-                    Tok::Double(s.parse().map_err(|_| LexError {
+                    let d: f64 = s.parse().map_err(|_| LexError {
                         why: format!("{s} is not a number"),
                         at,
-                    })?)
+                    })?;
+                    // pgbench refuses a constant strtod overflows (ERANGE) rather than
+                    // run with infinity.
+                    if d.is_infinite() {
+                        return Err(LexError {
+                            why: format!("double constant overflow ({s}); doubles must be below 1.8E308"),
+                            at,
+                        });
+                    }
+                    Tok::Double(d)
                 }
             }
             ':' => {
@@ -283,5 +292,11 @@ mod tests {
         assert!(tokenize(": x").is_err());
         assert!(tokenize(".").is_err());
         assert!(tokenize("!").is_err());
+        // pgbench's 002 TAP cases: a double constant past f64's range is refused.
+        for big in ["1.0E309", ".1E310"] {
+            let e = tokenize(big).unwrap_err();
+            assert!(e.why.contains("double constant overflow"), "{big}: {}", e.why);
+        }
+        assert_eq!(toks("1.7E308"), [Tok::Double(1.7e308)]);
     }
 }

@@ -60,6 +60,18 @@ pub const VAR_RANDOM_SEED: usize = 2;
 pub const VAR_DEFAULT_SEED: usize = 3;
 
 impl Script {
+    /// Names the script's prepared statements after its number among the run's scripts
+    /// (`connbench_S_C`, as pgbench's `PS_C`): a client prepares every script's
+    /// statements on its one connection, so names by command alone would collide (the
+    /// first SQL command of each script preparing the same name).
+    pub fn number_statements(&mut self, script: usize) {
+        for (at, c) in self.commands.iter_mut().enumerate() {
+            if let Command::Sql(q) = c {
+                q.statement_name = format!("connbench_{script}_{at}");
+            }
+        }
+    }
+
     /// Parses a script in pgbench's syntax.
     pub fn parse(name: &str, text: &str) -> Result<Script, ScriptError> {
         command::parse(name, text, &[])
@@ -95,6 +107,27 @@ impl Script {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_scripts_prepare_statements_of_their_own() {
+        // Two scripts whose first command is SQL: on one connection their statements
+        // must not share a name (pgbench's TAP "custom scripts" case, -M prepared).
+        let mut a = Script::parse("a", "SELECT 1;\n").unwrap();
+        let mut b = Script::parse("b", "BEGIN;\nSELECT :scale;\nEND;\n").unwrap();
+        a.number_statements(0);
+        b.number_statements(1);
+        let names = |s: &Script| -> Vec<String> {
+            s.commands
+                .iter()
+                .filter_map(|c| match c {
+                    Command::Sql(q) => Some(q.statement_name.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(names(&a), ["connbench_0_0"]);
+        assert_eq!(names(&b), ["connbench_1_0", "connbench_1_1", "connbench_1_2"]);
+    }
 
     fn err(text: &str) -> String {
         Script::parse("f.sql", text).unwrap_err().to_string()

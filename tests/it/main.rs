@@ -17,6 +17,7 @@ mod netpath;
 mod pgbench_cli;
 mod pgbench_log;
 mod pgbench_script;
+mod pgbench_tap;
 mod readme;
 mod relay;
 mod report;

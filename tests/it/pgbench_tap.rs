@@ -1,0 +1,426 @@
+//! pgbench 15's own regression suite (its TAP tests' cases, tests/it/data/pgbench_tap.toml)
+//! run through the installed pgbench and through `connbench load`, same arguments, same
+//! scripts, same database: both must run or both must not, run the same number of
+//! transactions, and where pgbench refuses before running (options, script syntax),
+//! connbench must refuse too. Where connbench differs on purpose (docs/pgbench.md), the
+//! case says so and connbench must do what the documentation says.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::common::{conninfo, Scratch};
+use crate::load::sql;
+
+#[derive(Deserialize)]
+struct Data {
+    case: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    name: String,
+    #[allow(dead_code)] // for the reader and the failure table's context
+    source: String,
+    pgbench_status: i32,
+    args: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)] // the TAP's own patterns, kept for the reader
+    stdout: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    stderr: Vec<String>,
+    #[serde(default)]
+    file: Vec<ScriptFile>,
+    database: Option<String>,
+    setup: Option<String>,
+    pgoptions: Option<String>,
+    differs: Option<Differs>,
+    processed_may_differ: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptFile {
+    name: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Differs {
+    /// connbench's documented outcome: "refused", "failed" or "ran".
+    connbench: String,
+    reason: String,
+}
+
+/// What a tool did with a case.
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    /// Exit 0; the transactions processed, when it ran any (`--help` runs none).
+    Ran(Option<u64>),
+    /// It ran and did not exit 0 (pgbench 2: a client aborted; connbench: failures).
+    Failed(u64),
+    /// It stopped before running: options, script syntax, the connection.
+    Refused,
+}
+
+impl Outcome {
+    fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Ran(_) => "ran",
+            Outcome::Failed(_) => "failed",
+            Outcome::Refused => "refused",
+        }
+    }
+
+    fn processed(&self) -> Option<u64> {
+        match self {
+            Outcome::Ran(p) => *p,
+            Outcome::Failed(p) => Some(*p),
+            Outcome::Refused => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.processed() {
+            Some(p) => write!(f, "{} ({p})", self.kind()),
+            None => f.write_str(self.kind()),
+        }
+    }
+}
+
+/// One tool's run: its outcome, exit code and the end of its stderr (for the table).
+struct Run {
+    outcome: Outcome,
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs `cmd`, killing it (its own process, by pid) after `limit`: a hung case fails with
+/// its name instead of hanging the suite.
+fn run_limited(mut cmd: Command, limit: Duration) -> (Option<i32>, String, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Drain both pipes on threads so a chatty child cannot block on a full pipe.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut s).ok();
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
+    let mut err = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
+    if status.is_none() {
+        err.push_str(&format!("\n(killed after {limit:?})"));
+    }
+    (status.and_then(|s| s.code()), out, err)
+}
+
+/// The last few lines of `s`, on one line, for the table.
+fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(2);
+    let t = lines[start..].join(" | ");
+    if t.chars().count() > 160 {
+        t.chars().take(160).collect::<String>() + "..."
+    } else {
+        t
+    }
+}
+
+/// `conninfo` with its dbname replaced.
+fn with_dbname(conninfo: &str, db: &str) -> String {
+    conninfo
+        .split_whitespace()
+        .map(|kv| {
+            if kv.starts_with("dbname=") {
+                format!("dbname={db}")
+            } else {
+                kv.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The case's arguments with each `-f NAME[@W]` pointing at its file in `dir` and `{dir}`
+/// replaced by `dir`.
+fn arguments(case: &Case, dir: &Path) -> Vec<String> {
+    let names: BTreeSet<&str> = case.file.iter().map(|f| f.name.as_str()).collect();
+    let mut out = Vec::new();
+    let mut after_f = false;
+    for a in &case.args {
+        let (base, weight) = match a.rsplit_once('@') {
+            Some((b, w)) if w.chars().all(|c| c.is_ascii_digit()) => (b, format!("@{w}")),
+            _ => (a.as_str(), String::new()),
+        };
+        if after_f && names.contains(base) {
+            out.push(format!("{}{weight}", dir.join(base).display()));
+        } else {
+            out.push(a.replace("{dir}", &dir.display().to_string()));
+        }
+        after_f = a == "-f";
+    }
+    out
+}
+
+fn pgbench(case: &Case, args: &[String], db: &str, dir: &Path) -> Run {
+    let mut cmd = Command::new("pgbench");
+    cmd.args(args).arg(db).current_dir(dir);
+    if let Some(o) = &case.pgoptions {
+        cmd.env("PGOPTIONS", o);
+    }
+    let (code, out, err) = run_limited(cmd, Duration::from_secs(60));
+    let processed = out.lines().find_map(|l| {
+        l.strip_prefix("number of transactions actually processed: ")?
+            .split('/')
+            .next()?
+            .parse::<u64>()
+            .ok()
+    });
+    let outcome = match code {
+        Some(0) => Outcome::Ran(processed),
+        // pgbench exits 2 when a client aborted during the run, 1 when it stopped before
+        // (bad options or script, no connection).
+        Some(2) => Outcome::Failed(processed.unwrap_or(0)),
+        _ => Outcome::Refused,
+    };
+    Run {
+        outcome,
+        code,
+        stderr: err,
+    }
+}
+
+fn connbench(case: &Case, args: &[String], db: &str, dir: &Path) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_connbench"));
+    cmd.arg("load").args(args).arg("--json").arg(db).current_dir(dir);
+    if let Some(o) = &case.pgoptions {
+        cmd.env("PGOPTIONS", o);
+    }
+    let (code, out, err) = run_limited(cmd, Duration::from_secs(60));
+    // A report on stdout means it ran; none, that it stopped before (or only printed, as
+    // --help and -b list do, exiting 0).
+    let report: Option<serde_json::Value> = serde_json::from_str(&out).ok();
+    let processed = report
+        .as_ref()
+        .and_then(|v| v["summary"]["transactions"].as_u64());
+    let outcome = match (code, report.is_some()) {
+        (Some(0), _) => Outcome::Ran(processed),
+        (_, true) => Outcome::Failed(processed.unwrap_or(0)),
+        (_, false) => Outcome::Refused,
+    };
+    Run {
+        outcome,
+        code,
+        stderr: err,
+    }
+}
+
+/// The test's databases: one filled as the TAP's node is (`pgbench -i`, scale 1), one
+/// empty (the node before -i). Both are this test's own; dropped at the end.
+struct Databases {
+    main: String,
+    empty: String,
+    names: [String; 2],
+}
+
+impl Databases {
+    fn create() -> Databases {
+        let pid = std::process::id();
+        let names = [format!("cbt_tap_{pid}"), format!("cbt_tap_empty_{pid}")];
+        for n in &names {
+            sql(&format!("CREATE DATABASE {n}"));
+        }
+        let main = with_dbname(&conninfo("unix"), &names[0]);
+        let o = Command::new("pgbench")
+            .args(["-i", "-q", "-s", "1", &main])
+            .output()
+            .expect("pgbench 15 is installed");
+        assert!(
+            o.status.success(),
+            "pgbench -i: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let empty = with_dbname(&conninfo("unix"), &names[1]);
+        Databases { main, empty, names }
+    }
+}
+
+impl Drop for Databases {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = std::panic::catch_unwind(|| sql(&format!("DROP DATABASE IF EXISTS {n} WITH (FORCE)")));
+        }
+    }
+}
+
+fn psql(db: &str, q: &str) {
+    let o = Command::new("psql")
+        .args([db, "-v", "ON_ERROR_STOP=1", "-qAtc", q])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{q}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn load_cases() -> Vec<Case> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/data/pgbench_tap.toml");
+    let data: Data = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    data.case
+}
+
+#[test]
+fn the_data_file_holds_pgbench_s_cases_each_named_once() {
+    let cases = load_cases();
+    let names: BTreeSet<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names.len(), cases.len(), "case names are unique");
+    for c in &cases {
+        assert!([0, 1, 2].contains(&c.pgbench_status), "{}", c.name);
+        if let Some(d) = &c.differs {
+            assert!(
+                ["refused", "failed", "ran"].contains(&d.connbench.as_str()),
+                "{}",
+                c.name
+            );
+            assert!(!d.reason.is_empty(), "{}", c.name);
+        }
+        // every file is named by a -f, and every -f NAME that is not a path is a file
+        for f in &c.file {
+            assert!(
+                c.args
+                    .windows(2)
+                    .any(|w| w[0] == "-f" && w[1].split('@').next() == Some(f.name.as_str())),
+                "{}: {} is not given to -f",
+                c.name,
+                f.name
+            );
+        }
+    }
+}
+
+#[test]
+fn pgbench_s_tap_cases_run_alike_in_pgbench_and_connbench() {
+    let started = Instant::now();
+    let cases = load_cases();
+    let dbs = Databases::create();
+    let dir = crate::common::scratch("pgbench-tap");
+    let mut rows = Vec::new();
+    let mut bad = 0;
+    for (i, case) in cases.iter().enumerate() {
+        let (row, ok) = run_case(i, case, &dbs, &dir);
+        bad += usize::from(!ok);
+        rows.push(row);
+    }
+    let table = format!(
+        "{:<3} {:<62} {:<14} {:<14} {}\n{}",
+        "",
+        "case",
+        "pgbench",
+        "connbench",
+        "why / stderr",
+        rows.join("\n")
+    );
+    eprintln!("{} cases in {:.1?}", cases.len(), started.elapsed());
+    assert!(bad == 0, "{bad} of {} cases disagree:\n{table}", cases.len());
+}
+
+/// Runs one case with both tools; its line of the table and whether it passed.
+fn run_case(i: usize, case: &Case, dbs: &Databases, dir: &Scratch) -> (String, bool) {
+    // Each case's files and logs in a directory of its own.
+    let cdir = dir.join(format!("case{i}"));
+    std::fs::create_dir_all(&cdir).unwrap();
+    for f in &case.file {
+        std::fs::write(cdir.join(&f.name), &f.text).unwrap();
+    }
+    let db = match case.database.as_deref() {
+        None => dbs.main.clone(),
+        Some("empty") => dbs.empty.clone(),
+        Some(name) => with_dbname(&dbs.main, name),
+    };
+    let args = arguments(case, &cdir);
+    let setup = || {
+        if let Some(q) = &case.setup {
+            psql(&dbs.main, q);
+        }
+    };
+    setup();
+    let p = pgbench(case, &args, &db, &cdir);
+    setup();
+    let c = connbench(case, &args, &db, &cdir);
+    let _ = std::fs::remove_dir_all(&cdir);
+
+    // pgbench must do what its own suite expects of it, or the comparison means nothing.
+    let expected_pg = match case.pgbench_status {
+        0 => "ran",
+        1 => "refused",
+        _ => "failed",
+    };
+    let (ok, why) = if p.outcome.kind() != expected_pg {
+        (
+            false,
+            format!(
+                "pgbench exited {:?}, its TAP expects {}: {}",
+                p.code,
+                case.pgbench_status,
+                tail(&p.stderr)
+            ),
+        )
+    } else if let Some(d) = &case.differs {
+        // A documented difference: connbench must do what the documentation says.
+        let ok = c.outcome.kind() == d.connbench;
+        (
+            ok,
+            format!(
+                "differs ({}): {}",
+                d.connbench,
+                if ok { d.reason.clone() } else { tail(&c.stderr) }
+            ),
+        )
+    } else if p.outcome.kind() != c.outcome.kind() {
+        (
+            false,
+            format!("connbench exited {:?}: {}", c.code, tail(&c.stderr)),
+        )
+    } else if p.outcome.processed() != c.outcome.processed() && case.processed_may_differ.is_none() {
+        (false, format!("processed differ; connbench: {}", tail(&c.stderr)))
+    } else {
+        (true, String::new())
+    };
+    let row = format!(
+        "{:<3} {:<62} {:<14} {:<14} {}",
+        if ok { "" } else { "XX" },
+        case.name.chars().take(62).collect::<String>(),
+        p.outcome.to_string(),
+        c.outcome.to_string(),
+        why
+    );
+    (row, ok)
+}
