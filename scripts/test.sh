@@ -34,10 +34,12 @@ cargo clippy --all-targets --quiet -- -D warnings
 if [ "$stress" = 1 ]; then
     # Build first: the hogs are for the tests, not the compiler.
     cargo test --no-run --quiet
-    # One busy loop per core, at the tests' own priority, stopped however this script ends.
+    # One busy loop per core, at the tests' own priority, stopped however this script ends:
+    # by the trap, or, when this script is killed outright (SIGKILL runs no trap), by the
+    # loop itself once this script's process is gone.
     hogs=()
     for _ in $(seq "$(nproc)"); do
-        sh -c 'while :; do :; done' &
+        sh -c 'while [ -d /proc/'$$' ]; do :; done' &
         hogs+=($!)
     done
     trap 'kill "${hogs[@]}" 2>/dev/null || true' EXIT
