@@ -664,6 +664,29 @@ pub async fn drop(ep: &Endpoint) -> Result<Vec<String>> {
     Ok(dropped)
 }
 
+/// Lets `role` use the `sbtestN` tables connbench made on PostgreSQL, and their id
+/// sequences (oltp-insert takes ids from them).
+pub async fn grant(ep: &Endpoint, role: &str) -> Result<()> {
+    if ep.engine() != Engine::Postgres {
+        return Ok(());
+    }
+    let mut s = open(ep).await?;
+    let found = existing(&mut s, Engine::Postgres).await?;
+    for (n, comment) in &found {
+        if !comment.starts_with(MARKER) {
+            continue;
+        }
+        for q in [
+            format!("GRANT ALL ON sbtest{n} TO {role}"),
+            format!("GRANT USAGE ON SEQUENCE sbtest{n}_id_seq TO {role}"),
+        ] {
+            s.simple_query(&q).await.with_context(|| q.clone())?;
+        }
+    }
+    s.close().await;
+    Ok(())
+}
+
 /// One id from the options' distribution, as the scripts draw them.
 fn draw(rng: &mut crate::script::Prng, o: &SysbenchOptions, size: u32) -> u32 {
     let hi = i64::from(size);
