@@ -391,6 +391,14 @@ pub struct InitArgs {
     /// Remove connbench's tables (only tables connbench created) instead.
     #[arg(long)]
     pub drop: bool,
+    /// Which tables: connbench's TPC-B-like ones (in --schema), or sysbench's
+    /// sbtest1..N as `sysbench prepare` makes them (in the search path, or the
+    /// connection's database), sized by --sysbench tables=N,table-size=M.
+    #[arg(long, value_name = "WHICH", default_value = "connbench", value_parser = ["connbench", "sysbench"])]
+    pub tables: String,
+    /// sysbench's options for --tables sysbench (tables, table-size, rand-type).
+    #[arg(long = "sysbench", value_name = "NAME=VALUE,...", value_parser = parse_sysbench)]
+    pub sysbench: Vec<SysbenchSettings>,
 }
 
 #[derive(Debug, Args)]
@@ -530,6 +538,13 @@ pub struct LoadArgs {
     #[arg(long, value_name = "WHOSE", default_value = "auto",
           value_parser = PossibleValuesParser::new(TableChoice::NAMES).try_map(|s| s.parse::<TableChoice>()))]
     pub tables: TableChoice,
+
+    /// sysbench's options for the oltp-* workloads, by sysbench's own names (its
+    /// --tables, --table-size, --range-size, --point-selects, ..., --skip-trx,
+    /// --rand-type): `--sysbench table-size=100000,rand-type=uniform`; repeatable.
+    /// One flag rather than sysbench's own, whose --tables means another thing here.
+    #[arg(long = "sysbench", value_name = "NAME=VALUE,...", value_parser = parse_sysbench)]
+    pub sysbench: Vec<SysbenchSettings>,
 
     /// Print JSON (stable keys; schema in docs/schema/load.schema.json).
     #[arg(long)]
@@ -786,8 +801,23 @@ impl LoadArgs {
             interval: self.interval,
             schema: self.schema().to_string(),
             tables,
+            sysbench: sysbench_options(&self.sysbench)?,
         })
     }
+}
+
+/// `--sysbench NAME=VALUE,...`, checked as it is parsed.
+#[derive(Debug, Clone)]
+pub struct SysbenchSettings(pub Vec<(String, String)>);
+
+fn parse_sysbench(v: &str) -> Result<SysbenchSettings, String> {
+    crate::load::sysbench::parse_settings(v).map(SysbenchSettings)
+}
+
+/// Every `--sysbench` given, in order, over sysbench's defaults.
+pub fn sysbench_options(all: &[SysbenchSettings]) -> anyhow::Result<crate::load::sysbench::SysbenchOptions> {
+    let pairs: Vec<(String, String)> = all.iter().flat_map(|s| s.0.iter().cloned()).collect();
+    crate::load::sysbench::SysbenchOptions::from_pairs(&pairs).map_err(anyhow::Error::msg)
 }
 
 const CONNECT_EXAMPLES: &str = "\

@@ -23,6 +23,7 @@ use crate::host::{Accounting, Source};
 use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
 use crate::load::init::{TableChoice, Tables};
 use crate::load::log::LogSettings;
+use crate::load::sysbench::SysbenchOptions;
 use crate::load::workload::{Builtin, QueryMode, Script};
 use crate::net::route::{PathKind, RouteSpec};
 use crate::proto::Endpoint;
@@ -74,6 +75,7 @@ pub fn builtin_text(b: Builtin, tables: &Tables) -> String {
     match tables {
         Tables::Connbench(schema) => b.script(schema),
         Tables::Pgbench => b.script("pgbench").replace("pgbench.", "pgbench_"),
+        Tables::Sysbench { .. } => b.script(""),
     }
 }
 
@@ -469,6 +471,8 @@ pub struct LoadOptions {
     pub verbose_errors: bool,
     /// pgbench's -l and its options (`load` only): the transaction log.
     pub log: Option<LogSettings>,
+    /// sysbench's options for the oltp-* workloads (`--sysbench NAME=VALUE`).
+    pub sysbench: SysbenchOptions,
 }
 
 impl Default for LoadOptions {
@@ -502,6 +506,7 @@ impl Default for LoadOptions {
             interval: Duration::from_secs(1),
             schema: "connbench".into(),
             tables: TableChoice::Auto,
+            sysbench: SysbenchOptions::default(),
         }
     }
 }
@@ -555,6 +560,12 @@ impl LoadOptions {
             interval: get(s, "interval", parse_period)?.unwrap_or(d.interval),
             schema: schema.to_string(),
             tables: get(s, "tables", parse_tables)?.unwrap_or(d.tables),
+            sysbench: match get(s, "sysbench", crate::load::sysbench::parse_settings)? {
+                Some(pairs) => {
+                    SysbenchOptions::from_pairs(&pairs).map_err(|e| anyhow!("setting sysbench: {e}"))?
+                }
+                None => d.sysbench,
+            },
         })
     }
 
@@ -590,8 +601,21 @@ impl LoadOptions {
     pub fn assumed_tables(&self) -> Tables {
         match self.tables {
             TableChoice::Pgbench => Tables::Pgbench,
+            _ if self.on_sysbench_tables() => Tables::Sysbench {
+                tables: self.sysbench.tables.unwrap_or(1),
+                size: self.sysbench.table_size.unwrap_or(10_000),
+            },
             _ => Tables::Connbench(self.schema.clone()),
         }
+    }
+
+    /// Whether the run is on sysbench's tables: asked for, or an oltp-* workload's.
+    pub fn on_sysbench_tables(&self) -> bool {
+        self.tables == TableChoice::Sysbench
+            || self
+                .workloads
+                .iter()
+                .any(|w| matches!(w.workload, Workload::Builtin(Builtin::Sysbench(_))))
     }
 
     /// Whether the run is connect-only (which then is its only script).
@@ -636,9 +660,24 @@ impl LoadOptions {
             .iter()
             .enumerate()
             .map(|(n, w)| {
-                let (name, text) = match &w.workload {
-                    Workload::Builtin(b) => (b.as_str().to_string(), builtin_text(*b, tables)),
-                    Workload::File(path) => (
+                let (name, text) = match (&w.workload, tables) {
+                    (Workload::Builtin(Builtin::Sysbench(o)), &Tables::Sysbench { tables, size }) => (
+                        o.as_str().to_string(),
+                        crate::load::sysbench::script(*o, &self.sysbench, tables, size, self.mode),
+                    ),
+                    (Workload::Builtin(b @ Builtin::Sysbench(_)), other) => bail!(
+                        "{} runs on sysbench's tables (sbtest1..N), not on {}; drop --tables or give \
+                         --tables sysbench",
+                        b.as_str(),
+                        other.describe()
+                    ),
+                    (Workload::Builtin(b), Tables::Sysbench { .. }) if b.needs_tables() => bail!(
+                        "{} runs on pgbench's or connbench's tables, not on sysbench's sbtest1..N; run it \
+                         apart from the oltp-* workloads, with --tables connbench or pgbench",
+                        b.as_str()
+                    ),
+                    (Workload::Builtin(b), _) => (b.as_str().to_string(), builtin_text(*b, tables)),
+                    (Workload::File(path), _) => (
                         path.display().to_string(),
                         std::fs::read_to_string(path).with_context(|| {
                             format!(
@@ -737,6 +776,13 @@ impl LoadOptions {
         if !self.reads_dataset() {
             return Ok(Dataset {
                 tables: self.assumed_tables(),
+                scale: fallback,
+            });
+        }
+        if self.on_sysbench_tables() {
+            let (tables, size) = crate::load::sysbench::find(direct, &self.sysbench).await?;
+            return Ok(Dataset {
+                tables: Tables::Sysbench { tables, size },
                 scale: fallback,
             });
         }

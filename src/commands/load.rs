@@ -118,7 +118,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         })
         .await?;
         eprintln!("sandbox: started in {}", sb.info.dir.display());
-        if options.reads_dataset() {
+        if options.on_sysbench_tables() {
+            super::init_sandbox_sysbench_tables(&sb).await?;
+        } else if options.reads_dataset() {
             init_sandbox_tables(&sb, args.schema(), args.scale).await?;
         }
         let name = args.target.as_deref().unwrap_or("unix");

@@ -103,6 +103,24 @@ pub async fn init_sandbox_tables(sb: &Sandbox, schema: &str, scale: u32) -> Resu
     Ok(())
 }
 
+/// sysbench's tables (sbtest1, 10,000 rows: sysbench's defaults) in a fresh sandbox,
+/// on PostgreSQL and on MariaDB when it runs, for the oltp-* workloads.
+pub async fn init_sandbox_sysbench_tables(sb: &Sandbox) -> Result<()> {
+    let o = crate::load::sysbench::SysbenchOptions::default();
+    let ep = Endpoint::new(sb.info.target("unix")?.target()?)?;
+    let report = crate::load::sysbench::init(&ep, &o).await?;
+    crate::load::sysbench::grant(&ep, crate::sandbox::TRUST_ROLE).await?;
+    if let Ok(t) = sb.info.target("mariadb_unix") {
+        crate::load::sysbench::init(&Endpoint::new(t.target()?)?, &o).await?;
+    }
+    eprintln!(
+        "sandbox: sysbench's sbtest1 of {} rows ({:.2} s on PostgreSQL)",
+        report.table_size,
+        report.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
 /// A channel that turns true on the first Ctrl-C (or SIGTERM), so a run can stop cleanly
 /// and still report.
 pub fn stop_on_signals() -> watch::Receiver<bool> {

@@ -103,6 +103,13 @@ pub async fn suite_context(
         if needs_tables {
             init_sandbox_tables(&started, schema, 1).await?;
         }
+        let needs_sbtest = suites
+            .iter()
+            .flat_map(|s| &s.cells)
+            .any(|c| c.settings.get("workload").is_some_and(|w| w.starts_with("oltp-")));
+        if needs_sbtest {
+            super::init_sandbox_sysbench_tables(&started).await?;
+        }
         for t in &started.info.targets {
             targets
                 .entry(t.name.clone())

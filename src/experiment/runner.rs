@@ -868,7 +868,13 @@ async fn load_plan(
     ctx: &Context,
 ) -> Result<(engine::LoadPlan, usize, f64)> {
     let options = LoadOptions::from_settings(s, suite.duration, suite.warmup, &ctx.schema)?;
-    let key = format!("{:?} {}", options.tables, endpoint.target.conninfo());
+    // sysbench's tables and connbench's can both be on one target, for different cells.
+    let key = format!(
+        "{:?} {} {}",
+        options.tables,
+        options.on_sysbench_tables(),
+        endpoint.target.conninfo()
+    );
     let known = ctx.scales.borrow().get(&key).cloned();
     let dataset = match known {
         Some(dataset) => dataset,

@@ -68,6 +68,7 @@ pub const SETTINGS: &[&str] = &[
     "threads",
     "workload",
     "tables",
+    "sysbench",
     "mode",
     "rate",
     "think",

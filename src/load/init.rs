@@ -42,6 +42,9 @@ pub enum Tables {
     Connbench(String),
     /// pgbench's (`pgbench -i`): `pgbench_accounts` and the others, in the search path.
     Pgbench,
+    /// sysbench's (`sysbench ... prepare` or `connbench init --tables sysbench`):
+    /// `sbtest1..tables`, ids drawn from 1..=size.
+    Sysbench { tables: u32, size: u32 },
 }
 
 impl Tables {
@@ -50,6 +53,7 @@ impl Tables {
         match self {
             Tables::Connbench(schema) => format!("{schema}.*"),
             Tables::Pgbench => "pgbench_*".into(),
+            Tables::Sysbench { tables, size } => format!("sbtest1..{tables} ({size} rows each)"),
         }
     }
 }
@@ -62,10 +66,12 @@ pub enum TableChoice {
     Auto,
     Connbench,
     Pgbench,
+    /// sysbench's sbtest1..N, which the oltp-* workloads run on (and find by themselves).
+    Sysbench,
 }
 
 impl TableChoice {
-    pub const NAMES: [&'static str; 3] = ["auto", "connbench", "pgbench"];
+    pub const NAMES: [&'static str; 4] = ["auto", "connbench", "pgbench", "sysbench"];
 }
 
 impl std::str::FromStr for TableChoice {
@@ -76,8 +82,10 @@ impl std::str::FromStr for TableChoice {
             "auto" => Ok(TableChoice::Auto),
             "connbench" => Ok(TableChoice::Connbench),
             "pgbench" => Ok(TableChoice::Pgbench),
+            "sysbench" => Ok(TableChoice::Sysbench),
             _ => Err(format!(
-                "invalid tables {s:?}: use auto, connbench (connbench init's, in --schema) or pgbench (pgbench -i's)"
+                "invalid tables {s:?}: use auto, connbench (connbench init's, in --schema), pgbench (pgbench -i's) \
+                 or sysbench (sysbench prepare's sbtest1..N, for the oltp-* workloads)"
             )),
         }
     }
@@ -394,6 +402,10 @@ pub async fn find_tables(ep: &Endpoint, choice: TableChoice, schema: &str) -> Re
     let connbench = Tables::Connbench(schema.to_string());
     match choice {
         TableChoice::Connbench => Ok((connbench, scale_of(ep, schema).await?)),
+        TableChoice::Sysbench => bail!(
+            "--tables sysbench: sysbench's tables (sbtest1..N) carry the oltp-* workloads only (-b oltp-read-write, \
+             ...); for tpcb-like, simple-update and select-only use --tables connbench or pgbench"
+        ),
         TableChoice::Pgbench => match pgbench_scale(ep).await? {
             Some(scale) => Ok((Tables::Pgbench, scale)),
             None => bail!(

@@ -17,6 +17,7 @@
 
 use std::time::{Duration, Instant};
 
+pub use crate::load::sysbench::Oltp;
 use crate::proto::{ConnectError, ErrorKind, Phase, ResultSet, TransactionStatus};
 use crate::proto::{Session, Statement};
 use crate::script::command::atoi;
@@ -73,6 +74,9 @@ pub enum Builtin {
     SelectOnly,
     /// No statement: each transaction is a connection opened and closed.
     ConnectOnly,
+    /// One of sysbench's OLTP scripts, on sysbench's tables (see [`crate::load::sysbench`]).
+    #[serde(untagged)]
+    Sysbench(Oltp),
 }
 
 impl Builtin {
@@ -82,14 +86,23 @@ impl Builtin {
             Builtin::SimpleUpdate => "simple-update",
             Builtin::SelectOnly => "select-only",
             Builtin::ConnectOnly => "connect-only",
+            Builtin::Sysbench(o) => o.as_str(),
         }
     }
 
-    pub const ALL: [Builtin; 4] = [
+    pub const ALL: [Builtin; 12] = [
         Builtin::TpcbLike,
         Builtin::SimpleUpdate,
         Builtin::SelectOnly,
         Builtin::ConnectOnly,
+        Builtin::Sysbench(Oltp::PointSelect),
+        Builtin::Sysbench(Oltp::ReadOnly),
+        Builtin::Sysbench(Oltp::ReadWrite),
+        Builtin::Sysbench(Oltp::WriteOnly),
+        Builtin::Sysbench(Oltp::UpdateIndex),
+        Builtin::Sysbench(Oltp::UpdateNonIndex),
+        Builtin::Sysbench(Oltp::Insert),
+        Builtin::Sysbench(Oltp::Delete),
     ];
 
     /// The built-in workload of this name, if it is one.
@@ -126,6 +139,15 @@ impl Builtin {
                  SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n"
             ),
             Builtin::ConnectOnly => String::new(),
+            // With sysbench's defaults: one table of 10,000 rows, the simple protocol
+            // (`--show-script`); a run generates it for the tables it finds.
+            Builtin::Sysbench(o) => crate::load::sysbench::script(
+                o,
+                &crate::load::sysbench::SysbenchOptions::default(),
+                1,
+                10_000,
+                QueryMode::Simple,
+            ),
         }
     }
 
@@ -453,6 +475,13 @@ impl Executor {
                     in_pipeline = true;
                 }
                 Command::SyncPipeline => session.pipeline_sync().map_err(fail)?,
+                Command::RandString { var, template } => {
+                    // Written into the slot's own string, so the hot path allocates
+                    // nothing after the first transaction.
+                    let mut text = self.vars.take_text(*var);
+                    self.prng.sysbench_string(template, &mut text);
+                    self.vars.put_text(*var, text);
+                }
                 Command::EndPipeline => {
                     in_pipeline = false;
                     Box::pin(session.pipeline_end()).await.map_err(fail)?;

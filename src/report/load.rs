@@ -408,7 +408,12 @@ pub fn text(
     );
     let _ = writeln!(o, "  with {}", policy_words(&settings.connection));
     if let Some(tables) = &settings.tables {
-        let _ = writeln!(o, "  on tables {tables}, scale {}", settings.scale);
+        // sysbench's tables have a size, which their description says, and no scale.
+        if tables.starts_with("sbtest") {
+            let _ = writeln!(o, "  on tables {tables}");
+        } else {
+            let _ = writeln!(o, "  on tables {tables}, scale {}", settings.scale);
+        }
     }
     let _ = writeln!(
         o,

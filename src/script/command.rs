@@ -55,6 +55,13 @@ pub enum Command {
     StartPipeline,
     SyncPipeline,
     EndPipeline,
+    /// `\randstring VAR TEMPLATE` (connbench's, not pgbench's): VAR becomes text made
+    /// from the template as sysbench makes its `c` and `pad` values, each `#` a random
+    /// digit and each `@` a random letter; the built-in sysbench workloads use it.
+    RandString {
+        var: usize,
+        template: String,
+    },
 }
 
 /// How long `\sleep` sleeps, before its unit.
@@ -578,13 +585,29 @@ impl Parser<'_> {
                 }
                 Ok(Command::Shell { var, words: out })
             }
+            "randstring" => {
+                let (Some(var), Some(template), None) = (words.get(1), words.get(2), words.get(3)) else {
+                    return Err(self.err(
+                        line,
+                        "\\randstring needs a variable and a template without spaces: \\randstring NAME ###-@@@",
+                    ));
+                };
+                if !valid_variable_name(var) {
+                    return Err(self.err(line, format!("\\randstring: invalid variable name {var:?}")));
+                }
+                Ok(Command::RandString {
+                    var: self.names.var(var),
+                    template: template.to_string(),
+                })
+            }
             "gset" | "aset" => unreachable!("handled with the SQL command before it"),
             "" => Err(self.err(line, "a lone backslash; write a meta-command such as \\set, or remove it")),
             other => Err(self.err(
                 line,
                 format!(
                     "invalid command \\{other}; pgbench's are \\set, \\setshell, \\shell, \\sleep, \\if, \\elif, \
-                     \\else, \\endif, \\gset, \\aset, \\startpipeline, \\syncpipeline and \\endpipeline"
+                     \\else, \\endif, \\gset, \\aset, \\startpipeline, \\syncpipeline and \\endpipeline \
+                     (and connbench's \\randstring)"
                 ),
             )),
         }
@@ -700,7 +723,7 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
         if let Raw::Meta { text, .. } = r {
             let mut words = text.split_whitespace();
             match words.next().map(str::to_ascii_lowercase).as_deref() {
-                Some("set" | "setshell") => {
+                Some("set" | "setshell" | "randstring") => {
                     if let Some(v) = words.next() {
                         p.assigned.push(v.to_string());
                     }

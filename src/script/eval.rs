@@ -60,6 +60,20 @@ impl Vars {
         }
     }
 
+    /// The slot's string to write into (empty and new when it holds none), to be given
+    /// back with [`Vars::put_text`].
+    pub fn take_text(&mut self, i: usize) -> String {
+        match &mut self.slots[i] {
+            Slot::Text(s) => std::mem::take(s),
+            _ => String::new(),
+        }
+    }
+
+    /// Stores text taken with [`Vars::take_text`].
+    pub fn put_text(&mut self, i: usize, text: String) {
+        self.slots[i] = Slot::Text(text);
+    }
+
     /// The variable's text, when it holds text (for messages).
     pub fn text(&self, i: usize) -> Option<String> {
         match &self.slots[i] {
@@ -408,6 +422,46 @@ fn call(f: Func, a: &[Value], rng: &mut Prng) -> Result<Value, EvalError> {
                         _ if p <= 0.0 || p.is_nan() => return Err(EvalError::ExponentialParameter(p)),
                         _ => rng.exponential(lo, hi, p),
                     }
+                }
+            })
+        }
+        Func::SysbenchGaussian | Func::SysbenchPareto | Func::SysbenchSpecial => {
+            let (lo, hi) = (a[0].to_int()?, a[1].to_int()?);
+            // sysbench draws unsigned 32-bit ids; the same bounds keep its arithmetic.
+            if lo > hi || lo < 0 || hi > i64::from(u32::MAX) {
+                return Err(EvalError::EmptyRange);
+            }
+            let p = a[2].to_double()?;
+            Value::Int(match f {
+                Func::SysbenchGaussian if !(1.0..=1e6).contains(&p) => {
+                    return Err(EvalError::SysbenchParameter(
+                        "iterations must be in 1..1000000",
+                        p,
+                    ))
+                }
+                Func::SysbenchGaussian => rng.sysbench_gaussian(lo, hi, p as u32),
+                Func::SysbenchPareto if !(p > 0.0 && p < 1.0) => {
+                    return Err(EvalError::SysbenchParameter(
+                        "pareto h must be between 0 and 1",
+                        p,
+                    ))
+                }
+                Func::SysbenchPareto => rng.sysbench_pareto(lo, hi, p),
+                _ => {
+                    let (pct, res) = (a[3].to_double()?, a[4].to_double()?);
+                    if !(1.0..=1e6).contains(&p) {
+                        return Err(EvalError::SysbenchParameter(
+                            "iterations must be in 1..1000000",
+                            p,
+                        ));
+                    }
+                    if !(0.0..=100.0).contains(&pct) {
+                        return Err(EvalError::SysbenchParameter("special pct must be in 0..100", pct));
+                    }
+                    if !(0.0..100.0).contains(&res) {
+                        return Err(EvalError::SysbenchParameter("special res must be in 0..99", res));
+                    }
+                    rng.sysbench_special(lo, hi, p as u32, pct, res)
                 }
             })
         }

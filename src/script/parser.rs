@@ -73,6 +73,11 @@ pub enum Func {
     RandomGaussian,
     RandomZipfian,
     Sqrt,
+    /// connbench's own (not pgbench's): sysbench 1.0's `special`, `gaussian` and
+    /// `pareto` distributions, for the built-in sysbench workloads.
+    SysbenchGaussian,
+    SysbenchPareto,
+    SysbenchSpecial,
 }
 
 /// How many arguments a function takes.
@@ -88,7 +93,7 @@ enum Arity {
 pub const MAX_ARGS: usize = 16;
 
 impl Func {
-    const ALL: [(&'static str, Func); 21] = [
+    const ALL: [(&'static str, Func); 24] = [
         ("abs", Func::Abs),
         ("debug", Func::Debug),
         ("double", Func::Double),
@@ -110,6 +115,9 @@ impl Func {
         ("random_gaussian", Func::RandomGaussian),
         ("random_zipfian", Func::RandomZipfian),
         ("sqrt", Func::Sqrt),
+        ("sysbench_gaussian", Func::SysbenchGaussian),
+        ("sysbench_pareto", Func::SysbenchPareto),
+        ("sysbench_special", Func::SysbenchSpecial),
     ];
 
     /// The function of this name (case-insensitive, as pgbench's find_func).
@@ -128,6 +136,8 @@ impl Func {
             }
             Func::Mod | Func::Pow | Func::Random => Arity::Exactly(2),
             Func::RandomExponential | Func::RandomGaussian | Func::RandomZipfian => Arity::Exactly(3),
+            Func::SysbenchGaussian | Func::SysbenchPareto => Arity::Exactly(3),
+            Func::SysbenchSpecial => Arity::Exactly(5),
             Func::Least | Func::Greatest => Arity::Some,
             Func::HashFnv1a | Func::HashMurmur2 => Arity::Seeded(1),
             Func::Permute => Arity::Seeded(2),

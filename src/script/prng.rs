@@ -87,6 +87,49 @@ impl Prng {
         (self.next_u64() >> 12) as f64 * (1.0 / (1u64 << 52) as f64)
     }
 
+    /// sysbench 1.0's `sb_rand_gaussian`: the mean of `iter` uniform draws over the
+    /// range (not pgbench's Box-Muller), truncated as sysbench's cast to uint32 does.
+    pub fn sysbench_gaussian(&mut self, lo: i64, hi: i64, iter: u32) -> i64 {
+        let t = (hi - lo + 1) as f64;
+        let sum: f64 = (0..iter).map(|_| self.double() * t).sum();
+        lo + (sum / f64::from(iter)) as i64
+    }
+
+    /// sysbench 1.0's `sb_rand_pareto`, shape `h` (its --rand-pareto-h, 0.2 by default).
+    pub fn sysbench_pareto(&mut self, lo: i64, hi: i64, h: f64) -> i64 {
+        let power = h.ln() / (1.0 - h).ln();
+        lo + ((hi - lo + 1) as f64 * self.double().powf(power)) as i64
+    }
+
+    /// sysbench 1.0's `sb_rand_special` (its default distribution): `res` percent of the
+    /// draws fall uniformly in the middle `pct` percent of the range, the rest follow
+    /// the mean of `iter` uniform draws over the whole range. The arithmetic is
+    /// sysbench's, step for step, so the two tools hit the same rows as often.
+    pub fn sysbench_special(&mut self, lo: i64, hi: i64, iter: u32, pct: f64, res: f64) -> i64 {
+        let t = (hi - lo) as f64;
+        let rnd = self.double();
+        if rnd * t * (100.0 / (100.0 - res)) < t {
+            let sum: f64 = (0..iter).map(|_| self.double()).sum();
+            return lo + (sum * t / f64::from(iter)) as i64;
+        }
+        let d = t * pct / 100.0;
+        let r = rnd * (d + 1.0) + t / 2.0 - t * pct / 200.0;
+        lo + r as i64
+    }
+
+    /// Fills `out` from sysbench's template (`sb_rand_str`): each `#` a random digit,
+    /// each `@` a random lower-case letter, any other character as written.
+    pub fn sysbench_string(&mut self, template: &str, out: &mut String) {
+        out.clear();
+        for c in template.chars() {
+            match c {
+                '#' => out.push(char::from(b'0' + self.range_u64(0, 9) as u8)),
+                '@' => out.push(char::from(b'a' + self.range_u64(0, 25) as u8)),
+                c => out.push(c),
+            }
+        }
+    }
+
     /// `getrand`: uniform in [lo, hi]; the caller has checked the width fits.
     pub fn uniform(&mut self, lo: i64, hi: i64) -> i64 {
         lo.wrapping_add(self.range_u64(0, hi.wrapping_sub(lo) as u64) as i64)

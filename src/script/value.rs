@@ -229,6 +229,8 @@ pub enum EvalError {
     ExponentialParameter(f64),
     ZipfianParameter(f64),
     PermuteSize,
+    /// A sysbench distribution's parameter out of its range: which, and the value.
+    SysbenchParameter(&'static str, f64),
     /// A variable read before anything set it (by its index).
     Undefined(usize),
     /// A variable whose text is not a value (by its index).
@@ -246,7 +248,8 @@ impl EvalError {
             EvalError::GaussianParameter(_)
             | EvalError::ExponentialParameter(_)
             | EvalError::ZipfianParameter(_)
-            | EvalError::PermuteSize => "parameter",
+            | EvalError::PermuteSize
+            | EvalError::SysbenchParameter(..) => "parameter",
             EvalError::Undefined(_) => "undefined-variable",
             EvalError::Malformed(_) => "malformed-variable",
         }
@@ -273,6 +276,7 @@ impl EvalError {
                 format!("zipfian parameter must be in range [1.001, 1000] (not {p:.6})")
             }
             EvalError::PermuteSize => "permute size parameter must be greater than zero".into(),
+            EvalError::SysbenchParameter(what, v) => format!("sysbench {what} (not {v})"),
             EvalError::Undefined(i) => format!(
                 "undefined variable \"{}\": set it before this command (\\set, \\gset, -D)",
                 name(i)

@@ -23,4 +23,5 @@ mod relay;
 mod report;
 mod secrets;
 mod suites;
+mod sysbench;
 mod workers;
