@@ -818,6 +818,17 @@ pub fn accounting(
         });
     }
     if let Some(sb) = sandbox.filter(|sb| [sb.postgres_port, sb.pgbouncer_port].contains(&target.port)) {
+        if let Some(c) = &sb.cgroups {
+            // Under a quota the servers are in cgroups of their own: their counters are
+            // exact (every backend, forked and exited, in the kernel's own sum) and are
+            // what the quota is measured against. A MariaDB beside PostgreSQL shares the
+            // server group; idle, it adds next to nothing.
+            return Ok(Accounting {
+                server: Some(Source::Cgroup(c.server.cpu_dir.clone())),
+                pooler: (target.port == sb.pgbouncer_port).then(|| Source::Cgroup(c.pooler.cpu_dir.clone())),
+                ..Default::default()
+            });
+        }
         return Ok(Accounting {
             server: Some(Source::Tree(sb.postgres_pid)),
             pooler: (target.port == sb.pgbouncer_port).then_some(Source::Tree(sb.pgbouncer_pid)),

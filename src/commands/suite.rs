@@ -37,7 +37,7 @@ pub async fn suite_context(
     overrides: &[String],
     schema: &str,
     store: crate::experiment::store::Store,
-    durable: bool,
+    server: &crate::cli::ServerArgs,
 ) -> Result<(
     Option<std::rc::Rc<tokio::sync::Mutex<Sandbox>>>,
     crate::experiment::runner::Context,
@@ -80,9 +80,11 @@ pub async fn suite_context(
     let mut sandbox_info = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
+        let cpus = server.cpus.cpus();
         let started = Sandbox::start(&SandboxOptions {
-            durable,
+            durable: server.durable,
             mariadb: needs_mariadb,
+            cpus,
             ..SandboxOptions::default()
         })
         .await?;
@@ -186,7 +188,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         &args.targets,
         &args.schema,
         store,
-        args.server.durable,
+        &args.server,
     )
     .await?;
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
@@ -279,7 +281,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         .budget
         .or((!args.full).then(|| std::time::Duration::from_secs(230)));
     let precision = args.adaptive.precision.or(Some(0.05));
-    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, args.server.durable).await?;
+    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, &args.server).await?;
     let mut answers = Vec::new();
     let mut interrupted = false;
     let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();
