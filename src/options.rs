@@ -914,6 +914,12 @@ pub fn fault(s: &Settings) -> Result<Option<FaultSpec>> {
     }
 }
 
+/// A cell's `server_cpus`: the CPU quota, in cores, of the sandbox's servers while the
+/// cell runs (see `sandbox::cgroup`).
+pub fn server_cpus(s: &Settings) -> Result<Option<f64>> {
+    get(s, "server_cpus", crate::sandbox::cgroup::parse_cpus)
+}
+
 /// A cell's `sslmode` override, if it has one.
 pub fn sslmode(s: &Settings) -> Result<Option<SslMode>> {
     get(s, "sslmode", parse_sslmode)

@@ -80,7 +80,17 @@ pub async fn suite_context(
     let mut sandbox_info = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
-        let cpus = server.cpus.cpus();
+        // A `server_cpus` axis changes the quota between cells: the servers start in their
+        // cgroup, under the largest size until the first cell sets its own.
+        let mut cpus = server.cpus.cpus();
+        let sizes: Vec<f64> = suites
+            .iter()
+            .flat_map(|s| s.cells.iter())
+            .filter_map(|c| crate::options::server_cpus(&c.settings).ok().flatten())
+            .collect();
+        if cpus.server.is_none() {
+            cpus.server = sizes.iter().copied().reduce(f64::max);
+        }
         let started = Sandbox::start(&SandboxOptions {
             durable: server.durable,
             mariadb: needs_mariadb,

@@ -76,6 +76,7 @@ pub const SETTINGS: &[&str] = &[
     "interval",
     "fault",
     "fault_at",
+    "server_cpus",
 ];
 
 /// A suite file as written.

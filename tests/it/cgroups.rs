@@ -47,8 +47,9 @@ fn a_half_core_quota_caps_the_servers_cpu_and_its_cgroups_go_with_the_sandbox() 
         eprintln!("skipped: a CPU quota needs root (the refusal is tested apart)");
         return;
     }
-    // Select-only with 8 clients keeps the server busy well beyond half a core on any
-    // machine with one; a quota is a ceiling, so the bound holds on a busy machine too.
+    // Select-only with 4 clients on one thread keeps the server busy beyond half a core
+    // and leaves the machine's other core to the other tests; a quota is a ceiling, so
+    // the bound holds on a busy machine too.
     let o = connbench(&[
         "load",
         "--sandbox",
@@ -56,11 +57,11 @@ fn a_half_core_quota_caps_the_servers_cpu_and_its_cgroups_go_with_the_sandbox() 
         "0.5",
         "-S",
         "-c",
-        "8",
+        "4",
         "-j",
-        "2",
+        "1",
         "-T",
-        "6",
+        "5",
         "--warmup",
         "1s",
         "--json",
@@ -173,6 +174,8 @@ fn start_long_load() -> (std::process::Child, PathBuf) {
             "--pooler-cpus",
             "0.5",
             "-S",
+            "-c",
+            "4",
             "-T",
             "120",
         ])
@@ -198,7 +201,17 @@ fn start_long_load() -> (std::process::Child, PathBuf) {
         let _ = child.kill();
         panic!("the sandbox's cgroups exist while it runs");
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // The load runs once its 4 clients' backends are in the server's group (beside the
+    // postmaster and its 5 helpers): the tables are made and the Ctrl-C handler is set.
+    let procs = made[0].join("server").join("cgroup.procs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&procs).map_or(0, |t| t.lines().count()) < 10 {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the load did not start within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     (child, dir)
 }
 
@@ -387,4 +400,61 @@ fn without_the_right_to_write_cgroups_the_quota_is_refused_in_one_line() {
     assert!(err.contains("needs root"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(left.is_empty(), "the failed start left {left:?}");
+}
+
+#[test]
+fn a_server_cpus_axis_changes_the_quota_between_cells_and_reports_the_server_against_it() {
+    if !root() {
+        eprintln!("skipped: a CPU quota needs root");
+        return;
+    }
+    let dir = crate::common::scratch("cgaxis");
+    let suite = dir.join("size.toml");
+    std::fs::write(
+        &suite,
+        r#"
+name = "size"
+question = "How does select-only throughput grow with the server's cores?"
+kind = "load"
+duration = "2s"
+warmup = "500ms"
+repetitions = 2
+prewarm = false
+baseline = "server_cpus=2"
+
+[defaults]
+target = "unix"
+workload = "select-only"
+clients = 4
+threads = 1
+
+[axes]
+server_cpus = [0.5, 2]
+"#,
+    )
+    .unwrap();
+    let store = dir.join("results.sqlite");
+    let o = connbench(&["run", suite.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    let (out, err) = (crate::common::stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{err}\n{out}");
+    eprintln!("{out}");
+    // "  server_cpus=0.5  0.47 of 0.5 (94%)  server-bound"
+    let used = |cell: &str| -> (f64, f64) {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(cell) && l.contains(" of "))
+            .unwrap_or_else(|| panic!("no quota line for {cell}:\n{out}"));
+        let mut w = line.split_whitespace().skip(1);
+        let used: f64 = w.next().unwrap().parse().unwrap();
+        assert_eq!(w.next(), Some("of"), "{line}");
+        (used, w.next().unwrap().parse().unwrap())
+    };
+    let (small, q) = used("server_cpus=0.5");
+    assert_eq!(q, 0.5);
+    assert!(
+        small <= 0.5 * 1.1 + 0.02,
+        "{small} cores under a 0.5 quota:\n{out}"
+    );
+    assert_eq!(used("server_cpus=2").1, 2.0);
+    assert!(out.contains("the server's CPU against its quota"), "{out}");
 }
