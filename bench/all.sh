@@ -36,6 +36,12 @@ run "relay" bench/relay.sh 2
 run "sidecar" bench/sidecar.sh 5 8
 run "cpu" bench/cpu.sh 3 8
 run "mysql vs sysbench" bench/mysql_vs_sysbench.sh 3 5
+# The server's size: a CPU quota is a cgroup write, so root only.
+if [ "$(id -u)" = 0 ]; then
+    run "server cpus" bench/server_cpus.sh 2 5
+else
+    echo "SKIP  server cpus (a CPU quota needs root)" | tee -a "$out"
+fi
 run "verdicts (lab --quick)" bench/verdicts.sh
 echo "raw output: $out"
 [ "$failed" = 0 ] || exit 1

@@ -290,6 +290,31 @@ pub struct ServerArgs {
     /// for connection-path questions.
     #[arg(long)]
     pub durable: bool,
+    #[command(flatten)]
+    pub cpus: SandboxCpuArgs,
+}
+
+/// The sandbox's size: CPU quotas for its servers (cgroups; root or a delegated cgroup v2
+/// subtree).
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct SandboxCpuArgs {
+    /// Sandbox only: run the database servers (PostgreSQL and every backend, MariaDB) under
+    /// a CPU quota of N cores (e.g. 0.5, 1, 2), as if on a server that size. Needs root (or
+    /// a delegated cgroup v2 subtree in CONNBENCH_CGROUP_PARENT).
+    #[arg(long, value_name = "N", value_parser = crate::sandbox::cgroup::parse_cpus)]
+    pub server_cpus: Option<f64>,
+    /// Sandbox only: run PgBouncer under a CPU quota of N cores, apart from the servers.
+    #[arg(long, value_name = "N", value_parser = crate::sandbox::cgroup::parse_cpus)]
+    pub pooler_cpus: Option<f64>,
+}
+
+impl SandboxCpuArgs {
+    pub fn cpus(&self) -> crate::sandbox::cgroup::Cpus {
+        crate::sandbox::cgroup::Cpus {
+            server: self.server_cpus,
+            pooler: self.pooler_cpus,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -893,6 +918,8 @@ pub enum SandboxCommand {
         /// [default: postgres,mariadb when MariaDB is installed, else postgres].
         #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["postgres", "mariadb"])]
         engines: Vec<String>,
+        #[command(flatten)]
+        cpus: SandboxCpuArgs,
     },
     /// Stop the sandbox started by `sandbox start` and remove its directory.
     Stop,

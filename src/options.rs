@@ -880,6 +880,17 @@ pub fn accounting(
         });
     }
     if let Some(sb) = sandbox.filter(|sb| [sb.postgres_port, sb.pgbouncer_port].contains(&target.port)) {
+        if let Some(c) = &sb.cgroups {
+            // Under a quota the servers are in cgroups of their own: their counters are
+            // exact (every backend, forked and exited, in the kernel's own sum) and are
+            // what the quota is measured against. A MariaDB beside PostgreSQL shares the
+            // server group; idle, it adds next to nothing.
+            return Ok(Accounting {
+                server: Some(Source::Cgroup(c.server.cpu_dir.clone())),
+                pooler: (target.port == sb.pgbouncer_port).then(|| Source::Cgroup(c.pooler.cpu_dir.clone())),
+                ..Default::default()
+            });
+        }
         return Ok(Accounting {
             server: Some(Source::Tree(sb.postgres_pid)),
             pooler: (target.port == sb.pgbouncer_port).then_some(Source::Tree(sb.pgbouncer_pid)),
@@ -963,6 +974,12 @@ pub fn fault(s: &Settings) -> Result<Option<FaultSpec>> {
         (None, Some(_)) => bail!("setting fault_at: there is no fault to time; add fault = \"...\""),
         (None, None) => Ok(None),
     }
+}
+
+/// A cell's `server_cpus`: the CPU quota, in cores, of the sandbox's servers while the
+/// cell runs (see `sandbox::cgroup`).
+pub fn server_cpus(s: &Settings) -> Result<Option<f64>> {
+    get(s, "server_cpus", crate::sandbox::cgroup::parse_cpus)
 }
 
 /// A cell's `sslmode` override, if it has one.

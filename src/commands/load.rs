@@ -110,6 +110,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let target = if args.sandbox {
         let sb = Sandbox::start(&SandboxOptions {
             durable: args.server.durable,
+            cpus: args.server.cpus.cpus(),
             mariadb: args
                 .target
                 .as_deref()

@@ -10,7 +10,7 @@ use crate::Exit;
 
 pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
     match cmd {
-        SandboxCommand::Start { json, engines } => {
+        SandboxCommand::Start { json, engines, cpus } => {
             if let Some(info) = crate::sandbox::detached_info()? {
                 bail!(
                     "a sandbox is already running in {}; stop it with `connbench sandbox stop`",
@@ -35,6 +35,7 @@ pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
                 detached: true,
                 durable: false,
                 mariadb,
+                cpus: cpus.cpus(),
             })
             .await?;
             if json {
@@ -112,6 +113,16 @@ pub fn describe_sandbox(info: &crate::sandbox::SandboxInfo) -> String {
         info.pgbouncer_port,
         info.pgbouncer_pid,
     );
+    if let Some(c) = &info.cgroups {
+        let cores = |v: Option<f64>| v.map_or("no limit".to_string(), |v| format!("{v} cores"));
+        s.push_str(&format!(
+            "  CPU quota: servers {} (cgroup {}), PgBouncer {} (cgroup {})\n",
+            cores(c.server.cpus),
+            c.server.quota_dir.display(),
+            cores(c.pooler.cpus),
+            c.pooler.quota_dir.display(),
+        ));
+    }
     let width = info.targets.iter().map(|t| t.name.len()).max().unwrap_or(0);
     for t in info.targets.iter().filter(|t| t.mysql.is_none()) {
         s.push_str(&format!("  {:<width$}  {}\n", t.name, t.conninfo));

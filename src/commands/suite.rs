@@ -37,7 +37,7 @@ pub async fn suite_context(
     overrides: &[String],
     schema: &str,
     store: crate::experiment::store::Store,
-    durable: bool,
+    server: &crate::cli::ServerArgs,
 ) -> Result<(
     Option<std::rc::Rc<tokio::sync::Mutex<Sandbox>>>,
     crate::experiment::runner::Context,
@@ -84,9 +84,21 @@ pub async fn suite_context(
     let mut sandbox_info = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
+        // A `server_cpus` axis changes the quota between cells: the servers start in their
+        // cgroup, under the largest size until the first cell sets its own.
+        let mut cpus = server.cpus.cpus();
+        let sizes: Vec<f64> = suites
+            .iter()
+            .flat_map(|s| s.cells.iter())
+            .filter_map(|c| crate::options::server_cpus(&c.settings).ok().flatten())
+            .collect();
+        if cpus.server.is_none() {
+            cpus.server = sizes.iter().copied().reduce(f64::max);
+        }
         let started = Sandbox::start(&SandboxOptions {
-            durable,
+            durable: server.durable,
             mariadb: needs_mariadb,
+            cpus,
             ..SandboxOptions::default()
         })
         .await?;
@@ -207,7 +219,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         &args.targets,
         &args.schema,
         store,
-        args.server.durable,
+        &args.server,
     )
     .await?;
     ctx.run_name = args.run_name.clone();
@@ -317,7 +329,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         .budget
         .or((!args.full).then(|| std::time::Duration::from_secs(230)));
     let precision = args.adaptive.precision.or(Some(0.05));
-    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, args.server.durable).await?;
+    let (sb, ctx) = suite_context(&suites, &[], "connbench", store, &args.server).await?;
     let mut answers = Vec::new();
     let mut interrupted = false;
     let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();

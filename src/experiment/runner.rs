@@ -124,6 +124,42 @@ impl Context {
         Ok(started.elapsed())
     }
 
+    /// Sets the sandbox servers' CPU quota to the cell's `server_cpus` (live: the quota is
+    /// a cgroup's); returns the quota the cell runs under, the sandbox's own when the cell
+    /// sets none.
+    pub async fn size_server(&self, settings: &Settings) -> Result<Option<f64>> {
+        let cell = options::server_cpus(settings)?;
+        let Some(sb) = self.sandbox_control.as_ref().and_then(|w| w.upgrade()) else {
+            if let Some(cpus) = cell {
+                bail!(
+                    "server_cpus {cpus}: the quota is set on connbench's sandbox, and this suite runs without \
+                     one; on your own instances, give each size its own target"
+                );
+            }
+            return Ok(None);
+        };
+        let mut sb = sb.lock().await;
+        let Some(now) = sb.info.cgroups.as_ref().map(|c| c.server.cpus) else {
+            // No cgroup: set_cpus says why a quota cannot be set.
+            if cell.is_some() {
+                sb.set_cpus(false, cell)?;
+            }
+            return Ok(None);
+        };
+        // A cell without its own size runs under the sandbox's starting quota, not under
+        // whatever the previous cell left.
+        let started = self
+            .sandbox
+            .as_ref()
+            .and_then(|s| s.cgroups.as_ref())
+            .and_then(|c| c.server.cpus);
+        let want = cell.or(started);
+        if now != want {
+            sb.set_cpus(false, want)?;
+        }
+        Ok(want)
+    }
+
     /// The endpoint a cell's `target` names (a known name, else a conninfo string),
     /// through the relays of its route when it has one.
     pub fn endpoint(&self, settings: &Settings) -> Result<Endpoint> {
@@ -237,6 +273,12 @@ pub fn check(suite: &Suite, schema: &str) -> Result<()> {
             options::route_spec(&c.settings)?;
             options::netpath(&c.settings)?;
             options::sslmode(&c.settings)?;
+            if options::server_cpus(&c.settings)?.is_some() && suite.slice.is_some() {
+                bail!(
+                    "slices: cells take turns within one measurement, and server_cpus is the server's \
+                     quota, set between measurements; remove `slices` from the suite"
+                );
+            }
             let fault = options::fault(&c.settings)?;
             match suite.kind {
                 Kind::Load => {
@@ -461,6 +503,8 @@ pub async fn run(
                     || !interleavable(suite, next)
                     || options::connect_settings(&suite.cells[next.cell].settings).ok()
                         != options::connect_settings(&suite.cells[step.cell].settings).ok()
+                    || options::server_cpus(&suite.cells[next.cell].settings).ok()
+                        != options::server_cpus(&suite.cells[step.cell].settings).ok()
                 {
                     break;
                 }
@@ -469,6 +513,11 @@ pub async fn run(
             }
         }
         let names: Vec<&str> = group.iter().map(|s| suite.cells[s.cell].name.as_str()).collect();
+        // The server's size for this step (the cells of a group share it).
+        let quota = ctx
+            .size_server(&suite.cells[step.cell].settings)
+            .await
+            .with_context(|| format!("suite {}, cell {}", suite.name, names.join(", ")))?;
         progress(done, done + todo.len() + group.len(), &names.join(", "));
         done += group.len();
         // A repetition the hypervisor disturbed (steal above the limit: another tenant ran
@@ -526,6 +575,9 @@ pub async fn run(
                     figures.insert("busy_cores".into(), m.busy_cores);
                 }
                 figures.insert("steal_retakes".into(), f64::from(retakes));
+                if let Some(q) = quota {
+                    figures.insert("server_quota_cores".into(), q);
+                }
             }
             if let (Some(v), None) = (cell_rtt[step.cell], &error) {
                 figures.insert("rtt_requested_ms".into(), v.requested_ms);
@@ -1285,5 +1337,45 @@ mod tests {
             !retake(&at(23.0), 0, true),
             "a pre-warm pass is never counted, so never retaken"
         );
+    }
+
+    #[test]
+    fn a_server_cpus_axis_makes_cells_and_is_refused_with_slices() {
+        let text = r#"
+name = "size"
+question = "How does throughput grow with the server's cores?"
+kind = "load"
+duration = "5s"
+baseline = "server_cpus=1"
+
+[defaults]
+target = "unix"
+clients = 8
+workload = "select-only"
+
+[axes]
+server_cpus = [0.5, 1, 2]
+"#;
+        let s = Suite::parse(text, "size.toml").unwrap();
+        let sizes: Vec<Option<f64>> = s
+            .cells
+            .iter()
+            .map(|c| options::server_cpus(&c.settings).unwrap())
+            .collect();
+        assert_eq!(sizes, [Some(0.5), Some(1.0), Some(2.0)]);
+        check(&s, "connbench").unwrap();
+        let sliced = Suite::parse(
+            &text.replace("kind = \"load\"", "kind = \"load\"\nslices = \"1s\""),
+            "s",
+        )
+        .unwrap();
+        let e = format!("{:#}", check(&sliced, "connbench").unwrap_err());
+        assert!(e.contains("server_cpus") && e.contains("slices"), "{e}");
+        let bad = Suite::parse(&text.replace("0.5, 1, 2", "0, 1"), "b");
+        let e = match bad {
+            Ok(s) => format!("{:#}", check(&s, "connbench").unwrap_err()),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(e.contains("server_cpus") && e.contains("number of cores"), "{e}");
     }
 }

@@ -77,6 +77,7 @@ pub const SETTINGS: &[&str] = &[
     "interval",
     "fault",
     "fault_at",
+    "server_cpus",
 ];
 
 /// A suite file as written.

@@ -99,7 +99,14 @@ pub fn installed() -> bool {
 }
 
 /// Initialises and starts MariaDB in `dir/mariadb`, with TLS from `dir`'s certificates.
-pub(super) async fn start(dir: &Path, bins: &Binaries, run_as: &RunAs, durable: bool) -> Result<MariaDb> {
+/// With `group`, mariadbd runs in it (the servers' CPU quota).
+pub(super) async fn start(
+    dir: &Path,
+    bins: &Binaries,
+    run_as: &RunAs,
+    durable: bool,
+    group: Option<&super::cgroup::Group>,
+) -> Result<MariaDb> {
     let home = dir.join("mariadb");
     fs::create_dir(&home).with_context(|| format!("cannot create {}", home.display()))?;
     give_to(&home, run_as)?;
@@ -164,7 +171,7 @@ pub(super) async fn start(dir: &Path, bins: &Binaries, run_as: &RunAs, durable: 
     )];
     for attempt in 1..=START_ATTEMPTS {
         let port = free_port()?;
-        let child = server_command(&bins.server, run_as, &home)
+        let child = super::server_command_in(&bins.server, run_as, &home, group)
             .env("TMPDIR", &home)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", data.display()))

@@ -32,6 +32,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::proto::{postgres, PhaseCursor};
 use crate::target::Target;
 
+pub mod cgroup;
 pub mod mariadb;
 
 /// The superuser connbench creates (SCRAM-SHA-256 password, kept in the passfile).
@@ -95,6 +96,9 @@ pub struct SandboxInfo {
     /// The MariaDB beside PostgreSQL, when the sandbox runs one (`--engines`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mariadb: Option<mariadb::MariaDbInfo>,
+    /// The CPU quotas' cgroups, when the sandbox was started with one (`--server-cpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups: Option<cgroup::Cgroups>,
     pub targets: Vec<SandboxTarget>,
 }
 
@@ -125,6 +129,8 @@ pub struct SandboxOptions {
     pub durable: bool,
     /// Also start MariaDB (see [`mariadb`]).
     pub mariadb: bool,
+    /// CPU quotas for the servers and PgBouncer (see [`cgroup`]).
+    pub cpus: cgroup::Cpus,
 }
 
 /// The sandbox's PostgreSQL settings for measuring connection paths: commits do not wait
@@ -174,6 +180,13 @@ impl Sandbox {
     pub async fn start(opts: &SandboxOptions) -> Result<Sandbox> {
         let bins = find_binaries()?;
         let run_as = run_as_user()?;
+        // What a SIGKILLed connbench whose watchdog died too left behind.
+        cgroup::sweep();
+        let layout = if opts.cpus.any() {
+            Some(cgroup::Layout::detect().with_context(|| quota_flags(opts.cpus))?)
+        } else {
+            None
+        };
         let dir =
             crate::scratch::make_temp_dir().context("cannot start sandbox: cannot create its directory")?;
         // The servers create their sockets and data directory in it.
@@ -191,6 +204,7 @@ impl Sandbox {
                 ca_cert: dir.join("ca.crt"),
                 passfile: dir.join("pgpass"),
                 mariadb: None,
+                cgroups: layout.as_ref().map(|l| cgroup::Cgroups::plan(l, &dir, opts.cpus)),
                 targets: Vec::new(),
             },
             postgres: None,
@@ -203,8 +217,18 @@ impl Sandbox {
             durable: opts.durable,
         };
         // From here on, dropping `sandbox` cleans up whatever was made so far.
+        let cgroup_dirs = sandbox
+            .info
+            .cgroups
+            .as_ref()
+            .map(|c| c.dirs_to_remove())
+            .unwrap_or_default();
         if !opts.detached {
-            sandbox.watchdog = Some(spawn_watchdog(&dir)?);
+            sandbox.watchdog = Some(spawn_watchdog(&dir, &cgroup_dirs)?);
+        }
+        // Made first, so that a refusal (not root) comes before any server starts.
+        if let Some(c) = &sandbox.info.cgroups {
+            c.create(&quota_flags(opts.cpus))?;
         }
         sandbox.init_cluster(&bins, &run_as)?;
         sandbox.start_postgres(&bins, &run_as, opts.durable).await?;
@@ -212,7 +236,8 @@ impl Sandbox {
         sandbox.start_pgbouncer(&bins, &run_as, &secret).await?;
         if opts.mariadb {
             let bins = mariadb::find_binaries()?;
-            let m = mariadb::start(&dir, &bins, &mariadb::run_as()?, opts.durable).await?;
+            let group = sandbox.info.cgroups.as_ref().map(|c| &c.server);
+            let m = mariadb::start(&dir, &bins, &mariadb::run_as()?, opts.durable, group).await?;
             sandbox.info.mariadb = Some(m.info.clone());
             sandbox.mariadb = Some(m);
         }
@@ -299,7 +324,8 @@ impl Sandbox {
         let dir = self.info.dir.clone();
         let log = dir.join("postgres.log");
         let quiet = if durable { &[][..] } else { QUIET };
-        let child = server_command(&bins.postgres, run_as, &dir)
+        let group = self.info.cgroups.as_ref().map(|c| &c.server);
+        let child = server_command_in(&bins.postgres, run_as, &dir, group)
             .arg("-D")
             .arg(dir.join("data"))
             .args(["-c", &format!("port={port}")])
@@ -500,7 +526,8 @@ impl Sandbox {
     fn spawn_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
         let dir = self.info.dir.clone();
         let log = dir.join("pgbouncer.log");
-        let child = server_command(&bins.pgbouncer, run_as, &dir)
+        let group = self.info.cgroups.as_ref().map(|c| &c.pooler);
+        let child = server_command_in(&bins.pgbouncer, run_as, &dir, group)
             .arg(dir.join("pgbouncer.ini"))
             .stdin(Stdio::null())
             .stdout(log_file(&log, run_as)?)
@@ -526,6 +553,20 @@ impl Sandbox {
     /// Stops both servers and removes the directory.
     pub fn stop(mut self) -> Result<()> {
         self.shutdown()
+    }
+
+    /// Changes the CPU quota of the database servers (`pooler`: of PgBouncer) now, without
+    /// a restart; `None` lifts it. The sandbox must have been started with a quota (its
+    /// cgroups exist only then).
+    pub fn set_cpus(&mut self, pooler: bool, cpus: Option<f64>) -> Result<()> {
+        let what = if pooler { "pooler" } else { "server" };
+        let Some(c) = self.info.cgroups.as_mut() else {
+            bail!(
+                "cannot set the sandbox's {what} CPU quota to {cpus:?}: the sandbox was started without \
+                 one, so its servers are in no cgroup of connbench's; start it with --{what}-cpus"
+            );
+        };
+        c.set_cpus(pooler, cpus)
     }
 
     fn stop_pgbouncer(&mut self) {
@@ -555,7 +596,12 @@ impl Sandbox {
         }
         self.stop_pgbouncer();
         self.stop_postgres();
-        let removed = remove_dir(&self.info.dir);
+        // The backends exit just after their postmaster: a group is empty a moment later.
+        let groups = match &self.info.cgroups {
+            Some(c) => c.remove(Duration::from_secs(5)),
+            None => Ok(()),
+        };
+        let removed = remove_dir(&self.info.dir).and(groups);
         if let Some((mut child, stdin)) = self.watchdog.take() {
             drop(stdin); // the watchdog wakes, finds nothing left, exits
             let _ = child.wait();
@@ -586,6 +632,9 @@ pub fn stop_detached() -> Result<Option<PathBuf>> {
     stop_pid(info.pgbouncer_pid, libc::SIGTERM, &dir, Duration::from_secs(5));
     if !stop_pid(info.postgres_pid, libc::SIGINT, &dir, Duration::from_secs(10)) {
         stop_pid(info.postgres_pid, libc::SIGQUIT, &dir, Duration::from_secs(3));
+    }
+    if let Some(c) = &info.cgroups {
+        c.remove(Duration::from_secs(5))?;
     }
     remove_dir(&dir)?;
     let _ = fs::remove_file(state_pointer());
@@ -697,11 +746,44 @@ async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<()
 /// A command for a server binary: as the unprivileged user, in its own process group (so
 /// a Ctrl-C at the terminal reaches connbench, which then stops the servers in order).
 fn server_command(bin: &Path, run_as: &RunAs, cwd: &Path) -> Command {
+    server_command_in(bin, run_as, cwd, None)
+}
+
+/// The same, the process joining `group` (its CPU quota) before `exec`, so that every
+/// process it forks is in the group too.
+fn server_command_in(bin: &Path, run_as: &RunAs, cwd: &Path, group: Option<&cgroup::Group>) -> Command {
     let mut cmd = Command::new(bin);
     cmd.current_dir(cwd).process_group(0);
-    if let Some((uid, gid)) = run_as.ids {
+    match (group, run_as.ids) {
         // std drops supplementary groups when it changes the uid as root.
-        cmd.uid(uid).gid(gid);
+        (None, Some((uid, gid))) => {
+            cmd.uid(uid).gid(gid);
+        }
+        (Some(group), ids) => {
+            let join = group.join();
+            // std would change the user before this closure runs, and the servers' user
+            // may not write cgroup.procs: so the child joins as root, then drops to the
+            // user itself, as std would (supplementary groups, group, user).
+            // SAFETY: the closure only makes system calls (open, write, close, setgroups,
+            // setgid, setuid); it allocates nothing and takes no lock.
+            unsafe {
+                cmd.pre_exec(move || {
+                    join.enter_self()?;
+                    if let Some((uid, gid)) = ids {
+                        if libc::setgroups(0, std::ptr::null()) != 0
+                            || libc::setgid(gid) != 0
+                            || libc::setuid(uid) != 0
+                        {
+                            return Err(io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
+        (None, None) => {}
+    }
+    if run_as.ids.is_some() {
         cmd.env("HOME", cwd)
             .env("USER", &run_as.name)
             .env("LOGNAME", &run_as.name);
@@ -728,10 +810,12 @@ fn server_command(bin: &Path, run_as: &RunAs, cwd: &Path) -> Command {
 /// The watchdog: a shell that blocks reading a pipe only this process can write to.
 /// When this process ends, however it ends, the pipe closes and the shell stops the
 /// servers it finds in the directory (checking that each pid really is ours) and removes
-/// the directory. After a normal stop it finds nothing and exits.
-fn spawn_watchdog(dir: &Path) -> Result<(Child, ChildStdin)> {
+/// the directory. After a normal stop it finds nothing and exits. The cgroups named after
+/// the directory (children first) are removed once the servers are gone.
+fn spawn_watchdog(dir: &Path, cgroups: &[PathBuf]) -> Result<(Child, ChildStdin)> {
     const SCRIPT: &str = r#"
 dir="$1"
+shift
 trap '' INT TERM HUP
 cat >/dev/null
 [ -d "$dir" ] || exit 0
@@ -750,11 +834,16 @@ stop() {
 stop "$dir/mariadb/mariadbd.pid" TERM
 stop "$dir/pgbouncer.pid" TERM
 stop "$dir/data/postmaster.pid" QUIT
+for cg in "$@"; do
+  i=0
+  while [ -d "$cg" ] && ! rmdir "$cg" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+done
 rm -rf "$dir"
 "#;
     let mut child = Command::new("sh")
         .args(["-c", SCRIPT, "connbench-watchdog"])
         .arg(dir)
+        .args(cgroups)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -940,6 +1029,15 @@ fn run_as_named(name: &str, fix: &str) -> Result<RunAs> {
         name: name.to_string(),
         ids: Some((uid, gid)),
     })
+}
+
+/// The flags that asked for a quota, for an error message (`--server-cpus 0.5`).
+fn quota_flags(cpus: cgroup::Cpus) -> String {
+    [("--server-cpus", cpus.server), ("--pooler-cpus", cpus.pooler)]
+        .iter()
+        .filter_map(|(f, v)| v.map(|v| format!("{f} {v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Clients in connbench's bridge namespaces (`netpath = "bridge"`) reach the servers from
