@@ -12,16 +12,24 @@ use crate::load::sql;
 
 /// A PostgreSQL results store of its own in the shared sandbox: a new database.
 fn postgres_store(name: &str) -> String {
+    postgres_store_at("unix", name)
+}
+
+/// The same, reached through the sandbox target `via` (`tls`: verify-full with its CA).
+fn postgres_store_at(via: &str, name: &str) -> String {
     let db = format!("cbt_{name}_{}", std::process::id());
     sql(&format!("DROP DATABASE IF EXISTS {db}"));
     sql(&format!("CREATE DATABASE {db}"));
-    conninfo("unix").replace("dbname=connbench", &format!("dbname={db}"))
+    conninfo(via).replace("dbname=connbench", &format!("dbname={db}"))
 }
 
+/// Three workers meet in a store they reach over TLS (verify-full, as on a shared
+/// network), and their run merges exactly, in every report.
 #[test]
 fn three_workers_merge_exactly_and_start_together() {
     dataset();
-    let store = postgres_store("workers");
+    let store = postgres_store_at("tls", "workers");
+    assert!(store.contains("sslmode=verify-full"), "{store}");
     let target = conninfo("unix");
     // Under a rate, below saturation: the test measures merging, not the machine, and
     // leaves the cores to the tests beside it.
@@ -139,6 +147,8 @@ fn three_workers_merge_exactly_and_start_together() {
     ] {
         assert!(page.contains(want), "{want} missing from the page");
     }
+    // The merged curve is drawn in the palette's first colour, #0072b2.
+    crate::report::chromium_shows(&html, &out, [0x00, 0x72, 0xb2], "merged curve");
     let table = std::fs::read_to_string(csv.join("workers.csv")).unwrap();
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(
@@ -329,7 +339,9 @@ fn the_postgres_store_speaks_tls_with_libpq_s_sslmode() {
     let o = connbench(&["runs", "list", "--store", &bad]);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("results store") && stderr(&o).to_lowercase().contains("certificate"),
+        stderr(&o).contains("results store")
+            && stderr(&o).contains("TLS handshake")
+            && stderr(&o).to_lowercase().contains("certificate"),
         "{}",
         stderr(&o)
     );
