@@ -58,13 +58,15 @@ SQL
 # status in $WORK/status.
 cpu_of() {
     local TIMEFORMAT='%U %S' status=0
-    { time "$@" >"$WORK/out" 2>&1 || status=$?; } 2>"$WORK/time"
+    # stdout alone is the result (connbench's JSON); stderr (notes, the metrics
+    # endpoint's address) is kept apart and shown on a failure.
+    { time "$@" >"$WORK/out" 2>"$WORK/err" || status=$?; } 2>"$WORK/time"
     echo "$status" >"$WORK/status"
     awk '{ print $1 + $2 }' "$WORK/time"
 }
 failed() {
     echo "FAIL  $1 (exit $(cat "$WORK/status")):" >&2
-    tail -5 "$WORK/out" >&2
+    tail -5 "$WORK/out" "$WORK/err" >&2
     exit 1
 }
 json_key() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"][sys.argv[2]])' "$WORK/out" "$1"; }
