@@ -232,3 +232,39 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// `conninfo` with its dbname replaced.
+pub fn with_dbname(conninfo: &str, db: &str) -> String {
+    conninfo
+        .split_whitespace()
+        .map(|kv| {
+            if kv.starts_with("dbname=") {
+                format!("dbname={db}")
+            } else {
+                kv.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Starts a sandbox with MariaDB, kept in `hold` for the test process's life (never
+/// dropped: its watchdog removes it when the process ends); its info.
+pub fn mariadb_sandbox(
+    hold: &'static std::sync::OnceLock<std::sync::Mutex<connbench::sandbox::Sandbox>>,
+) -> connbench::sandbox::SandboxInfo {
+    let sb = std::thread::spawn(|| {
+        runtime().block_on(connbench::sandbox::Sandbox::start(
+            &connbench::sandbox::SandboxOptions {
+                mariadb: true,
+                ..connbench::sandbox::SandboxOptions::default()
+            },
+        ))
+    })
+    .join()
+    .unwrap()
+    .unwrap_or_else(|e| panic!("sandbox with MariaDB did not start: {e:#}"));
+    let info = sb.info.clone();
+    let _ = hold.set(std::sync::Mutex::new(sb));
+    info
+}

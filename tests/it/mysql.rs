@@ -7,30 +7,17 @@ use std::sync::{Mutex, OnceLock};
 
 use connbench::connect::connect_once;
 use connbench::proto::{Endpoint, ErrorKind, Phase, Timeline};
-use connbench::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
+use connbench::sandbox::{Sandbox, SandboxInfo};
 use connbench::target::Target;
 
-use crate::common::{check_schema, connbench, runtime, stderr, stdout, TempFile};
+use crate::common::{check_schema, connbench, mariadb_sandbox, runtime, stderr, stdout, TempFile};
 
 /// One sandbox with MariaDB for this module's tests (never dropped: its watchdog removes
 /// it when the test process ends).
 fn sandbox() -> &'static SandboxInfo {
     static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
     static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| {
-        let sb = std::thread::spawn(|| {
-            runtime().block_on(Sandbox::start(&SandboxOptions {
-                mariadb: true,
-                ..SandboxOptions::default()
-            }))
-        })
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("sandbox with MariaDB did not start: {e:#}"));
-        let info = sb.info.clone();
-        let _ = HOLD.set(Mutex::new(sb));
-        info
-    })
+    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
 }
 
 fn conninfo(name: &str) -> String {

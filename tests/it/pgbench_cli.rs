@@ -5,23 +5,8 @@
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::common::{connbench, conninfo, stderr, stdout};
+use crate::common::{connbench, conninfo, stderr, stdout, with_dbname};
 use crate::load::sql;
-
-/// `conninfo` with its dbname replaced.
-fn with_dbname(conninfo: &str, db: &str) -> String {
-    conninfo
-        .split_whitespace()
-        .map(|kv| {
-            if kv.starts_with("dbname=") {
-                format!("dbname={db}")
-            } else {
-                kv.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// A database of its own on the shared sandbox, filled by `pgbench -i -s 2` (and nothing
 /// of connbench's in it): its conninfo.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::common::{conninfo, Scratch};
+use crate::common::{conninfo, with_dbname, Scratch};
 use crate::load::sql;
 
 #[derive(Deserialize)]
@@ -158,21 +158,6 @@ fn tail(s: &str) -> String {
     } else {
         t
     }
-}
-
-/// `conninfo` with its dbname replaced.
-fn with_dbname(conninfo: &str, db: &str) -> String {
-    conninfo
-        .split_whitespace()
-        .map(|kv| {
-            if kv.starts_with("dbname=") {
-                format!("dbname={db}")
-            } else {
-                kv.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The case's arguments with each `-f NAME[@W]` pointing at its file in `dir` and `{dir}`

@@ -20,28 +20,16 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use connbench::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
+use connbench::sandbox::{Sandbox, SandboxInfo};
 
-use crate::common::{connbench, runtime, stderr, stdout};
+use crate::common::{connbench, mariadb_sandbox, stderr, stdout};
 
-/// A sandbox with MariaDB for this module (its watchdog removes it when the tests end).
+/// A sandbox with MariaDB of this module's own: its server-wide statement counters
+/// must not count the MySQL module's tests.
 fn sandbox() -> &'static SandboxInfo {
     static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
     static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| {
-        let sb = std::thread::spawn(|| {
-            runtime().block_on(Sandbox::start(&SandboxOptions {
-                mariadb: true,
-                ..SandboxOptions::default()
-            }))
-        })
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("sandbox with MariaDB did not start: {e:#}"));
-        let info = sb.info.clone();
-        let _ = HOLD.set(Mutex::new(sb));
-        info
-    })
+    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
 }
 
 /// (sysbench's script, connbench's workload), oltp_delete last: the rows it deletes
