@@ -788,6 +788,13 @@ impl LoadArgs {
         if let Some((name, why)) = self.pgbench.refused() {
             anyhow::bail!("{name}: connbench refuses it: {name} {why}");
         }
+        if self.pgbench.max_tries == 0 && self.time.is_none() && self.latency_limit.is_none() {
+            // As pgbench: connbench's default end (a 10 s run) is not the user's bound.
+            anyhow::bail!(
+                "--max-tries 0 retries without limit, which needs an end to the retrying: give -T (a duration) \
+                 or -L (a latency limit), or a number of tries (e.g. --max-tries 10)"
+            );
+        }
         let workloads = if self.scripts.scripts.is_empty() {
             LoadOptions::default().workloads
         } else {
@@ -797,6 +804,7 @@ impl LoadArgs {
             workloads,
             max_tries: self.pgbench.max_tries,
             verbose_errors: self.pgbench.verbose_errors,
+            debug: self.pgbench.debug,
             log: self.pgbench.log(),
             mode: self.mode,
             clients: self.clients,
@@ -939,6 +947,28 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn each_select_only_flag_is_a_script_in_its_place() {
+        let scripts = |args: &[&str]| -> Vec<String> {
+            let cli = Cli::try_parse_from(["connbench", "load"].iter().chain(args)).unwrap();
+            let Command::Load(a) = cli.command else {
+                panic!("not load")
+            };
+            a.scripts
+                .scripts
+                .iter()
+                .map(|w| format!("{}@{}", w.workload.name(), w.weight))
+                .collect()
+        };
+        assert_eq!(
+            scripts(&["-S", "-b", "tpcb@2", "-N", "-S"]),
+            ["select-only@1", "tpcb-like@2", "simple-update@1", "select-only@1"]
+        );
+        // pgbench's TAP gives -S 129 times to see "at most 128 SQL scripts".
+        let many = vec!["-S"; 129];
+        assert_eq!(scripts(&many).len(), 129);
     }
 
     /// A suite cell and the equivalent command line become the same options, and so the

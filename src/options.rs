@@ -469,6 +469,8 @@ pub struct LoadOptions {
     pub max_tries: u32,
     /// pgbench's --verbose-errors: every failed try's error on stderr.
     pub verbose_errors: bool,
+    /// pgbench's -d (`load` only): a trace of every command each client runs.
+    pub debug: bool,
     /// pgbench's -l and its options (`load` only): the transaction log.
     pub log: Option<LogSettings>,
     /// sysbench's options for the oltp-* workloads (`--sysbench NAME=VALUE`).
@@ -485,6 +487,7 @@ impl Default for LoadOptions {
             }],
             max_tries: 1,
             verbose_errors: false,
+            debug: false,
             log: None,
             mode: QueryMode::Simple,
             clients: 1,
@@ -539,6 +542,7 @@ impl LoadOptions {
                 .unwrap_or(d.workloads),
             max_tries: d.max_tries,
             verbose_errors: d.verbose_errors,
+            debug: d.debug,
             log: d.log,
             mode: get(s, "mode", parse_mode)?.unwrap_or(d.mode),
             clients: get(s, "clients", parse_clients)?.unwrap_or(d.clients),
@@ -690,6 +694,22 @@ impl LoadOptions {
                 };
                 let mut script = Script::parse_with(&name, &text, &self.defines)?;
                 script.number_statements(n);
+                if self.mode != QueryMode::Simple {
+                    // pgbench's MAX_ARGS: extended and prepared modes bind a parameter per
+                    // `:name` written, and pgbench refuses more than 255 in a statement.
+                    if let Some((at, q)) = script.commands.iter().enumerate().find_map(|(at, c)| match c {
+                        crate::script::Command::Sql(q) if q.occurrences > 255 => Some((at, q)),
+                        _ => None,
+                    }) {
+                        bail!(
+                            "{name}: command {} (SQL): statement has too many arguments ({} variables, pgbench's \
+                             maximum is 255 in -M {}); use fewer, or run with -M simple",
+                            at + 1,
+                            q.occurrences,
+                            self.mode.as_str()
+                        );
+                    }
+                }
                 // A file with no command (empty, or only comments) is a mistake pgbench
                 // refuses ("empty command list for script"); connect-only, the one
                 // built-in without commands, runs nothing on purpose.
@@ -710,11 +730,16 @@ impl LoadOptions {
             .collect()
     }
 
-    /// Every check across settings, without connecting: what `--dry-run` runs.
-    pub fn check(&self) -> Result<()> {
+    /// Every check across settings, without connecting: what `--dry-run` runs. Returns
+    /// the scripts' warnings: what will fail when it runs, as it does in pgbench.
+    pub fn check(&self) -> Result<Vec<crate::script::ScriptError>> {
         crate::load::init::check_schema(&self.schema)?;
         self.policy()?;
-        self.scripts(&self.assumed_tables())?;
+        let warnings = self
+            .scripts(&self.assumed_tables())?
+            .into_iter()
+            .flat_map(|w| w.script.warnings)
+            .collect();
         if self.max_tries == 0 && self.latency_limit.is_none() && !matches!(self.end, End::Duration(_)) {
             bail!(
                 "--max-tries 0 retries without limit, which needs an end to the retrying: give -T (a duration) \
@@ -726,7 +751,7 @@ impl LoadOptions {
         {
             check_aggregate_interval(s, d)?;
         }
-        Ok(())
+        Ok(warnings)
     }
 
     /// The plan the engine runs, on `endpoint`, on the dataset found there.
@@ -745,6 +770,7 @@ impl LoadOptions {
             scripts: Arc::new(scripts),
             max_tries: self.max_tries,
             verbose_errors: self.verbose_errors,
+            debug: self.debug,
             mode: self.mode,
             clients: self.clients,
             threads: self.threads(),

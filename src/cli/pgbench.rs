@@ -72,8 +72,11 @@ pub struct PgbenchArgs {
     /// Refused: connbench's clients never abort on an error.
     #[arg(long, hide = true)]
     pub exit_on_abort: bool,
-    /// Refused: no debug trace.
-    #[arg(short = 'd', long = "debug", hide = true)]
+    /// Trace every command each client runs on stderr, as pgbench -d does: "client N
+    /// executing script", "executing \\set ...", "sending SQL" (simple mode: as sent,
+    /// variables substituted; extended: the $n form; prepared: the statement's name) and
+    /// "receiving". Slow: for finding what a script does, not for measuring.
+    #[arg(short = 'd', long = "debug")]
     pub debug: bool,
     /// Refused: pgbench -i is `connbench init`.
     #[arg(short = 'i', long = "initialize", hide = true)]
@@ -142,7 +145,6 @@ impl PgbenchArgs {
         let given = [
             (self.exit_on_abort, "--exit-on-abort", "connbench's clients never abort on an error: they count it by \
               SQLSTATE, reconnect when the connection broke, and go on; a run where every transaction failed exits 1"),
-            (self.debug, "-d/--debug", "connbench has no debug trace; --verbose-errors prints every error"),
             (self.initialize, "-i/--initialize", "connbench's `load` never creates tables: run `connbench init \
               TARGET -s N` (or pgbench -i) first"),
             (self.init_steps.is_some(), "-I/--init-steps", init),
@@ -204,7 +206,9 @@ impl clap::FromArgMatches for ScriptArgs {
             ("select_only", Builtin::SelectOnly),
             ("skip_some_updates", Builtin::SimpleUpdate),
         ] {
-            if m.get_count(id) > 0 {
+            // Appended, not counted: a counted flag has one index however often it is
+            // given, and each -S is a script of its own in its own place.
+            if m.contains_id(id) {
                 if let Some(at) = m.indices_of(id) {
                     found.extend(at.map(|i| {
                         (
@@ -263,14 +267,20 @@ impl clap::Args for ScriptArgs {
                 Arg::new("select_only")
                     .short('S')
                     .long("select-only")
-                    .action(ArgAction::Count)
+                    .action(ArgAction::Append)
+                    .num_args(0)
+                    .value_parser(clap::value_parser!(bool))
+                    .default_missing_value("true")
                     .help("Add select-only (-b select-only)"),
             )
             .arg(
                 Arg::new("skip_some_updates")
                     .short('N')
                     .long("skip-some-updates")
-                    .action(ArgAction::Count)
+                    .action(ArgAction::Append)
+                    .num_args(0)
+                    .value_parser(clap::value_parser!(bool))
+                    .default_missing_value("true")
                     .help("Add simple-update: tpcb-like without the tellers' and branches' updates (-b simple-update)"),
             )
     }

@@ -71,7 +71,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         );
     }
     // Every check that needs no server runs before a sandbox starts.
-    options.check()?;
+    for w in options.check()? {
+        eprintln!("warning: {w}");
+    }
     let script_name = options.workload_name();
     // A worker of a many-machine run takes its share of the clients and the rate.
     let (total_clients, total_rate) = (options.clients, options.rate);

@@ -314,7 +314,7 @@ pub fn check(suite: &Suite, schema: &str) -> Result<()> {
                             );
                         }
                     }
-                    o.check()
+                    o.check().map(|_| ())
                 }
                 Kind::Connect if fault.is_some() => {
                     bail!("faults strike during load suites, not connect suites")

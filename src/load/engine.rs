@@ -101,6 +101,8 @@ pub struct LoadPlan {
     pub max_tries: u32,
     /// pgbench's --verbose-errors: every failed try's error on stderr as it happens.
     pub verbose_errors: bool,
+    /// pgbench's -d: a trace of every command each client runs, on stderr.
+    pub debug: bool,
     pub mode: QueryMode,
     pub clients: usize,
     pub threads: usize,
@@ -854,6 +856,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                 run_seed: plan.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             };
             let mut exec = Executor::new(&s.script, seat);
+            exec.debug = plan.debug;
             if plan.per_command {
                 exec.time_commands(&s.script);
             }

@@ -242,6 +242,8 @@ pub struct Executor {
     /// Set when the client must stop, as pgbench aborts a client: why. The
     /// transaction that ended so still counts (pgbench counts it too).
     pub aborted: Option<String>,
+    /// pgbench's -d: trace each command on stderr.
+    pub debug: bool,
 }
 
 /// A failure before or after a command of the script; `at` is its index.
@@ -285,6 +287,7 @@ impl Executor {
             rng: Rng::new(mixed),
             times: None,
             aborted: None,
+            debug: false,
         }
     }
 
@@ -344,6 +347,12 @@ impl Executor {
             t.ns.fill(CommandTimes::SKIPPED);
             t.reached = script.commands.len();
             t.failed = None;
+        }
+        if self.debug {
+            eprintln!(
+                "debug: client {} executing script \"{}\"",
+                self.client_id, script.name
+            );
         }
         match self.run_commands(script, mode, session).await {
             Ok(()) => {
@@ -410,6 +419,9 @@ impl Executor {
             let at = pc;
             let fail = |error| Failure { at, error };
             pc += 1;
+            if self.debug && !matches!(c, Command::Sql(_)) {
+                eprintln!("debug: client {} executing {}", self.client_id, script.texts[at]);
+            }
             match c {
                 Command::Set { var, expr } => {
                     // Matched here rather than through `evaluate`: the small result of
@@ -440,7 +452,15 @@ impl Executor {
                 Command::Elif { end, .. } | Command::Else { end } => pc = end + 1,
                 Command::Endif => {}
                 Command::Sql(q) if in_pipeline => {
+                    if q.results != Results::Discard {
+                        return Err(fail(self.abort(
+                            script,
+                            at,
+                            "\\gset and \\aset are not allowed in pipeline mode",
+                        )));
+                    }
                     let (bound, n) = self.bind(script, q, mode, at).map_err(fail)?;
+                    self.trace_sending(q, bound, n);
                     let stmt = bound;
                     let refs: [&str; 16] = std::array::from_fn(|i| {
                         if i < n.min(16) {
@@ -472,7 +492,13 @@ impl Executor {
                                 .into(),
                         )));
                     }
+                    if in_pipeline {
+                        return Err(fail(self.abort(script, at, "already in pipeline mode")));
+                    }
                     in_pipeline = true;
+                }
+                Command::SyncPipeline | Command::EndPipeline if !in_pipeline => {
+                    return Err(fail(self.abort(script, at, "not in pipeline mode")));
                 }
                 Command::SyncPipeline => session.pipeline_sync().map_err(fail)?,
                 Command::RandString { var, template } => {
@@ -486,12 +512,64 @@ impl Executor {
                     in_pipeline = false;
                     Box::pin(session.pipeline_end()).await.map_err(fail)?;
                 }
+                Command::Fails { key, why } => {
+                    return Err(fail(script_error(
+                        key,
+                        format!("command {} ({}): {why}", at + 1, script.texts[at]),
+                    )))
+                }
             }
             if let (Some(t), Some(started)) = (&mut self.times, started) {
                 t.ns[at] = (started.elapsed().as_nanos() as u64).min(CommandTimes::SKIPPED - 1);
             }
         }
+        if in_pipeline {
+            let last = script.commands.len() - 1;
+            return Err(Failure {
+                at: last,
+                error: self.abort(script, last, "end of script reached with pipeline open"),
+            });
+        }
         Ok(())
+    }
+
+    /// -d: what a SQL command sends, as pgbench's debug trace says it (the parameters
+    /// too, which pgbench leaves out), and that the client now waits for its results.
+    fn trace_sending(&self, q: &SqlCommand, bound: Bound, n: usize) {
+        if !self.debug {
+            return;
+        }
+        let id = self.client_id;
+        match bound {
+            Bound::Simple => eprintln!("debug: client {id} sending {}", self.sql),
+            Bound::Extended => eprintln!(
+                "debug: client {id} sending {} with parameters {:?}",
+                q.placeholder_sql,
+                &self.params[..n]
+            ),
+            Bound::Prepared => eprintln!(
+                "debug: client {id} sending {} with parameters {:?}",
+                q.statement_name,
+                &self.params[..n]
+            ),
+        }
+        eprintln!("debug: client {id} receiving");
+    }
+
+    /// A failure pgbench aborts the client for (a pipeline used out of turn): the
+    /// client stops after this transaction, and the run says why.
+    fn abort(&mut self, script: &Script, at: usize, why: &str) -> ConnectError {
+        self.aborted = Some(format!(
+            "client {} aborted in command {} ({}) of script {}: {why}",
+            self.client_id,
+            at + 1,
+            script.texts[at],
+            script.name
+        ));
+        script_error(
+            "pipeline",
+            format!("command {} ({}): {why}", at + 1, script.texts[at]),
+        )
     }
 
     /// Where a false `\if` (or `\elif`) goes: the first `\elif` whose condition holds
@@ -594,6 +672,7 @@ impl Executor {
         at: usize,
     ) -> Result<(), ConnectError> {
         let (bound, n) = self.bind(script, q, mode, at)?;
+        self.trace_sending(q, bound, n);
         let stmt = bound.get(&self.sql, q);
         let keep = q.results != Results::Discard;
         if n <= 16 {

@@ -7,10 +7,11 @@
 //! compound command, sent as one Query message. Meta-commands run to the end of their
 //! line (a backslash before the newline continues it). `\gset` and `\aset` belong to
 //! the SQL command before them. Everything pgbench refuses when it reads a script is
-//! refused here, with the line and the fix; a few things pgbench only finds while
-//! running (an expression's variable that nothing ever sets, an invalid variable name,
-//! unbalanced pipelines, `\gset` inside a pipeline) are refused here too, before
-//! anything starts.
+//! refused here, with the line and the fix. What pgbench only finds while running (an
+//! expression's variable that nothing ever sets, an invalid variable name for `\set`,
+//! unbalanced pipelines, `\gset` inside a pipeline) fails here while running too, as
+//! pgbench's does, so a script behaves the same in both tools; the parser finds these
+//! ahead and says so in the script's warnings, printed before the run.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -62,6 +63,12 @@ pub enum Command {
         var: usize,
         template: String,
     },
+    /// A command pgbench reads but fails when it runs (`\set` or `\setshell` of an
+    /// invalid variable name): the failure's key and message.
+    Fails {
+        key: &'static str,
+        why: String,
+    },
 }
 
 /// How long `\sleep` sleeps, before its unit.
@@ -105,6 +112,9 @@ pub struct SqlCommand {
     pub results: Results,
     /// Statements in it: more than one for a `\;` compound.
     pub statements: usize,
+    /// The `:name`s in it, each occurrence counted, set or not: pgbench's extended and
+    /// prepared modes bind one parameter per occurrence and take at most 255.
+    pub occurrences: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -368,6 +378,8 @@ struct Parser<'a> {
     assigned: Vec<String>,
     /// Prefixes of `\gset` and `\aset`: any name with one of them may be set by a query.
     result_prefixes: Vec<String>,
+    /// What will fail when it runs (see the module docs), found ahead.
+    warnings: Vec<ScriptError>,
 }
 
 impl Parser<'_> {
@@ -413,12 +425,21 @@ impl Parser<'_> {
             self.err(line, format!("{what}: {} ({near} in {text:?})", e.why))
         })?;
         if let Some(n) = unset {
-            return Err(self.err(
-                line,
-                format!("variable :{n} is never set; set it with \\set, \\setshell, \\gset, \\aset or -D {n}=VALUE"),
-            ));
+            self.never_set(line, what, &n);
         }
         Ok(super::eval::compile(e))
+    }
+
+    /// A variable nothing sets: the command fails when it runs, as pgbench's does.
+    fn never_set(&mut self, line: usize, what: &str, name: &str) {
+        let w = self.err(
+            line,
+            format!(
+                "{what}: variable :{name} is never set, so the command fails when it runs (as pgbench's \
+                 does); set it with \\set, \\setshell, \\gset, \\aset or -D {name}=VALUE"
+            ),
+        );
+        self.warnings.push(w);
     }
 
     fn sql(&mut self, text: &str, index: usize, statements: usize) -> SqlCommand {
@@ -426,6 +447,7 @@ impl Parser<'_> {
         let mut placeholder_sql = String::with_capacity(text.len());
         let mut params: Vec<usize> = Vec::new();
         let mut literal = String::new();
+        let mut occurrences = 0;
         let mut i = 0;
         while i < text.len() {
             let rest = &text[i..];
@@ -439,6 +461,7 @@ impl Parser<'_> {
             }
             if rest.starts_with(':') {
                 if let Some(name) = variable_at(text, i) {
+                    occurrences += 1;
                     if self.settable(name) {
                         let var = self.names.var(name);
                         if !literal.is_empty() {
@@ -474,6 +497,7 @@ impl Parser<'_> {
             statement_name: format!("connbench_{index}"),
             results: Results::Discard,
             statements,
+            occurrences,
         }
     }
 
@@ -508,20 +532,14 @@ impl Parser<'_> {
                 let Some(var) = words.get(1) else {
                     return Err(self.err(line, "\\set needs a variable and an expression: \\set NAME EXPRESSION"));
                 };
-                if !valid_variable_name(var) {
-                    return Err(self.err(
-                        line,
-                        format!(
-                            "\\set: invalid variable name {var:?}; a name starts with a letter or _ \
-                             and goes on with letters, digits or _"
-                        ),
-                    ));
-                }
                 let expr_text = rest_after(2);
                 if expr_text.is_empty() {
                     return Err(self.err(line, format!("\\set {var} needs an expression after the name")));
                 }
                 let expr = self.expr(expr_text, line, "\\set")?;
+                if !valid_variable_name(var) {
+                    return Ok(self.fails(line, "\\set", var));
+                }
                 Ok(Command::Set {
                     var: self.names.var(var),
                     expr,
@@ -558,14 +576,21 @@ impl Parser<'_> {
                         },
                     ));
                 }
-                let var = if set {
-                    if !valid_variable_name(words[1]) {
-                        return Err(self.err(line, format!("\\setshell: invalid variable name {:?}", words[1])));
-                    }
-                    Some(self.names.var(words[1]))
-                } else {
-                    None
-                };
+                // pgbench's MAX_ARGS: the command's name and at most 255 words.
+                if words.len() > 256 {
+                    return Err(self.err(
+                        line,
+                        format!(
+                            "too many arguments in command \"{lower}\": {} words, pgbench's maximum is 255; \
+                             put the command in a shell script and run that",
+                            words.len() - 1
+                        ),
+                    ));
+                }
+                if set && !valid_variable_name(words[1]) {
+                    return Ok(self.fails(line, "\\setshell", words[1]));
+                }
+                let var = set.then(|| self.names.var(words[1]));
                 let mut out = Vec::new();
                 for w in &words[need - 1..] {
                     // pgbench: `:name` is a variable, `::x` the text `:x`, else text.
@@ -573,10 +598,7 @@ impl Parser<'_> {
                         Some(lit) if lit.starts_with(':') => ShellWord::Text(lit.to_string()),
                         Some(v) => {
                             if !self.settable(v) {
-                                return Err(self.err(
-                                    line,
-                                    format!("variable :{v} is never set; set it before \\{lower} uses it"),
-                                ));
+                                self.never_set(line, &format!("\\{lower}"), v);
                             }
                             ShellWord::Var(self.names.var(v))
                         }
@@ -610,6 +632,24 @@ impl Parser<'_> {
                      (and connbench's \\randstring)"
                 ),
             )),
+        }
+    }
+
+    /// `\set` or `\setshell` of an invalid variable name: pgbench reads it and fails
+    /// when it runs; so does connbench, with a warning ahead.
+    fn fails(&mut self, line: usize, what: &str, var: &str) -> Command {
+        let why = format!(
+            "{what}: invalid variable name {var:?}; a name starts with a letter or _ and goes on with \
+             letters, digits or _"
+        );
+        let w = self.err(
+            line,
+            format!("{why} (the command fails when it runs, as pgbench's does)"),
+        );
+        self.warnings.push(w);
+        Command::Fails {
+            key: "invalid-variable-name",
+            why,
         }
     }
 
@@ -656,10 +696,7 @@ impl Parser<'_> {
         let amount = match amount.strip_prefix(':') {
             Some(v) => {
                 if !self.settable(v) {
-                    return Err(self.err(
-                        line,
-                        format!("variable :{v} is never set; set it before \\sleep uses it"),
-                    ));
+                    self.never_set(line, "\\sleep", v);
                 }
                 SleepAmount::Var(self.names.var(v))
             }
@@ -704,6 +741,7 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
         },
         assigned: Vec::new(),
         result_prefixes: Vec::new(),
+        warnings: Vec::new(),
     };
     for auto in super::AUTOMATIC {
         p.names.var(auto);
@@ -786,7 +824,7 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
         }
     }
     link_conditionals(&mut commands, &lines, &p)?;
-    check_pipelines(&commands, &lines, &p)?;
+    check_pipelines(&commands, &lines, &mut p)?;
     Ok(Script {
         name: name.to_string(),
         commands,
@@ -794,6 +832,7 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
         variables: p.names.list,
         index: p.names.index,
         defined,
+        warnings: p.warnings,
     })
 }
 
@@ -860,44 +899,55 @@ fn link_conditionals(commands: &mut [Command], lines: &[usize], p: &Parser) -> R
 
 /// Pipelines must open and close in the script, and hold only SQL (no `\gset`/`\aset`,
 /// whose rows a pipeline does not wait for). pgbench finds these while running and
-/// aborts the client; connbench refuses the script before the run.
-fn check_pipelines(commands: &[Command], lines: &[usize], p: &Parser) -> Result<(), ScriptError> {
+/// aborts the client, and so does connbench's executor; here they become warnings,
+/// printed before the run. An `\if` inside a pipeline is refused: pgbench runs it,
+/// connbench's executor does not.
+fn check_pipelines(commands: &[Command], lines: &[usize], p: &mut Parser) -> Result<(), ScriptError> {
     let mut open: Option<usize> = None;
+    let aborts = " (pgbench aborts the client there, and so does connbench)";
     for (i, c) in commands.iter().enumerate() {
-        match c {
-            Command::StartPipeline if open.is_some() => {
-                return Err(p.err(lines[i], "\\startpipeline: already in pipeline mode; end the first with \\endpipeline"))
+        let warning = match c {
+            Command::StartPipeline if open.is_some() => Some(format!(
+                "\\startpipeline: already in pipeline mode; end the first with \\endpipeline{aborts}"
+            )),
+            Command::StartPipeline => {
+                open = Some(i);
+                None
             }
-            Command::StartPipeline => open = Some(i),
             Command::SyncPipeline | Command::EndPipeline if open.is_none() => {
                 let what = if matches!(c, Command::SyncPipeline) {
                     "\\syncpipeline"
                 } else {
                     "\\endpipeline"
                 };
-                return Err(p.err(lines[i], format!("{what}: not in pipeline mode; start one with \\startpipeline")));
+                Some(format!("{what}: not in pipeline mode; start one with \\startpipeline{aborts}"))
             }
-            Command::EndPipeline => open = None,
-            Command::Sql(q) if open.is_some() && q.results != Results::Discard => {
-                return Err(p.err(
-                    lines[i],
-                    "\\gset and \\aset are not allowed in pipeline mode; move the query out of the pipeline",
-                ))
+            Command::EndPipeline => {
+                open = None;
+                None
             }
+            Command::Sql(q) if open.is_some() && q.results != Results::Discard => Some(format!(
+                "\\gset and \\aset are not allowed in pipeline mode; move the query out of the pipeline{aborts}"
+            )),
             Command::If { .. } | Command::Elif { .. } | Command::Else { .. } | Command::Endif if open.is_some() => {
                 return Err(p.err(
                     lines[i],
                     "\\if blocks inside a pipeline are not supported; put the whole pipeline inside the branch",
                 ))
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(w) = warning {
+            let w = p.err(lines[i], w);
+            p.warnings.push(w);
         }
     }
     if let Some(i) = open {
-        return Err(p.err(
+        let w = p.err(
             lines[i],
-            "\\startpipeline without \\endpipeline: the script ends with the pipeline open; add \\endpipeline",
-        ));
+            format!("\\startpipeline without \\endpipeline: the script ends with the pipeline open; add \\endpipeline{aborts}"),
+        );
+        p.warnings.push(w);
     }
     Ok(())
 }

@@ -146,6 +146,7 @@ pub fn eval(e: &Expr, vars: &Vars, rng: &mut Prng, debug: &mut dyn FnMut(Value))
         // hot path's random(lo, hi) from clearing room for sixteen.
         Expr::Fast(f) => f.eval(vars, rng),
         Expr::Call(f, args) if args.len() <= 3 => call_with::<3>(*f, args, vars, rng, debug),
+        Expr::Call(_, args) if args.len() > MAX_ARGS => Err(EvalError::TooManyArguments),
         Expr::Call(f, args) => call_with::<MAX_ARGS>(*f, args, vars, rng, debug),
     }
 }

@@ -26,7 +26,7 @@ pub use prng::Prng;
 pub use value::{EvalError, Value};
 
 /// A script problem found before the run, with its line.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 #[error("{script} line {line}: {why}")]
 pub struct ScriptError {
     pub script: String,
@@ -50,6 +50,10 @@ pub struct Script {
     /// index: each client starts with them after the automatic variables, so `-D
     /// scale=N` wins.
     pub defined: Vec<(usize, String)>,
+    /// What will fail when it runs, found when the script was read (a variable nothing
+    /// sets, an unbalanced pipeline, ...): pgbench finds these only while running, and
+    /// connbench runs the script as pgbench does, saying so first.
+    pub warnings: Vec<ScriptError>,
 }
 
 /// The variables every client has before the script runs, at these indices.
@@ -248,10 +252,6 @@ mod tests {
                 "f.sql line 2: \\aset must follow an SQL command",
             ),
             (
-                "\\set x :nope + 1\n",
-                "f.sql line 1: variable :nope is never set; set it with",
-            ),
-            (
                 "\\set x foo(1)\n",
                 "f.sql line 1: \\set: unknown function \"foo\"",
             ),
@@ -259,7 +259,6 @@ mod tests {
             ("\\set x 1 +\n", "f.sql line 1: \\set: the expression ends"),
             ("\\set\n", "\\set needs a variable and an expression"),
             ("\\set x\n", "\\set x needs an expression"),
-            ("\\set 1x 1\n", "invalid variable name \"1x\""),
             (
                 "\\sleep 5 hours\n",
                 "unrecognized time unit \"hours\", must be us, ms or s",
@@ -267,7 +266,6 @@ mod tests {
             ("\\sleep\n", "\\sleep: missing argument"),
             ("\\sleep 1 2 3\n", "\\sleep: too many arguments"),
             ("\\sleep abc\n", "invalid sleep time \"abc\", must be an integer"),
-            ("\\sleep :nope\n", "variable :nope is never set"),
             ("\\foo\n", "f.sql line 1: invalid command \\foo; pgbench's are"),
             (
                 "\\if true\nSELECT 1;\n",
@@ -289,6 +287,29 @@ mod tests {
             ("\\shell\n", "\\shell needs a command"),
             ("\\setshell v\n", "\\setshell needs a variable and a command"),
             (
+                format!("\\shell echo{}\n", " a".repeat(256)).as_str(),
+                "too many arguments in command \"shell\": 257 words",
+            ),
+        ] {
+            let e = err(text);
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn what_pgbench_finds_only_while_running_is_a_warning_and_runs() {
+        // pgbench reads these scripts and aborts the client when it gets there; so
+        // does connbench, and says so before the run.
+        for (text, want) in [
+            (
+                "\\set x :nope + 1\n",
+                "f.sql line 1: \\set: variable :nope is never set, so the command fails when it runs",
+            ),
+            ("\\sleep :nope\n", "\\sleep: variable :nope is never set"),
+            ("\\shell echo :nope\n", "\\shell: variable :nope is never set"),
+            ("\\set 1x 1\n", "invalid variable name \"1x\""),
+            ("\\setshell . echo 1\n", "\\setshell: invalid variable name \".\""),
+            (
                 "\\startpipeline\nSELECT 1;\n",
                 "script ends with the pipeline open",
             ),
@@ -300,8 +321,21 @@ mod tests {
                 "not allowed in pipeline mode",
             ),
         ] {
-            let e = err(text);
-            assert!(e.contains(want), "{text:?}: {e}");
+            let s = Script::parse("f.sql", text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            let w: Vec<String> = s.warnings.iter().map(ToString::to_string).collect();
+            assert!(w.iter().any(|w| w.contains(want)), "{text:?}: {w:?}");
         }
+        let invalid = Script::parse("f.sql", "\\set . 1\n").unwrap();
+        assert!(matches!(
+            &invalid.commands[0],
+            Command::Fails {
+                key: "invalid-variable-name",
+                ..
+            }
+        ));
+        // Every occurrence of a variable is a parameter in pgbench's extended mode.
+        let q = Script::parse("f.sql", "\\set i 0\nSELECT :i, :i, '::x', :nope;\n").unwrap();
+        let Command::Sql(q) = &q.commands[1] else { panic!() };
+        assert_eq!((q.occurrences, q.params.len()), (3, 1));
     }
 }

@@ -233,6 +233,8 @@ pub enum EvalError {
     SysbenchParameter(&'static str, f64),
     /// A variable read before anything set it (by its index).
     Undefined(usize),
+    /// A call of `least` or `greatest` with more than 16 arguments (pgbench's MAX_FARGS).
+    TooManyArguments,
     /// A variable whose text is not a value (by its index).
     Malformed(usize),
 }
@@ -252,6 +254,7 @@ impl EvalError {
             | EvalError::SysbenchParameter(..) => "parameter",
             EvalError::Undefined(_) => "undefined-variable",
             EvalError::Malformed(_) => "malformed-variable",
+            EvalError::TooManyArguments => "too-many-arguments",
         }
     }
 
@@ -281,6 +284,9 @@ impl EvalError {
                 "undefined variable \"{}\": set it before this command (\\set, \\gset, -D)",
                 name(i)
             ),
+            EvalError::TooManyArguments => {
+                "too many function arguments, maximum is 16; split the call, e.g. least(least(...), least(...))".into()
+            }
             EvalError::Malformed(i) => format!(
                 "malformed variable \"{}\" value: \"{}\" (not an int, a double, a boolean or null)",
                 name(i),

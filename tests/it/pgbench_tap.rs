@@ -337,7 +337,8 @@ fn pgbench_s_tap_cases_run_alike_in_pgbench_and_connbench() {
         "why / stderr",
         rows.join("\n")
     );
-    eprintln!("{} cases in {:.1?}", cases.len(), started.elapsed());
+    // The table is shown with --nocapture even when every case agrees.
+    eprintln!("{table}\n{} cases in {:.1?}", cases.len(), started.elapsed());
     assert!(bad == 0, "{bad} of {} cases disagree:\n{table}", cases.len());
 }
 
