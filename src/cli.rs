@@ -805,6 +805,7 @@ impl LoadArgs {
             max_tries: self.pgbench.max_tries,
             verbose_errors: self.pgbench.verbose_errors,
             debug: self.pgbench.debug,
+            exit_on_abort: self.pgbench.exit_on_abort,
             log: self.pgbench.log(),
             mode: self.mode,
             clients: self.clients,

@@ -471,6 +471,8 @@ pub struct LoadOptions {
     pub verbose_errors: bool,
     /// pgbench's -d (`load` only): a trace of every command each client runs.
     pub debug: bool,
+    /// pgbench's --exit-on-abort (`load` only): the first failure ends the run.
+    pub exit_on_abort: bool,
     /// pgbench's -l and its options (`load` only): the transaction log.
     pub log: Option<LogSettings>,
     /// sysbench's options for the oltp-* workloads (`--sysbench NAME=VALUE`).
@@ -488,6 +490,7 @@ impl Default for LoadOptions {
             max_tries: 1,
             verbose_errors: false,
             debug: false,
+            exit_on_abort: false,
             log: None,
             mode: QueryMode::Simple,
             clients: 1,
@@ -543,6 +546,7 @@ impl LoadOptions {
             max_tries: d.max_tries,
             verbose_errors: d.verbose_errors,
             debug: d.debug,
+            exit_on_abort: d.exit_on_abort,
             log: d.log,
             mode: get(s, "mode", parse_mode)?.unwrap_or(d.mode),
             clients: get(s, "clients", parse_clients)?.unwrap_or(d.clients),
@@ -771,6 +775,7 @@ impl LoadOptions {
             max_tries: self.max_tries,
             verbose_errors: self.verbose_errors,
             debug: self.debug,
+            exit_on_abort: self.exit_on_abort,
             mode: self.mode,
             clients: self.clients,
             threads: self.threads(),

@@ -69,8 +69,11 @@ pub struct PgbenchArgs {
     #[arg(long)]
     pub verbose_errors: bool,
 
-    /// Refused: connbench's clients never abort on an error.
-    #[arg(long, hide = true)]
+    /// Stop the whole run at the first transaction that fails (after its --max-tries) or
+    /// client that aborts, as pgbench 16's --exit-on-abort does (pgbench aborts a client on any
+    /// error it does not retry); the report covers what ran until then, and connbench
+    /// exits 1. Without it a failure is counted and its client goes on.
+    #[arg(long)]
     pub exit_on_abort: bool,
     /// Trace every command each client runs on stderr, as pgbench -d does: "client N
     /// executing script", "executing \\set ...", "sending SQL" (simple mode: as sent,
@@ -143,10 +146,12 @@ impl PgbenchArgs {
         let init = "is an option of pgbench -i; connbench's tables are made by `connbench init` \
                     (see `connbench init --help`), and `load` runs on them or on pgbench -i's";
         let given = [
-            (self.exit_on_abort, "--exit-on-abort", "connbench's clients never abort on an error: they count it by \
-              SQLSTATE, reconnect when the connection broke, and go on; a run where every transaction failed exits 1"),
-            (self.initialize, "-i/--initialize", "connbench's `load` never creates tables: run `connbench init \
-              TARGET -s N` (or pgbench -i) first"),
+            (
+                self.initialize,
+                "-i/--initialize",
+                "connbench's `load` never creates tables: run `connbench init \
+              TARGET -s N` (or pgbench -i) first",
+            ),
             (self.init_steps.is_some(), "-I/--init-steps", init),
             (self.fillfactor.is_some(), "-F/--fillfactor", init),
             (self.quiet, "-q/--quiet", init),

@@ -389,10 +389,14 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         Exit::Interrupted
     } else if !run.aborted.is_empty() {
         // As pgbench: a client the script aborted makes the results incomplete.
-        eprintln!(
-            "error: {} client(s) aborted, so the figures above cover only what ran before; fix the script",
-            run.aborted.len()
-        );
+        if args.pgbench.exit_on_abort {
+            eprintln!("error: --exit-on-abort: a client aborted, so every client stopped there; the figures above cover the run until then");
+        } else {
+            eprintln!(
+                "error: {} client(s) aborted, so the figures above cover only what ran before; fix the script",
+                run.aborted.len()
+            );
+        }
         Exit::Failed
     } else {
         Exit::Success

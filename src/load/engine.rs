@@ -103,6 +103,9 @@ pub struct LoadPlan {
     pub verbose_errors: bool,
     /// pgbench's -d: a trace of every command each client runs, on stderr.
     pub debug: bool,
+    /// pgbench's --exit-on-abort: the first transaction that fails (after its tries) or
+    /// client that aborts stops every client, and the run reports what ran until then.
+    pub exit_on_abort: bool,
     pub mode: QueryMode,
     pub clients: usize,
     pub threads: usize,
@@ -310,20 +313,24 @@ pub async fn run(
     let connected = Arc::new(Barrier::new(threads + 1));
     let go = Arc::new(Barrier::new(threads + 1));
     let (tx, mut rx) = mpsc::unbounded_channel();
+    // --exit-on-abort: the client that aborts turns this on, and every worker stops its
+    // clients as on Ctrl-C (the run is not "interrupted", though: it ended on an error).
+    let halt = Arc::new(watch::channel(false).0);
     let mut handles = Vec::new();
     for w in 0..threads {
         let ids: Vec<usize> = (0..plan.clients).filter(|c| c % threads == w).collect();
-        let (plan, times, connected, go, stop, tx) = (
+        let (plan, times, connected, go, stop, tx, halt) = (
             plan.clone(),
             times.clone(),
             connected.clone(),
             go.clone(),
             stop.clone(),
             tx.clone(),
+            halt.clone(),
         );
         let handle = std::thread::Builder::new()
             .name(format!("connbench-worker-{w}"))
-            .spawn(move || worker(plan, w, ids, times, connected, go, stop, tx))
+            .spawn(move || worker(plan, w, ids, times, connected, go, stop, halt, tx))
             .context("cannot start a worker thread")?;
         handles.push(handle);
     }
@@ -438,7 +445,7 @@ pub async fn run(
         }
     }
     let window_end = match end {
-        Some(e) if !run.interrupted => last_end.max(e),
+        Some(e) if !run.interrupted && !*halt.borrow() => last_end.max(e),
         _ => last_end,
     };
     run.measured = window_end.saturating_duration_since(measure_start);
@@ -515,6 +522,18 @@ struct WorkerShared {
     log: RefCell<Option<TxLog>>,
     /// Set when Ctrl-C stopped this worker's clients.
     stopped: std::cell::Cell<bool>,
+    /// --exit-on-abort's switch, shared by every worker (see [`run`]).
+    halt: Arc<watch::Sender<bool>>,
+}
+
+/// Waits until the switch is on (true) or its sender is gone (false).
+async fn switched_on(rx: &mut watch::Receiver<bool>) -> bool {
+    while !*rx.borrow_and_update() {
+        if rx.changed().await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -526,6 +545,7 @@ fn worker(
     connected: Arc<Barrier>,
     go: Arc<Barrier>,
     stop: watch::Receiver<bool>,
+    halt: Arc<watch::Sender<bool>>,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> Result<WorkerResult> {
     if let Some(ns) = &plan.netns {
@@ -568,6 +588,7 @@ fn worker(
         times: RefCell::new(None),
         log: RefCell::new(None),
         stopped: std::cell::Cell::new(false),
+        halt,
     });
     // Connect every persistent client first; nothing here is timed.
     let sessions: Vec<Option<Session>> = local.block_on(&rt, {
@@ -683,13 +704,21 @@ fn worker(
         let stopper = {
             let shared = shared.clone();
             let mut stop = stop.clone();
+            let mut halt = shared.halt.subscribe();
             tokio::task::spawn_local(async move {
-                while !*stop.borrow_and_update() {
-                    if stop.changed().await.is_err() {
-                        return;
+                tokio::select! {
+                    on = switched_on(&mut stop) => {
+                        if !on {
+                            return;
+                        }
+                        shared.stopped.set(true);
+                    }
+                    on = switched_on(&mut halt) => {
+                        if !on {
+                            return;
+                        }
                     }
                 }
-                shared.stopped.set(true);
                 for a in aborts {
                     a.abort();
                 }
@@ -1089,6 +1118,11 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     );
                 }
                 reconnect_pause = connecting;
+                if plan.exit_on_abort && exec.aborted.is_none() {
+                    // pgbench aborts a client on any error it does not retry, and
+                    // --exit-on-abort ends the run there.
+                    exec.aborted = Some(format!("client {global_id} aborted in script {chosen}: {error}"));
+                }
             }
         }
         if let Some(why) = exec.aborted.take() {
@@ -1096,6 +1130,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             // connbench, and the run reports it.
             note_first_error(&shared, || why.clone());
             shared.aborted.borrow_mut().push(why);
+            if plan.exit_on_abort {
+                shared.halt.send_replace(true);
+            }
             return session;
         }
         if measured {

@@ -312,7 +312,6 @@ fn bad_pgbench_input_names_the_flag_its_value_and_the_fix() {
         ),
         (vec!["--partitions", "4"], vec!["--partitions", "connbench init"]),
         (vec!["-i"], vec!["-i/--initialize", "connbench init"]),
-        (vec!["--exit-on-abort"], vec!["--exit-on-abort", "never abort"]),
         (
             vec!["--sampling-rate", "2", "-l"],
             vec!["sampling rate \"2\"", "0.01"],
@@ -439,4 +438,51 @@ fn progress_timestamps_are_unix_epoch_seconds() {
             "{t} is not a timestamp of this run (now {now})"
         );
     }
+}
+
+/// --exit-on-abort: client 0's first transaction fails, which stops client 1 long before
+/// its 100,000 transactions; the run ends early with an error, and the report covers
+/// what ran. Without the option client 1 runs on, checked with a run short enough to end.
+#[test]
+fn exit_on_abort_stops_every_client_at_the_first_failure() {
+    let db = pgbench_db();
+    let dir = crate::common::scratch("exit-on-abort");
+    let script = dir.join("fail0.sql");
+    std::fs::write(&script, "SELECT CASE WHEN :client_id = 0 THEN 1/0 ELSE 1 END;\n").unwrap();
+    let f = script.to_str().unwrap();
+    // pgbench 16's option: the installed pgbench 15 does not have it, so connbench alone.
+    let o = connbench(&[
+        "load",
+        db,
+        "-c",
+        "2",
+        "-t",
+        "100000",
+        "--exit-on-abort",
+        "-f",
+        f,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--exit-on-abort: a client aborted"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let done = v["summary"]["transactions"].as_u64().unwrap();
+    assert!(done < 100_000, "client 1 ran on: {done}");
+    assert!(v["summary"]["failed_transactions"].as_u64().unwrap() >= 1);
+    // Without it: client 0 fails every transaction and client 1 runs all of its own.
+    let o = connbench(&["load", db, "-c", "2", "-t", "50", "-f", f, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (
+            v["summary"]["transactions"].as_u64(),
+            v["summary"]["failed_transactions"].as_u64()
+        ),
+        (Some(50), Some(50)),
+        "{}",
+        stderr(&o)
+    );
 }
