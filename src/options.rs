@@ -664,11 +664,11 @@ impl LoadOptions {
         if self.workloads.iter().map(|w| u64::from(w.weight)).sum::<u64>() == 0 {
             bail!("every script has weight 0, so none would ever run: give one a weight above 0 (NAME@1)");
         }
-        self.workloads
+        let texts = self
+            .workloads
             .iter()
-            .enumerate()
-            .map(|(n, w)| {
-                let (name, text) = match (&w.workload, tables) {
+            .map(|w| {
+                Ok(match (&w.workload, tables) {
                     (Workload::Builtin(Builtin::Sysbench(o)), &Tables::Sysbench { tables, size }) => (
                         o.as_str().to_string(),
                         crate::load::sysbench::script(*o, &self.sysbench, tables, size, self.mode),
@@ -695,8 +695,18 @@ impl LoadOptions {
                             )
                         })?,
                     ),
-                };
-                let mut script = Script::parse_with(&name, &text, &self.defines)?;
+                })
+            })
+            .collect::<Result<Vec<(String, String)>>>()?;
+        // One set of variables for all of them, as a pgbench client's scripts share theirs.
+        let named: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+        let scripts = Script::parse_many(&named, &self.defines)?;
+        self.workloads
+            .iter()
+            .zip(scripts)
+            .enumerate()
+            .map(|(n, (w, mut script))| {
+                let name = script.name.clone();
                 script.number_statements(n);
                 if self.mode != QueryMode::Simple {
                     // pgbench's MAX_ARGS: extended and prepared modes bind a parameter per

@@ -904,6 +904,9 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     });
     let mut measured_done: u64 = 0;
     let mut reconnect_pause = false;
+    // The executor holding the client's variables and random state (every script's
+    // starts alike, so any may be first).
+    let mut current = 0;
     // Paced clients wait on a high-resolution timer: tokio's rounds up to the next
     // millisecond, which -R would charge to latency.
     let mut timer = match schedule {
@@ -983,6 +986,13 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
             Some(turn) => turn.measured,
             None => intended >= t.measure_start,
         };
+        if chosen != current {
+            // A pgbench client's scripts share its variables and random state: they
+            // move to the executor of the script it runs now (two swaps, no copy).
+            let (low, high) = execs.split_at_mut(chosen.max(current));
+            low[chosen.min(current)].hand_over(&mut high[0]);
+            current = chosen;
+        }
         let exec = &mut execs[chosen];
         let script = &plan.scripts[chosen].script;
         // pgbench 15's retries: a serialization failure or a deadlock runs the

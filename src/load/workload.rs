@@ -297,6 +297,13 @@ impl Executor {
         self.prng.clone()
     }
 
+    /// Swaps the client's variables and random state with `other`'s: the engine hands
+    /// them to the executor of the next script, as a pgbench client's scripts share them.
+    pub fn hand_over(&mut self, other: &mut Executor) {
+        std::mem::swap(&mut self.vars, &mut other.vars);
+        std::mem::swap(&mut self.prng, &mut other.prng);
+    }
+
     /// Puts back a state [`Executor::random_state`] returned.
     pub fn restore_random_state(&mut self, state: Prng) {
         self.prng = state;
@@ -323,7 +330,14 @@ impl Executor {
         e: &crate::script::Expr,
         at: usize,
     ) -> Result<Value, ConnectError> {
-        let mut debug = |v: Value| eprintln!("debug(script=0,command={}): {}", at + 1, v.debug_text());
+        let mut debug = |v: Value| {
+            eprintln!(
+                "debug(script={},command={}): {}",
+                script.number,
+                at + 1,
+                v.debug_text()
+            )
+        };
         eval(e, &self.vars, &mut self.prng, &mut debug).map_err(|err| self.eval_failure(script, at, err))
     }
 
@@ -427,8 +441,14 @@ impl Executor {
                     // Matched here rather than through `evaluate`: the small result of
                     // `eval` stays small on the hot path, and the error is built only
                     // when there is one.
-                    let mut debug =
-                        |v: Value| eprintln!("debug(script=0,command={}): {}", at + 1, v.debug_text());
+                    let mut debug = |v: Value| {
+                        eprintln!(
+                            "debug(script={},command={}): {}",
+                            script.number,
+                            at + 1,
+                            v.debug_text()
+                        )
+                    };
                     match eval(expr, &self.vars, &mut self.prng, &mut debug) {
                         Ok(v) => self.vars.set(*var, v),
                         Err(e) => return Err(fail(self.eval_failure(script, at, e))),

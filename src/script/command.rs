@@ -731,10 +731,16 @@ pub fn atoi(s: &str) -> Option<i64> {
     Some(if neg { -n } else { n })
 }
 
-/// Parses a script (see the module docs); `defines` are the `-D NAME=VALUE` variables.
-pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Result<Script, ScriptError> {
+/// Parses a run's scripts (see the module docs); `defines` are the `-D NAME=VALUE`
+/// variables. The scripts share one set of variables, as a pgbench client's scripts
+/// do: a name one script sets, another may read, and every script numbers every
+/// variable alike, so a client's state carries from one script to the next.
+pub(super) fn parse_many(
+    scripts: &[(&str, &str)],
+    defines: &[(String, String)],
+) -> Result<Vec<Script>, ScriptError> {
     let mut p = Parser {
-        script: name,
+        script: "",
         names: Names {
             list: Vec::new(),
             index: HashMap::new(),
@@ -747,17 +753,17 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
         p.names.var(auto);
         p.assigned.push(auto.to_string());
     }
-    let defined = defines
+    let defined: Vec<(usize, String)> = defines
         .iter()
         .map(|(n, v)| {
             p.assigned.push(n.clone());
             (p.names.var(n), v.clone())
         })
         .collect();
-    let raw = scan(text);
-    // First pass: every name something assigns, so an expression or a `:name` in SQL
-    // can be checked against them wherever it comes in the script.
-    for r in &raw {
+    let raws: Vec<Vec<Raw>> = scripts.iter().map(|(_, text)| scan(text)).collect();
+    // First pass: every name something assigns, in any of the scripts, so an
+    // expression or a `:name` in SQL can be checked against them wherever it comes.
+    for r in raws.iter().flatten() {
         if let Raw::Meta { text, .. } = r {
             let mut words = text.split_whitespace();
             match words.next().map(str::to_ascii_lowercase).as_deref() {
@@ -771,6 +777,30 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
             }
         }
     }
+    let mut parsed = Vec::with_capacity(scripts.len());
+    for (&(name, _), raw) in scripts.iter().zip(raws) {
+        p.script = name;
+        let (commands, texts) = commands(raw, &mut p)?;
+        parsed.push(Script {
+            name: name.to_string(),
+            commands,
+            texts,
+            variables: Vec::new(),
+            index: HashMap::new(),
+            defined: defined.clone(),
+            warnings: std::mem::take(&mut p.warnings),
+            number: 0,
+        });
+    }
+    for s in &mut parsed {
+        s.variables = p.names.list.clone();
+        s.index = p.names.index.clone();
+    }
+    Ok(parsed)
+}
+
+/// One script's pieces as commands, with each command's text.
+fn commands(raw: Vec<Raw>, p: &mut Parser) -> Result<(Vec<Command>, Vec<String>), ScriptError> {
     let mut commands: Vec<Command> = Vec::new();
     let mut texts = Vec::new();
     let mut lines = Vec::new();
@@ -823,17 +853,9 @@ pub(super) fn parse(name: &str, text: &str, defines: &[(String, String)]) -> Res
             }
         }
     }
-    link_conditionals(&mut commands, &lines, &p)?;
-    check_pipelines(&commands, &lines, &mut p)?;
-    Ok(Script {
-        name: name.to_string(),
-        commands,
-        texts,
-        variables: p.names.list,
-        index: p.names.index,
-        defined,
-        warnings: p.warnings,
-    })
+    link_conditionals(&mut commands, &lines, p)?;
+    check_pipelines(&commands, &lines, p)?;
+    Ok((commands, texts))
 }
 
 /// Checks `\if` blocks as pgbench's `CheckConditional` does and fills in where each

@@ -54,6 +54,8 @@ pub struct Script {
     /// sets, an unbalanced pipeline, ...): pgbench finds these only while running, and
     /// connbench runs the script as pgbench does, saying so first.
     pub warnings: Vec<ScriptError>,
+    /// Its number among the run's scripts, from 0 (`debug()` says it, as pgbench's does).
+    pub number: usize,
 }
 
 /// The variables every client has before the script runs, at these indices.
@@ -69,6 +71,7 @@ impl Script {
     /// statements on its one connection, so names by command alone would collide (the
     /// first SQL command of each script preparing the same name).
     pub fn number_statements(&mut self, script: usize) {
+        self.number = script;
         for (at, c) in self.commands.iter_mut().enumerate() {
             if let Command::Sql(q) = c {
                 q.statement_name = format!("connbench_{script}_{at}");
@@ -78,7 +81,7 @@ impl Script {
 
     /// Parses a script in pgbench's syntax.
     pub fn parse(name: &str, text: &str) -> Result<Script, ScriptError> {
-        command::parse(name, text, &[])
+        Script::parse_with::<String>(name, text, &[])
     }
 
     /// Parses a script with variables given values beforehand (`-D NAME=VALUE`); a
@@ -89,9 +92,19 @@ impl Script {
         text: &str,
         defines: &[(String, V)],
     ) -> Result<Script, ScriptError> {
+        let mut all = Script::parse_many(&[(name, text)], defines)?;
+        Ok(all.remove(0))
+    }
+
+    /// Parses a run's scripts (name, text) with one set of variables among them, as a
+    /// pgbench client's scripts share its variables: what one sets, another reads.
+    pub fn parse_many<V: std::fmt::Display>(
+        scripts: &[(&str, &str)],
+        defines: &[(String, V)],
+    ) -> Result<Vec<Script>, ScriptError> {
         let defines: Vec<(String, String)> =
             defines.iter().map(|(n, v)| (n.clone(), v.to_string())).collect();
-        command::parse(name, text, &defines)
+        command::parse_many(scripts, &defines)
     }
 
     /// How many SQL commands a transaction runs.

@@ -521,3 +521,44 @@ fn scripts_pgbench_refuses_are_refused_before_anything_runs() {
         assert!(c.stderr.contains(failure), "{text}: {}", c.stderr);
     }
 }
+
+/// A pgbench client's scripts share its variables: what one script sets, another reads.
+/// Script 0 counts its own runs in :n, script 1 prints it. The order of the two differs
+/// between the tools (each draws it from its own generator), so the test checks what
+/// sharing implies in both: script 1 prints the runs of script 0 so far, so its values
+/// never go down, reach above 0, and stay within script 0's runs.
+#[test]
+fn a_client_s_scripts_share_its_variables() {
+    let (count, print) = (
+        script_file("\\set n :n + 1\n"),
+        script_file("\\set p debug(:n)\n"),
+    );
+    let args = ["-c", "1", "-t", "40", "--random-seed", "7", "-D", "n=0"];
+    let p = Command::new("pgbench")
+        .args(["-n", "-f", count.path(), "-f", print.path()])
+        .args(args)
+        .arg(conninfo("unix"))
+        .output()
+        .unwrap();
+    let mut all = vec!["load", "-f", count.path(), "-f", print.path()];
+    all.extend_from_slice(&args);
+    let target = conninfo("unix");
+    all.push(&target);
+    let c = connbench(&all);
+    for (tool, o) in [("pgbench", &p), ("connbench", &c)] {
+        assert!(o.status.success(), "{tool}: {}", stderr(o));
+        // In run order: "debug(script=1,command=1): int 3".
+        let printed: Vec<i64> = stderr(o)
+            .lines()
+            .filter_map(|l| l.strip_prefix("debug(script=1,command=1): int "))
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert!(!printed.is_empty(), "{tool}: script 1 never ran: {}", stderr(o));
+        let runs_of_0 = 40 - printed.len() as i64;
+        assert!(printed.windows(2).all(|w| w[0] <= w[1]), "{tool}: {printed:?}");
+        assert!(
+            printed.iter().any(|&v| v > 0) && printed.iter().all(|&v| v <= runs_of_0),
+            "{tool}: {printed:?} with {runs_of_0} runs of script 0"
+        );
+    }
+}
