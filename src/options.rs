@@ -730,11 +730,18 @@ impl LoadOptions {
                 if script.commands.is_empty() && matches!(w.workload, Workload::File(_)) {
                     bail!("{name}: empty command list for script: it has no SQL or \\ command to run");
                 }
-                if self.mode == QueryMode::Simple && script.uses_pipelines() {
-                    bail!(
-                        "{name}: \\startpipeline needs the extended or prepared protocol (pgbench refuses \
-                         pipelines in simple mode); run with -M extended or -M prepared"
-                    );
+                if self.mode == QueryMode::Simple {
+                    // pgbench aborts the client when it reaches \startpipeline in simple
+                    // mode; so does connbench, saying so before the run.
+                    if let Some(at) = script.commands.iter().position(|c| matches!(c, crate::script::Command::StartPipeline)) {
+                        script.warnings.push(crate::script::ScriptError {
+                            script: name.clone(),
+                            line: script.lines[at],
+                            why: "\\startpipeline: cannot use pipeline mode with the simple query protocol, so \
+                                  the client aborts there (as pgbench's does); run with -M extended or -M prepared"
+                                .into(),
+                        });
+                    }
                 }
                 Ok(WeightedScript {
                     script,

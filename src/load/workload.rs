@@ -505,11 +505,11 @@ impl Executor {
                     .map_err(fail)?,
                 Command::StartPipeline => {
                     if mode == QueryMode::Simple {
-                        return Err(fail(script_error(
-                            "pipeline",
-                            "\\startpipeline: cannot use pipeline mode with the simple query protocol; \
-                             run with -M extended or -M prepared"
-                                .into(),
+                        return Err(fail(self.abort(
+                            script,
+                            at,
+                            "cannot use pipeline mode with the simple query protocol; run with -M extended or \
+                             -M prepared",
                         )));
                     }
                     if in_pipeline {

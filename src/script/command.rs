@@ -780,7 +780,7 @@ pub(super) fn parse_many(
     let mut parsed = Vec::with_capacity(scripts.len());
     for (&(name, _), raw) in scripts.iter().zip(raws) {
         p.script = name;
-        let (commands, texts) = commands(raw, &mut p)?;
+        let (commands, texts, lines) = commands(raw, &mut p)?;
         parsed.push(Script {
             name: name.to_string(),
             commands,
@@ -790,6 +790,7 @@ pub(super) fn parse_many(
             defined: defined.clone(),
             warnings: std::mem::take(&mut p.warnings),
             number: 0,
+            lines,
         });
     }
     for s in &mut parsed {
@@ -800,7 +801,8 @@ pub(super) fn parse_many(
 }
 
 /// One script's pieces as commands, with each command's text.
-fn commands(raw: Vec<Raw>, p: &mut Parser) -> Result<(Vec<Command>, Vec<String>), ScriptError> {
+#[allow(clippy::type_complexity)]
+fn commands(raw: Vec<Raw>, p: &mut Parser) -> Result<(Vec<Command>, Vec<String>, Vec<usize>), ScriptError> {
     let mut commands: Vec<Command> = Vec::new();
     let mut texts = Vec::new();
     let mut lines = Vec::new();
@@ -854,8 +856,8 @@ fn commands(raw: Vec<Raw>, p: &mut Parser) -> Result<(Vec<Command>, Vec<String>)
         }
     }
     link_conditionals(&mut commands, &lines, p)?;
-    check_pipelines(&commands, &lines, p)?;
-    Ok((commands, texts))
+    check_pipelines(&commands, &lines, p);
+    Ok((commands, texts, lines))
 }
 
 /// Checks `\if` blocks as pgbench's `CheckConditional` does and fills in where each
@@ -922,9 +924,12 @@ fn link_conditionals(commands: &mut [Command], lines: &[usize], p: &Parser) -> R
 /// Pipelines must open and close in the script, and hold only SQL (no `\gset`/`\aset`,
 /// whose rows a pipeline does not wait for). pgbench finds these while running and
 /// aborts the client, and so does connbench's executor; here they become warnings,
-/// printed before the run. An `\if` inside a pipeline is refused: pgbench runs it,
-/// connbench's executor does not.
-fn check_pipelines(commands: &[Command], lines: &[usize], p: &mut Parser) -> Result<(), ScriptError> {
+/// printed before the run. A script with `\if` blocks gets none: which commands run
+/// depends on its branches, which only running shows.
+fn check_pipelines(commands: &[Command], lines: &[usize], p: &mut Parser) {
+    if commands.iter().any(|c| matches!(c, Command::If { .. })) {
+        return;
+    }
     let mut open: Option<usize> = None;
     let aborts = " (pgbench aborts the client there, and so does connbench)";
     for (i, c) in commands.iter().enumerate() {
@@ -951,12 +956,6 @@ fn check_pipelines(commands: &[Command], lines: &[usize], p: &mut Parser) -> Res
             Command::Sql(q) if open.is_some() && q.results != Results::Discard => Some(format!(
                 "\\gset and \\aset are not allowed in pipeline mode; move the query out of the pipeline{aborts}"
             )),
-            Command::If { .. } | Command::Elif { .. } | Command::Else { .. } | Command::Endif if open.is_some() => {
-                return Err(p.err(
-                    lines[i],
-                    "\\if blocks inside a pipeline are not supported; put the whole pipeline inside the branch",
-                ))
-            }
             _ => None,
         };
         if let Some(w) = warning {
@@ -971,7 +970,6 @@ fn check_pipelines(commands: &[Command], lines: &[usize], p: &mut Parser) -> Res
         );
         p.warnings.push(w);
     }
-    Ok(())
 }
 
 /// A command's text on one line: its lines' words joined by single spaces.

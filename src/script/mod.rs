@@ -56,6 +56,8 @@ pub struct Script {
     pub warnings: Vec<ScriptError>,
     /// Its number among the run's scripts, from 0 (`debug()` says it, as pgbench's does).
     pub number: usize,
+    /// The line each command starts on, for messages.
+    pub lines: Vec<usize>,
 }
 
 /// The variables every client has before the script runs, at these indices.
@@ -113,11 +115,6 @@ impl Script {
             .iter()
             .filter(|c| matches!(c, Command::Sql(_)))
             .count()
-    }
-
-    /// Whether the script uses pipelines, which need the extended or prepared protocol.
-    pub fn uses_pipelines(&self) -> bool {
-        self.commands.iter().any(|c| matches!(c, Command::StartPipeline))
     }
 }
 

@@ -344,7 +344,7 @@ fn shell_and_setshell_run_through_sh() {
 }
 
 #[test]
-fn pipelines_run_in_extended_and_prepared_modes_and_are_refused_in_simple() {
+fn pipelines_run_in_extended_and_prepared_modes_and_abort_in_simple() {
     let script =
         "\\startpipeline\nSELECT 1;\nSELECT 2;\nSELECT :client_id;\n\\endpipeline\n\\set x debug(1)\n";
     for mode in ["extended", "prepared"] {
@@ -356,19 +356,27 @@ fn pipelines_run_in_extended_and_prepared_modes_and_are_refused_in_simple() {
     let c = load(&f, &["-t", "3", "-M", "extended"]);
     assert_eq!((c.code, c.failed), (Some(1), 3), "{}", c.stderr);
     assert!(c.stderr.contains("division by zero"), "{}", c.stderr);
-    // Simple mode: pgbench aborts the client at \startpipeline; connbench refuses first.
+    // Simple mode: both abort the client at \startpipeline (connbench warns first).
     let f = script_file(script);
     let (p, c) = (pgbench(&f, &["-t", "1"]), load(&f, &["-t", "1"]));
     assert_eq!((p.code, p.processed), (Some(2), 0), "{}", p.stderr);
     assert!(p
         .stderr
         .contains("cannot use pipeline mode with the simple query protocol"));
-    assert_eq!(c.code, Some(2), "{}", c.stderr);
-    assert!(
-        c.stderr.contains("run with -M extended or -M prepared"),
-        "{}",
-        c.stderr
-    );
+    assert_eq!((c.code, c.processed, c.failed), (Some(1), 0, 1), "{}", c.stderr);
+    for want in [
+        "warning: ",
+        "line 1: \\startpipeline: cannot use pipeline mode with the simple query protocol",
+        "aborted in command 1",
+        "run with -M extended or -M prepared",
+    ] {
+        assert!(c.stderr.contains(want), "{want}: {}", c.stderr);
+    }
+    // \if blocks inside a pipeline run as in pgbench.
+    let branches = "\\startpipeline\n\\if :client_id = 0\nSELECT 1;\n\\else\nSELECT 2;\n\\endif\n\
+                    SELECT 3;\n\\endpipeline\n\\set x debug(:client_id)\n";
+    let c = agree(branches, &["-t", "4", "-c", "2", "-M", "extended"]);
+    assert_eq!(c.processed, 8);
     // \syncpipeline (pgbench 17's) works in connbench.
     let f = script_file("\\startpipeline\nSELECT 1;\n\\syncpipeline\nSELECT 2;\n\\endpipeline\n");
     let c = load(&f, &["-t", "3", "-M", "extended"]);
