@@ -380,6 +380,12 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     for why in &run.aborted {
         eprintln!("error: {why}");
     }
+    if args.pgbench.exit_on_abort && !run.aborted.is_empty() {
+        eprintln!(
+            "error: --exit-on-abort: a client aborted, so every client stopped there; the figures above cover \
+             the run until then"
+        );
+    }
     if summary.transactions == 0 && !run.interrupted {
         let first = run.first_error.as_deref().unwrap_or("no transaction completed");
         eprintln!("error: every transaction failed; the first error: {first}");
@@ -389,9 +395,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         Exit::Interrupted
     } else if !run.aborted.is_empty() {
         // As pgbench: a client the script aborted makes the results incomplete.
-        if args.pgbench.exit_on_abort {
-            eprintln!("error: --exit-on-abort: a client aborted, so every client stopped there; the figures above cover the run until then");
-        } else {
+        if !args.pgbench.exit_on_abort {
             eprintln!(
                 "error: {} client(s) aborted, so the figures above cover only what ran before; fix the script",
                 run.aborted.len()

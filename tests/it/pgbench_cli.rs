@@ -470,6 +470,7 @@ fn exit_on_abort_stops_every_client_at_the_first_failure() {
         stderr(&o)
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // On a busy machine client 1 may not have finished one transaction before the stop.
     let done = v["summary"]["transactions"].as_u64().unwrap();
     assert!(done < 100_000, "client 1 ran on: {done}");
     assert!(v["summary"]["failed_transactions"].as_u64().unwrap() >= 1);
