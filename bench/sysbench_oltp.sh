@@ -23,6 +23,8 @@
 # WORKLOADS="read_write point_select" chooses workloads (sysbench's names without
 # oltp_; default: all eight), ENGINES="postgres mariadb", MODES="prepared simple"
 # (default: prepared), CLIENTS=4 THREADS=2, TABLE_SIZE=100000;
+# THREADS is connbench's -j only: sysbench runs one OS thread per client, so THREADS=2
+# (issue 35's bar) compares 2 threads against 4, and THREADS=$CLIENTS the same shape;
 # CONNBENCH=path/to/connbench tests another build. Needs sysbench (Debian's package).
 set -euo pipefail
 cd "$(dirname "$0")/.."

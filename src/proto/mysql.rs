@@ -336,6 +336,37 @@ impl Session {
         }
     }
 
+    /// Buffers the next packet whole, header and payload, and returns the payload's
+    /// length: the payload is `rbuf[4..4 + len]` until the caller advances past it.
+    /// `None`, with nothing consumed, for a payload split at 16 MiB: [`Session::packet`]
+    /// joins those.
+    async fn buffered_packet(&mut self, phase: Phase) -> Result<Option<usize>, ConnectError> {
+        while self.rbuf.len() < 4 {
+            self.fill(phase).await?;
+        }
+        let len = self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
+        if len >= 0xff_ffff {
+            return Ok(None);
+        }
+        self.seq = self.rbuf[3].wrapping_add(1);
+        if self.rbuf.len() < 4 + len {
+            self.rbuf.reserve(4 + len - self.rbuf.len());
+        }
+        while self.rbuf.len() < 4 + len {
+            self.fill(phase).await?;
+        }
+        Ok(Some(len))
+    }
+
+    /// Reads past one packet whose contents are not needed (a column definition).
+    async fn skip_packet(&mut self, phase: Phase) -> Result<(), ConnectError> {
+        match self.buffered_packet(phase).await? {
+            Some(len) => self.rbuf.advance(4 + len),
+            None => drop(self.packet(phase).await?),
+        }
+        Ok(())
+    }
+
     /// The server's greeting (Protocol::HandshakeV10), or its error (too many
     /// connections, host not allowed).
     async fn greeting(&mut self) -> Result<Greeting, ConnectError> {
@@ -550,21 +581,38 @@ impl Session {
                     let definitions = !self.cache_metadata || pkt.get(len).is_none_or(|&b| b != 0);
                     if definitions {
                         for _ in 0..columns {
-                            self.packet(phase).await?;
+                            self.skip_packet(phase).await?;
                         }
                     }
                     self.eof(phase).await?;
                     loop {
-                        let pkt = self.packet(phase).await?;
+                        // Rows are read in the buffer and skipped, as the PostgreSQL
+                        // session reads its DataRows: splitting each off would make the
+                        // buffer shared (an allocation and atomic counts per row, and a
+                        // read-only transaction reads some 400 rows).
+                        let Some(len) = self.buffered_packet(phase).await? else {
+                            // A row of 16 MiB or more, in several packets: joined.
+                            let pkt = self.packet(phase).await?;
+                            total += 1;
+                            row(&pkt);
+                            continue;
+                        };
+                        let pkt = &self.rbuf[4..4 + len];
                         match pkt.first() {
-                            Some(0xfe) if pkt.len() < 9 => {
-                                self.status = eof_status(&pkt);
+                            Some(0xfe) if len < 9 => {
+                                self.status = eof_status(pkt);
+                                self.rbuf.advance(4 + len);
                                 break;
                             }
-                            Some(0xff) => return Err(server_error(phase, &pkt)),
+                            Some(0xff) => {
+                                let e = server_error(phase, pkt);
+                                self.rbuf.advance(4 + len);
+                                return Err(e);
+                            }
                             _ => {
                                 total += 1;
-                                row(&pkt);
+                                row(pkt);
+                                self.rbuf.advance(4 + len);
                             }
                         }
                     }
@@ -579,9 +627,11 @@ impl Session {
 
     /// The EOF packet that ends column definitions (we never ask for CLIENT_DEPRECATE_EOF).
     async fn eof(&mut self, phase: Phase) -> Result<(), ConnectError> {
-        let pkt = self.packet(phase).await?;
-        if pkt.first() == Some(&0xfe) && pkt.len() < 9 {
-            return Ok(());
+        if let Some(len) = self.buffered_packet(phase).await? {
+            if (1..9).contains(&len) && self.rbuf[4] == 0xfe {
+                self.rbuf.advance(4 + len);
+                return Ok(());
+            }
         }
         self.broken = true;
         Err(protocol(
