@@ -229,6 +229,7 @@ fn section(o: &mut String, r: &RunReport) {
     o.push_str("</div>\n");
     warnings(o, r);
     table(o, res);
+    sizes(o, res);
     predictions(o, res);
     charts(o, r);
     method(o, res);
@@ -311,6 +312,57 @@ fn table(o: &mut String, r: &SuiteResult) {
     o.push_str("</tbody></table>\n");
 }
 
+/// The server's CPU against its quota per cell (**server-bound** at 85% or more), and
+/// for a size axis each size against the smallest: ratio, interval, share of linear.
+fn sizes(o: &mut String, r: &SuiteResult) {
+    let bound: Vec<(&str, (f64, f64, bool))> = r
+        .cells
+        .iter()
+        .filter_map(|c| Some((c.name.as_str(), super::suite::server_bound(c)?)))
+        .collect();
+    if !bound.is_empty() {
+        o.push_str("<h3>The server's CPU against its quota</h3>\n<table><thead><tr><th>configuration</th><th>server cores (mean)</th><th>quota</th><th>share</th><th></th></tr></thead><tbody>\n");
+        for (name, (used, quota, b)) in bound {
+            let _ = writeln!(
+                o,
+                r#"<tr><td>{}</td><td class="num">{used:.2}</td><td class="num">{quota}</td><td class="num">{:.0}%</td><td>{}</td></tr>"#,
+                esc(name),
+                used / quota * 100.0,
+                if b { "<b>server-bound</b>" } else { "" }
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
+    let rows = super::size::rows(r);
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str("<h3>The server's size</h3>\n<table><thead><tr><th>configuration</th><th>size</th><th>tps (mean)</th><th>p50 ms (mean)</th><th>p99 ms (mean)</th><th>ratio to the smallest (95% CI)</th><th>of linear</th><th></th></tr></thead><tbody>\n");
+    for row in &rows {
+        let _ = writeln!(
+            o,
+            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(&row.curve),
+            esc(&row.size),
+            row.tps,
+            row.p50_ms,
+            row.p99_ms,
+            esc(&row.ratio),
+            esc(&row.linear),
+            if row.server_bound {
+                "<b>server-bound</b>"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "</tbody></table>\n<p class=\"caption\">Limits: {}.</p>",
+        esc(super::size::LIMITS)
+    );
+}
+
 /// The round-trip model beside the measurement, for cells with a distance.
 fn predictions(o: &mut String, r: &SuiteResult) {
     let rows = super::suite::predicted(r);
@@ -343,14 +395,23 @@ fn charts(o: &mut String, r: &RunReport) {
     let res = &r.result;
     o.push_str(&bar_chart(r));
     if res.suite.kind == Kind::Load {
-        if let Some(svgs) = clients_charts(res) {
-            o.push_str("<h3>Against the number of clients</h3>\n");
-            for svg in svgs {
-                o.push_str(&svg);
+        for (axis, noun, heading) in [
+            ("clients", "clients", "Against the number of clients"),
+            (
+                "server_cpus",
+                "the server's cores",
+                "Against the server's size (its CPU quota)",
+            ),
+        ] {
+            if let Some(svgs) = axis_charts(res, axis, noun) {
+                let _ = writeln!(o, "<h3>{heading}</h3>");
+                for svg in svgs {
+                    o.push_str(&svg);
+                }
+                o.push_str(
+                    r#"<p class="caption">One line per configuration; points are means over repetitions, bars their 95% confidence intervals.</p>"#,
+                );
             }
-            o.push_str(
-                r#"<p class="caption">One line per configuration; points are means over repetitions, bars their 95% confidence intervals.</p>"#,
-            );
         }
         if let Some(svg) = cpu_chart(res) {
             o.push_str("<h3>Where the CPU goes</h3>\n");
@@ -443,12 +504,14 @@ fn bar_chart(r: &RunReport) -> String {
 }
 
 /// Throughput and latency percentiles against clients, when the suite varies clients.
-fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
+/// tps and latency against a numeric axis (`clients`, `server_cpus`), one line per
+/// configuration of the other axes; `None` when the axis has fewer than two values.
+fn axis_charts(r: &SuiteResult, axis: &str, noun: &str) -> Option<Vec<String>> {
     let clients_of = |i: usize| -> Option<f64> {
         r.suite.cells[i]
             .axes
             .iter()
-            .find(|(k, _)| k == "clients")
+            .find(|(k, _)| k == axis)
             .and_then(|(_, v)| v.parse().ok())
     };
     let mut distinct: Vec<f64> = (0..r.cells.len()).filter_map(clients_of).collect();
@@ -466,7 +529,7 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
         let name = r.suite.cells[i]
             .axes
             .iter()
-            .filter(|(k, _)| k != "clients")
+            .filter(|(k, _)| k != axis)
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(" ");
@@ -504,8 +567,8 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
     };
     let switches = line("context_switches_per_transaction");
     let mut out = vec![lines::render(&lines::LineChart {
-        title: "Throughput against clients (mean ± 95% CI)",
-        x_label: "clients",
+        title: &format!("Throughput against {noun} (mean ± 95% CI)"),
+        x_label: noun,
         y_label: "transactions per second",
         lines: &line("tps"),
         log_y: false,
@@ -521,8 +584,8 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
             .flat_map(|l| l.points.iter().map(|p| p.y))
             .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
         out.push(lines::render(&lines::LineChart {
-            title: &format!("Latency {name} against clients (mean of per-repetition {name} ± 95% CI)"),
-            x_label: "clients",
+            title: &format!("Latency {name} against {noun} (mean of per-repetition {name} ± 95% CI)"),
+            x_label: noun,
             y_label: &format!("latency {name}, ms"),
             lines: &l,
             log_y: lo > 0.0 && hi / lo > 30.0,
@@ -530,8 +593,8 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
     }
     if switches.iter().any(|l| !l.points.is_empty()) {
         out.push(lines::render(&lines::LineChart {
-            title: "Context switches per transaction against clients, whole machine (mean ± 95% CI)",
-            x_label: "clients",
+            title: &format!("Context switches per transaction against {noun}, whole machine (mean ± 95% CI)"),
+            x_label: noun,
             y_label: "context switches per transaction",
             lines: &switches,
             log_y: false,
