@@ -78,6 +78,10 @@ pub const SETTINGS: &[&str] = &[
     "fault",
     "fault_at",
     "server_cpus",
+    // Labels of the user's own instances' sizes, not settings of the run: `cpus` is the
+    // number a size curve draws, `size` its label ("2 vCPU").
+    "cpus",
+    "size",
 ];
 
 /// A suite file as written.
@@ -488,6 +492,12 @@ impl Suite {
             }
         }
         resolve_versus(&mut cells, &bases, name)?;
+        for c in &cells {
+            if let Some(v) = c.settings.get("cpus") {
+                crate::sandbox::cgroup::parse_cpus(v)
+                    .map_err(|e| anyhow::anyhow!("suite {name}: cell {}: cpus = {v:?}: {e}", c.name))?;
+            }
+        }
         versus_smallest_size(&mut cells);
         let figures = match file.kind {
             Kind::Load => LOAD_FIGURES,
@@ -761,15 +771,32 @@ fn resolve_versus(
     Ok(())
 }
 
+/// A cell's size in cores: the sandbox's quota (`server_cpus`), else the label of the
+/// user's own instance (`cpus`).
+pub fn cell_cpus(settings: &Settings) -> Option<f64> {
+    settings
+        .get("server_cpus")
+        .or_else(|| settings.get("cpus"))?
+        .parse()
+        .ok()
+}
+
 /// A cell on a `server_cpus` axis is compared with the same cell at the smallest size
 /// (unless its `versus` says otherwise), so the answer for a size is how it scaled: "2
 /// cores: 3.55x the tps of 0.5 core". The smallest size's cells keep the baseline, which
 /// a suite with a size axis names at the smallest size (the axis' first value).
+///
+/// A cell of the user's own instance labelled with `cpus` is compared likewise with the
+/// smallest instance's cell of the same other settings (its target aside).
 fn versus_smallest_size(cells: &mut [Cell]) {
-    let size = |c: &Cell| -> Option<f64> { c.settings.get("server_cpus")?.parse().ok() };
+    let size = |c: &Cell| cell_cpus(&c.settings);
     let others = |c: &Cell| -> Settings {
         let mut s = c.settings.clone();
         s.remove("server_cpus");
+        if s.remove("cpus").is_some() {
+            s.remove("target");
+            s.remove("size");
+        }
         s
     };
     for i in 0..cells.len() {

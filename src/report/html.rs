@@ -356,11 +356,14 @@ fn sizes(o: &mut String, r: &SuiteResult) {
             }
         );
     }
-    let _ = writeln!(
-        o,
-        "</tbody></table>\n<p class=\"caption\">Limits: {}.</p>",
-        esc(super::size::LIMITS)
-    );
+    o.push_str("</tbody></table>\n");
+    if super::size::by_quota(r) {
+        let _ = writeln!(
+            o,
+            "<p class=\"caption\">Limits: {}.</p>",
+            esc(super::size::LIMITS)
+        );
+    }
 }
 
 /// The round-trip model beside the measurement, for cells with a distance.
@@ -395,15 +398,30 @@ fn charts(o: &mut String, r: &RunReport) {
     let res = &r.result;
     o.push_str(&bar_chart(r));
     if res.suite.kind == Kind::Load {
-        for (axis, noun, heading) in [
-            ("clients", "clients", "Against the number of clients"),
-            (
-                "server_cpus",
-                "the server's cores",
-                "Against the server's size (its CPU quota)",
-            ),
-        ] {
-            if let Some(svgs) = axis_charts(res, axis, noun) {
+        let clients = |i: usize| -> Option<f64> {
+            res.suite.cells[i]
+                .axes
+                .iter()
+                .find(|(k, _)| k == "clients")
+                .and_then(|(_, v)| v.parse().ok())
+        };
+        let others = |i: usize| -> String {
+            res.suite.cells[i]
+                .axes
+                .iter()
+                .filter(|(k, _)| k != "clients")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let cpus = |i: usize| super::size::cpus_of(res, i);
+        let curve = |i: usize| super::size::curve_name(res, i);
+        let axes: [(XOf, ConfigOf, &str, &str); 2] = [
+            (&clients, &others, "clients", "Against the number of clients"),
+            (&cpus, &curve, "the server's cores", "Against the server's size"),
+        ];
+        for (x_of, config_of, noun, heading) in axes {
+            if let Some(svgs) = axis_charts(res, x_of, config_of, noun) {
                 let _ = writeln!(o, "<h3>{heading}</h3>");
                 for svg in svgs {
                     o.push_str(&svg);
@@ -504,35 +522,28 @@ fn bar_chart(r: &RunReport) -> String {
 }
 
 /// Throughput and latency percentiles against clients, when the suite varies clients.
-/// tps and latency against a numeric axis (`clients`, `server_cpus`), one line per
-/// configuration of the other axes; `None` when the axis has fewer than two values.
-fn axis_charts(r: &SuiteResult, axis: &str, noun: &str) -> Option<Vec<String>> {
-    let clients_of = |i: usize| -> Option<f64> {
-        r.suite.cells[i]
-            .axes
-            .iter()
-            .find(|(k, _)| k == axis)
-            .and_then(|(_, v)| v.parse().ok())
-    };
+/// A cell's x on a chart, and the configuration (line) it belongs to.
+type XOf<'a> = &'a dyn Fn(usize) -> Option<f64>;
+type ConfigOf<'a> = &'a dyn Fn(usize) -> String;
+
+/// tps and latency against a numeric x (`clients`, the server's cores), one line per
+/// configuration (`config_of`: what the line's cells share); `None` when x has fewer than
+/// two values.
+fn axis_charts(r: &SuiteResult, x_of: XOf, config_of: ConfigOf, noun: &str) -> Option<Vec<String>> {
+    let clients_of = x_of;
     let mut distinct: Vec<f64> = (0..r.cells.len()).filter_map(clients_of).collect();
     distinct.sort_by(f64::total_cmp);
     distinct.dedup();
     if distinct.len() < 2 {
         return None;
     }
-    // A configuration is everything but the client count.
+    // A configuration is everything but x.
     let mut configs: Vec<(String, Vec<usize>)> = Vec::new();
     for i in 0..r.cells.len() {
         if clients_of(i).is_none() {
             continue;
         }
-        let name = r.suite.cells[i]
-            .axes
-            .iter()
-            .filter(|(k, _)| k != axis)
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let name = config_of(i);
         let name = if name.is_empty() { "all".to_string() } else { name };
         match configs.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => v.push(i),

@@ -18,13 +18,24 @@ pub const LIMITS: &str = "the size is a CPU quota (cgroup) on this machine: it e
      not the memory, disk and network that grow with a managed instance, nor hyperthreads, \
      and the client shares the machine's cores with the server";
 
+/// Whether a run's sizes are the sandbox's CPU quota (then [`LIMITS`] applies), not
+/// labels of the user's own instances.
+pub fn by_quota(r: &SuiteResult) -> bool {
+    r.suite
+        .cells
+        .iter()
+        .any(|c| c.settings.contains_key("server_cpus"))
+}
+
 /// One size on a curve.
 #[derive(Debug, Clone)]
 pub struct SizePoint {
     /// Index of the cell.
     pub cell: usize,
-    /// The server's cores (`server_cpus`).
+    /// The server's cores (`server_cpus`, or the instance's `cpus`).
     pub cpus: f64,
+    /// "0.5 core", or the instance's `size` label ("2 vCPU").
+    pub label: String,
     /// Against the curve's smallest size; `None` for the smallest itself, and for a size
     /// without a comparison (then `why` says so).
     pub versus_smallest: Option<Scaling>,
@@ -55,9 +66,33 @@ pub struct SizeCurve {
     pub points: Vec<SizePoint>,
 }
 
-/// A cell's size in cores, when the suite gives it one.
+/// A cell's size in cores, when the suite gives it one (`server_cpus`, or `cpus` on a
+/// cell of the user's own instance).
 pub fn cpus_of(r: &SuiteResult, cell: usize) -> Option<f64> {
-    r.suite.cells[cell].settings.get("server_cpus")?.parse().ok()
+    crate::experiment::suite::cell_cpus(&r.suite.cells[cell].settings)
+}
+
+/// A cell's size as shown: its `size` label, else its cores.
+pub fn label_of(r: &SuiteResult, cell: usize) -> Option<String> {
+    let settings = &r.suite.cells[cell].settings;
+    match settings.get("size") {
+        Some(l) => Some(l.clone()),
+        None => cpus_of(r, cell).map(size_label),
+    }
+}
+
+/// The configuration a cell's size curve stands for: its axes but the size's (and, for
+/// the user's own instances labelled with `cpus`, but the target and the cell's label,
+/// which name the instance).
+pub fn curve_name(r: &SuiteResult, cell: usize) -> String {
+    let c = &r.suite.cells[cell];
+    let own = !c.settings.contains_key("server_cpus") && c.settings.contains_key("cpus");
+    c.axes
+        .iter()
+        .filter(|(k, _)| k != "server_cpus" && !(own && (k == "target" || k == "cell")))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// "0.5 core", "1 core", "2 cores".
@@ -69,18 +104,13 @@ pub fn size_label(cpus: f64) -> String {
 /// more), each against the smallest.
 pub fn size_curves(r: &SuiteResult) -> Vec<SizeCurve> {
     let mut curves: Vec<SizeCurve> = Vec::new();
-    for (i, cell) in r.suite.cells.iter().enumerate() {
+    for i in 0..r.suite.cells.len() {
         let Some(cpus) = cpus_of(r, i) else { continue };
-        let name = cell
-            .axes
-            .iter()
-            .filter(|(k, _)| k != "server_cpus")
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let name = curve_name(r, i);
         let point = SizePoint {
             cell: i,
             cpus,
+            label: label_of(r, i).unwrap_or_else(|| size_label(cpus)),
             versus_smallest: None,
             why: None,
         };
@@ -134,14 +164,10 @@ pub fn size_curves(r: &SuiteResult) -> Vec<SizeCurve> {
 }
 
 /// "2 cores: 3.55x the tps of 0.5 core (3.41 to 3.70), 89% of linear (85% to 93%)".
-pub fn scaling_phrase(figure: &str, cpus: f64, smallest: f64, s: &Scaling) -> String {
+pub fn scaling_phrase(figure: &str, size: &str, smallest: &str, s: &Scaling) -> String {
     let mut o = format!(
-        "{}: {:.2}x the {figure} of {} ({:.2} to {:.2})",
-        size_label(cpus),
-        s.ratio,
-        size_label(smallest),
-        s.ratio_low,
-        s.ratio_high
+        "{size}: {:.2}x the {figure} of {smallest} ({:.2} to {:.2})",
+        s.ratio, s.ratio_low, s.ratio_high
     );
     if let (Some(e), Some(lo), Some(hi)) = (s.efficiency, s.efficiency_low, s.efficiency_high) {
         let _ = write!(
@@ -161,7 +187,7 @@ pub fn scaling_phrase(figure: &str, cpus: f64, smallest: f64, s: &Scaling) -> St
 pub fn answer_lines(r: &SuiteResult) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     for c in size_curves(r) {
-        let smallest = c.points[0].cpus;
+        let smallest = c.points[0].label.clone();
         for p in &c.points[1..] {
             let (Some(s), Some(cmp)) = (&p.versus_smallest, &r.cells[p.cell].comparison) else {
                 continue;
@@ -181,7 +207,7 @@ pub fn answer_lines(r: &SuiteResult) -> Vec<(usize, String)> {
                 p.cell,
                 format!(
                     "{prefix}{}; {verdict}, {}",
-                    scaling_phrase(&r.suite.figure, p.cpus, smallest, s),
+                    scaling_phrase(&r.suite.figure, &p.label, &smallest, s),
                     crate::stats::compare::format_p(cmp.p_value)
                 ),
             ));
@@ -232,7 +258,7 @@ pub fn rows(r: &SuiteResult) -> Vec<SizeRow> {
             };
             out.push(SizeRow {
                 curve: c.name.clone(),
-                size: size_label(p.cpus),
+                size: p.label.clone(),
                 tps: f("tps", 1),
                 p50_ms: f("latency_p50_ms", 2),
                 p99_ms: f("latency_p99_ms", 2),
@@ -280,7 +306,9 @@ pub fn text(r: &SuiteResult) -> String {
         };
         let _ = writeln!(o, "{}{bound}", line.trim_end());
     }
-    let _ = writeln!(o, "  limits: {LIMITS}");
+    if by_quota(r) {
+        let _ = writeln!(o, "  limits: {LIMITS}");
+    }
     o
 }
 
@@ -307,7 +335,9 @@ pub fn markdown(r: &SuiteResult) -> String {
             if row.server_bound { "server-bound" } else { "" }
         );
     }
-    let _ = writeln!(o, "\nLimits: {LIMITS}.");
+    if by_quota(r) {
+        let _ = writeln!(o, "\nLimits: {LIMITS}.");
+    }
     o
 }
 
@@ -350,9 +380,9 @@ pub fn server_bound_json(c: &CellResult) -> (Option<ServerBoundJson>, Option<Str
 /// A cell's place on a size curve, for JSON.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SizeJson {
-    /// The server's cores (`server_cpus`).
+    /// The server's cores (`server_cpus`, or the instance's `cpus`).
     pub cpus: f64,
-    /// "0.5 core", "2 cores".
+    /// "0.5 core", "2 cores", or the instance's `size` label.
     pub label: String,
     /// The cell of the curve's smallest size.
     pub smallest: String,
@@ -368,7 +398,7 @@ pub fn size_json(r: &SuiteResult) -> Vec<Option<SizeJson>> {
         for p in c.points {
             out[p.cell] = Some(SizeJson {
                 cpus: p.cpus,
-                label: size_label(p.cpus),
+                label: p.label.clone(),
                 smallest: smallest.clone(),
                 versus_smallest: p.versus_smallest,
             });

@@ -45,7 +45,7 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
             None => c.comparison.as_ref().map(|cmp| cmp.sentence.clone()),
         })
         .collect();
-    if !sizes.is_empty() {
+    if !sizes.is_empty() && super::size::by_quota(r) {
         lines.push(super::size::LIMITS.to_string());
     }
     if lines.is_empty() {
