@@ -307,7 +307,7 @@ pub fn text(r: &SuiteResult) -> String {
         let _ = writeln!(o, "{}{bound}", line.trim_end());
     }
     if by_quota(r) {
-        let _ = writeln!(o, "  limits: {LIMITS}");
+        o.push_str(&super::style::wrap(LIMITS, "  limits: ", "          ", 80));
     }
     o
 }
