@@ -305,6 +305,20 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
             !uses_bridge
         });
     }
+    // A server_cpus axis sets a CPU quota: root with a writable cgroup filesystem (probed
+    // only when a suite asks for one).
+    let sized =
+        |s: &crate::experiment::suite::Suite| s.cells.iter().any(|c| c.settings.contains_key("server_cpus"));
+    if suites.iter().any(sized) {
+        if let Err(why) = crate::sandbox::cgroup::check_supported() {
+            suites.retain(|s| {
+                if sized(s) {
+                    eprintln!("lab: skipping suite {}: {why:#}", s.name);
+                }
+                !sized(s)
+            });
+        }
+    }
     // The engines suite needs MariaDB beside PostgreSQL (scripts/setup.sh installs it).
     if !crate::sandbox::mariadb::installed() {
         suites.retain(|s| {

@@ -273,12 +273,7 @@ pub fn check(suite: &Suite, schema: &str) -> Result<()> {
             options::route_spec(&c.settings)?;
             options::netpath(&c.settings)?;
             options::sslmode(&c.settings)?;
-            if options::server_cpus(&c.settings)?.is_some() && suite.slice.is_some() {
-                bail!(
-                    "slices: cells take turns within one measurement, and server_cpus is the server's \
-                     quota, set between measurements; remove `slices` from the suite"
-                );
-            }
+            options::server_cpus(&c.settings)?;
             let fault = options::fault(&c.settings)?;
             match suite.kind {
                 Kind::Load => {
@@ -488,9 +483,14 @@ pub async fn run(
         let mut group = vec![step];
         // A load suite with time slices measures a round's cells in one run too, the
         // cells taking turns every `slice` (crate::load::slices).
+        // The server's quota is set between measurements, so a size is one measurement
+        // (the plan puts a size's cells side by side).
         if suite.kind == Kind::Load && suite.slice.is_some() {
             while let Some(next) = todo.front().copied() {
-                if next.repetition != step.repetition {
+                if next.repetition != step.repetition
+                    || options::server_cpus(&suite.cells[next.cell].settings).ok()
+                        != options::server_cpus(&suite.cells[step.cell].settings).ok()
+                {
                     break;
                 }
                 group.push(next);
@@ -1340,21 +1340,21 @@ mod tests {
     }
 
     #[test]
-    fn a_server_cpus_axis_makes_cells_and_is_refused_with_slices() {
+    fn a_server_cpus_axis_makes_cells_compared_with_the_smallest_size_and_one_measurement_per_size() {
         let text = r#"
 name = "size"
 question = "How does throughput grow with the server's cores?"
 kind = "load"
 duration = "5s"
-baseline = "server_cpus=1"
+baseline = "server_cpus=0.5 target=unix"
 
 [defaults]
-target = "unix"
 clients = 8
 workload = "select-only"
 
 [axes]
 server_cpus = [0.5, 1, 2]
+target = ["unix", "tcp"]
 "#;
         let s = Suite::parse(text, "size.toml").unwrap();
         let sizes: Vec<Option<f64>> = s
@@ -1362,16 +1362,46 @@ server_cpus = [0.5, 1, 2]
             .iter()
             .map(|c| options::server_cpus(&c.settings).unwrap())
             .collect();
-        assert_eq!(sizes, [Some(0.5), Some(1.0), Some(2.0)]);
+        assert_eq!(
+            sizes,
+            [Some(0.5), Some(0.5), Some(1.0), Some(1.0), Some(2.0), Some(2.0)]
+        );
+        // Each larger size against the same target at 0.5 core; 0.5 core's tcp against
+        // the baseline.
+        let versus: Vec<Option<usize>> = s.cells.iter().map(|c| c.versus).collect();
+        assert_eq!(versus, [None, None, Some(0), Some(1), Some(0), Some(1)]);
         check(&s, "connbench").unwrap();
+        // With slices, a round's cells of one size sit side by side (one measurement each).
         let sliced = Suite::parse(
-            &text.replace("kind = \"load\"", "kind = \"load\"\nslices = \"1s\""),
+            &text.replace(
+                "kind = \"load\"",
+                "kind = \"load\"\nslices = \"1s\"\nrepetitions = 6",
+            ),
             "s",
         )
         .unwrap();
-        let e = format!("{:#}", check(&sliced, "connbench").unwrap_err());
-        assert!(e.contains("server_cpus") && e.contains("slices"), "{e}");
-        let bad = Suite::parse(&text.replace("0.5, 1, 2", "0, 1"), "b");
+        check(&sliced, "connbench").unwrap();
+        let plan = sliced.plan();
+        for round in plan.chunks(sliced.cells.len()) {
+            let sizes: Vec<&String> = round
+                .iter()
+                .map(|st| &sliced.cells[st.cell].settings["server_cpus"])
+                .collect();
+            let changes = sizes.windows(2).filter(|w| w[0] != w[1]).count();
+            assert_eq!(changes, 2, "a size split in a round: {sizes:?}");
+        }
+        let added = sliced.round(9, &[0, 1, 2, 3, 4, 5]);
+        let sizes: Vec<&String> = added
+            .iter()
+            .map(|st| &sliced.cells[st.cell].settings["server_cpus"])
+            .collect();
+        assert_eq!(sizes.windows(2).filter(|w| w[0] != w[1]).count(), 2, "{sizes:?}");
+        let bad = Suite::parse(
+            &text
+                .replace("0.5, 1, 2", "0, 1")
+                .replace("server_cpus=0.5", "server_cpus=0"),
+            "b",
+        );
         let e = match bad {
             Ok(s) => format!("{:#}", check(&s, "connbench").unwrap_err()),
             Err(e) => format!("{e:#}"),

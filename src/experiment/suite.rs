@@ -78,6 +78,10 @@ pub const SETTINGS: &[&str] = &[
     "fault",
     "fault_at",
     "server_cpus",
+    // Labels of the user's own instances' sizes, not settings of the run: `cpus` is the
+    // number a size curve draws, `size` its label ("2 vCPU").
+    "cpus",
+    "size",
 ];
 
 /// A suite file as written.
@@ -135,6 +139,8 @@ struct SuiteFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QuickFile {
+    /// The question the quick profile's fewer cells ask, when not the full one's.
+    question: Option<String>,
     duration: Option<String>,
     slices: Option<String>,
     warmup: Option<String>,
@@ -369,6 +375,7 @@ impl Suite {
         if profile == Profile::Quick {
             if let Some(q) = file.quick.take() {
                 quick_lab = true;
+                file.question = q.question.unwrap_or(file.question);
                 file.duration = q.duration.or(file.duration);
                 file.slices = q.slices.or(file.slices);
                 file.warmup = q.warmup.or(file.warmup);
@@ -485,6 +492,13 @@ impl Suite {
             }
         }
         resolve_versus(&mut cells, &bases, name)?;
+        for c in &cells {
+            if let Some(v) = c.settings.get("cpus") {
+                crate::sandbox::cgroup::parse_cpus(v)
+                    .map_err(|e| anyhow::anyhow!("suite {name}: cell {}: cpus = {v:?}: {e}", c.name))?;
+            }
+        }
+        versus_smallest_size(&mut cells);
         let figures = match file.kind {
             Kind::Load => LOAD_FIGURES,
             Kind::Connect => CONNECT_FIGURES,
@@ -629,7 +643,10 @@ impl Suite {
                 order.swap(i, j);
             }
         }
-        order.into_iter().map(|cell| Step { cell, repetition }).collect()
+        self.by_size(&order)
+            .into_iter()
+            .map(|cell| Step { cell, repetition })
+            .collect()
     }
 
     pub fn plan(&self) -> Vec<Step> {
@@ -638,7 +655,11 @@ impl Suite {
         let mut steps = Vec::with_capacity(n * (self.repetitions as usize + 1));
         let mut order: Vec<usize> = (0..n).collect();
         if self.prewarm {
-            steps.extend(order.iter().map(|&cell| Step { cell, repetition: 0 }));
+            steps.extend(
+                self.by_size(&order)
+                    .into_iter()
+                    .map(|cell| Step { cell, repetition: 0 }),
+            );
         }
         for repetition in 1..=self.repetitions {
             if self.order == Order::Interleaved {
@@ -648,9 +669,32 @@ impl Suite {
                     order.swap(i, j);
                 }
             }
-            steps.extend(order.iter().map(|&cell| Step { cell, repetition }));
+            steps.extend(
+                self.by_size(&order)
+                    .into_iter()
+                    .map(|cell| Step { cell, repetition }),
+            );
         }
         steps
+    }
+
+    /// A round's order with the cells of one server size (`server_cpus`) side by side,
+    /// the sizes in the order they first appear, when a round's cells take turns: the
+    /// quota is the server's, set between measurements, so each size is one measurement
+    /// whose cells take turns. Without slices the order is kept.
+    fn by_size(&self, order: &[usize]) -> Vec<usize> {
+        if self.slice.is_none() {
+            return order.to_vec();
+        }
+        let size = |c: usize| self.cells[c].settings.get("server_cpus");
+        let mut out: Vec<usize> = Vec::with_capacity(order.len());
+        for &c in order {
+            if out.contains(&c) {
+                continue;
+            }
+            out.extend(order.iter().copied().filter(|&d| size(d) == size(c)));
+        }
+        out
     }
 }
 
@@ -725,6 +769,52 @@ fn resolve_versus(
         }
     }
     Ok(())
+}
+
+/// A cell's size in cores: the sandbox's quota (`server_cpus`), else the label of the
+/// user's own instance (`cpus`).
+pub fn cell_cpus(settings: &Settings) -> Option<f64> {
+    settings
+        .get("server_cpus")
+        .or_else(|| settings.get("cpus"))?
+        .parse()
+        .ok()
+}
+
+/// A cell on a `server_cpus` axis is compared with the same cell at the smallest size
+/// (unless its `versus` says otherwise), so the answer for a size is how it scaled: "2
+/// cores: 3.55x the tps of 0.5 core". The smallest size's cells keep the baseline, which
+/// a suite with a size axis names at the smallest size (the axis' first value).
+///
+/// A cell of the user's own instance labelled with `cpus` is compared likewise with the
+/// smallest instance's cell of the same other settings (its target aside).
+fn versus_smallest_size(cells: &mut [Cell]) {
+    let size = |c: &Cell| cell_cpus(&c.settings);
+    let others = |c: &Cell| -> Settings {
+        let mut s = c.settings.clone();
+        s.remove("server_cpus");
+        if s.remove("cpus").is_some() {
+            s.remove("target");
+            s.remove("size");
+        }
+        s
+    };
+    for i in 0..cells.len() {
+        if cells[i].versus.is_some() || size(&cells[i]).is_none() {
+            continue;
+        }
+        let rest = others(&cells[i]);
+        let smallest = (0..cells.len())
+            .filter(|&j| size(&cells[j]).is_some() && others(&cells[j]) == rest)
+            .min_by(|&a, &b| {
+                size(&cells[a])
+                    .unwrap_or(0.0)
+                    .total_cmp(&size(&cells[b]).unwrap_or(0.0))
+            });
+        if let Some(j) = smallest.filter(|&j| size(&cells[j]) < size(&cells[i])) {
+            cells[i].versus = Some(j);
+        }
+    }
 }
 
 /// The cell a baseline names: its full name, or `axis=value` pairs it contains.
@@ -910,8 +1000,21 @@ pool_max_lifetime = "5s"
         let quick = Suite::parse_profile(BUILTIN[2].1, "scaling", Profile::Quick).unwrap();
         assert_eq!(
             (full.cells.len(), quick.cells.len()),
-            (24, 8),
+            (48, 12),
             "the quick profile narrows the axes"
+        );
+        // Both profiles ask the size question: every larger size against 0.5 core, and
+        // the baseline at 0.5 core.
+        for s in [&full, &quick] {
+            assert_eq!(s.cells[s.baseline].settings["server_cpus"], "0.5");
+            for c in &s.cells {
+                let smallest = c.settings["server_cpus"] == "0.5";
+                assert_eq!(c.versus.is_none(), smallest, "{}", c.name);
+            }
+        }
+        assert_ne!(
+            full.question, quick.question,
+            "the quick profile asks fewer questions"
         );
         assert!(load_text("nope")
             .unwrap_err()

@@ -236,8 +236,9 @@ impl RunReport {
                 .cells
                 .iter()
                 .zip(&self.cells)
-                .map(|(c, d)| ReportCellJson {
-                    cell: super::suite::CellJson::of(c),
+                .zip(super::size::size_json(&self.result))
+                .map(|((c, d), size)| ReportCellJson {
+                    cell: super::suite::CellJson::of(c, size),
                     repetitions: RepetitionCounts {
                         succeeded: d.succeeded,
                         failed: d.failed,

@@ -229,6 +229,7 @@ fn section(o: &mut String, r: &RunReport) {
     o.push_str("</div>\n");
     warnings(o, r);
     table(o, res);
+    sizes(o, res);
     predictions(o, res);
     charts(o, r);
     method(o, res);
@@ -311,6 +312,60 @@ fn table(o: &mut String, r: &SuiteResult) {
     o.push_str("</tbody></table>\n");
 }
 
+/// The server's CPU against its quota per cell (**server-bound** at 85% or more), and
+/// for a size axis each size against the smallest: ratio, interval, share of linear.
+fn sizes(o: &mut String, r: &SuiteResult) {
+    let bound: Vec<(&str, (f64, f64, bool))> = r
+        .cells
+        .iter()
+        .filter_map(|c| Some((c.name.as_str(), super::suite::server_bound(c)?)))
+        .collect();
+    if !bound.is_empty() {
+        o.push_str("<h3>The server's CPU against its quota</h3>\n<table><thead><tr><th>configuration</th><th>server cores (mean)</th><th>quota</th><th>share</th><th></th></tr></thead><tbody>\n");
+        for (name, (used, quota, b)) in bound {
+            let _ = writeln!(
+                o,
+                r#"<tr><td>{}</td><td class="num">{used:.2}</td><td class="num">{quota}</td><td class="num">{:.0}%</td><td>{}</td></tr>"#,
+                esc(name),
+                used / quota * 100.0,
+                if b { "<b>server-bound</b>" } else { "" }
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
+    let rows = super::size::rows(r);
+    if rows.is_empty() {
+        return;
+    }
+    o.push_str("<h3>The server's size</h3>\n<table><thead><tr><th>configuration</th><th>size</th><th>tps (mean)</th><th>p50 ms (mean)</th><th>p99 ms (mean)</th><th>ratio to the smallest (95% CI)</th><th>of linear</th><th></th></tr></thead><tbody>\n");
+    for row in &rows {
+        let _ = writeln!(
+            o,
+            r#"<tr><td>{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>"#,
+            esc(&row.curve),
+            esc(&row.size),
+            row.tps,
+            row.p50_ms,
+            row.p99_ms,
+            esc(&row.ratio),
+            esc(&row.linear),
+            if row.server_bound {
+                "<b>server-bound</b>"
+            } else {
+                ""
+            }
+        );
+    }
+    o.push_str("</tbody></table>\n");
+    if super::size::by_quota(r) {
+        let _ = writeln!(
+            o,
+            "<p class=\"caption\">Limits: {}.</p>",
+            esc(super::size::LIMITS)
+        );
+    }
+}
+
 /// The round-trip model beside the measurement, for cells with a distance.
 fn predictions(o: &mut String, r: &SuiteResult) {
     let rows = super::suite::predicted(r);
@@ -343,14 +398,38 @@ fn charts(o: &mut String, r: &RunReport) {
     let res = &r.result;
     o.push_str(&bar_chart(r));
     if res.suite.kind == Kind::Load {
-        if let Some(svgs) = clients_charts(res) {
-            o.push_str("<h3>Against the number of clients</h3>\n");
-            for svg in svgs {
-                o.push_str(&svg);
+        let clients = |i: usize| -> Option<f64> {
+            res.suite.cells[i]
+                .axes
+                .iter()
+                .find(|(k, _)| k == "clients")
+                .and_then(|(_, v)| v.parse().ok())
+        };
+        let others = |i: usize| -> String {
+            res.suite.cells[i]
+                .axes
+                .iter()
+                .filter(|(k, _)| k != "clients")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let cpus = |i: usize| super::size::cpus_of(res, i);
+        let curve = |i: usize| super::size::curve_name(res, i);
+        let axes: [(XOf, ConfigOf, &str, &str); 2] = [
+            (&clients, &others, "clients", "Against the number of clients"),
+            (&cpus, &curve, "the server's cores", "Against the server's size"),
+        ];
+        for (x_of, config_of, noun, heading) in axes {
+            if let Some(svgs) = axis_charts(res, x_of, config_of, noun) {
+                let _ = writeln!(o, "<h3>{heading}</h3>");
+                for svg in svgs {
+                    o.push_str(&svg);
+                }
+                o.push_str(
+                    r#"<p class="caption">One line per configuration; points are means over repetitions, bars their 95% confidence intervals.</p>"#,
+                );
             }
-            o.push_str(
-                r#"<p class="caption">One line per configuration; points are means over repetitions, bars their 95% confidence intervals.</p>"#,
-            );
         }
         if let Some(svg) = cpu_chart(res) {
             o.push_str("<h3>Where the CPU goes</h3>\n");
@@ -443,33 +522,28 @@ fn bar_chart(r: &RunReport) -> String {
 }
 
 /// Throughput and latency percentiles against clients, when the suite varies clients.
-fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
-    let clients_of = |i: usize| -> Option<f64> {
-        r.suite.cells[i]
-            .axes
-            .iter()
-            .find(|(k, _)| k == "clients")
-            .and_then(|(_, v)| v.parse().ok())
-    };
+/// A cell's x on a chart, and the configuration (line) it belongs to.
+type XOf<'a> = &'a dyn Fn(usize) -> Option<f64>;
+type ConfigOf<'a> = &'a dyn Fn(usize) -> String;
+
+/// tps and latency against a numeric x (`clients`, the server's cores), one line per
+/// configuration (`config_of`: what the line's cells share); `None` when x has fewer than
+/// two values.
+fn axis_charts(r: &SuiteResult, x_of: XOf, config_of: ConfigOf, noun: &str) -> Option<Vec<String>> {
+    let clients_of = x_of;
     let mut distinct: Vec<f64> = (0..r.cells.len()).filter_map(clients_of).collect();
     distinct.sort_by(f64::total_cmp);
     distinct.dedup();
     if distinct.len() < 2 {
         return None;
     }
-    // A configuration is everything but the client count.
+    // A configuration is everything but x.
     let mut configs: Vec<(String, Vec<usize>)> = Vec::new();
     for i in 0..r.cells.len() {
         if clients_of(i).is_none() {
             continue;
         }
-        let name = r.suite.cells[i]
-            .axes
-            .iter()
-            .filter(|(k, _)| k != "clients")
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let name = config_of(i);
         let name = if name.is_empty() { "all".to_string() } else { name };
         match configs.iter_mut().find(|(n, _)| *n == name) {
             Some((_, v)) => v.push(i),
@@ -504,8 +578,8 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
     };
     let switches = line("context_switches_per_transaction");
     let mut out = vec![lines::render(&lines::LineChart {
-        title: "Throughput against clients (mean ± 95% CI)",
-        x_label: "clients",
+        title: &format!("Throughput against {noun} (mean ± 95% CI)"),
+        x_label: noun,
         y_label: "transactions per second",
         lines: &line("tps"),
         log_y: false,
@@ -521,8 +595,8 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
             .flat_map(|l| l.points.iter().map(|p| p.y))
             .fold((f64::INFINITY, 0.0f64), |(a, b), v| (a.min(v), b.max(v)));
         out.push(lines::render(&lines::LineChart {
-            title: &format!("Latency {name} against clients (mean of per-repetition {name} ± 95% CI)"),
-            x_label: "clients",
+            title: &format!("Latency {name} against {noun} (mean of per-repetition {name} ± 95% CI)"),
+            x_label: noun,
             y_label: &format!("latency {name}, ms"),
             lines: &l,
             log_y: lo > 0.0 && hi / lo > 30.0,
@@ -530,8 +604,8 @@ fn clients_charts(r: &SuiteResult) -> Option<Vec<String>> {
     }
     if switches.iter().any(|l| !l.points.is_empty()) {
         out.push(lines::render(&lines::LineChart {
-            title: "Context switches per transaction against clients, whole machine (mean ± 95% CI)",
-            x_label: "clients",
+            title: &format!("Context switches per transaction against {noun}, whole machine (mean ± 95% CI)"),
+            x_label: noun,
             y_label: "context switches per transaction",
             lines: &switches,
             log_y: false,

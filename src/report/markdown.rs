@@ -159,6 +159,7 @@ pub fn markdown(results: &[SuiteResult]) -> String {
                 );
             }
         }
+        o.push_str(&super::size::markdown(r));
         let e = &r.environment;
         let _ = writeln!(
             o,

@@ -5,8 +5,8 @@
 //!
 //! `data` rebuilds a stored run's statistics and chart inputs; `text`, `load` and `suite`
 //! are the terminal and JSON output of live commands; `markdown`, `csv` and `html` (with
-//! `chart`, one file per chart kind) are the published forms; `style` holds colour and
-//! wrapping for the terminal; `metrics` serves a live run's figures to Prometheus.
+//! `chart`, one file per chart kind) are the published forms; `size` reads a server-size axis as a
+//! curve against the smallest size; `style` holds colour and wrapping for the terminal; `metrics` serves a live run's figures to Prometheus.
 
 pub mod data;
 pub mod style;
@@ -15,6 +15,7 @@ pub mod json;
 pub mod load;
 pub mod workers;
 pub mod suite;
+pub mod size;
 pub mod markdown;
 pub mod csv;
 pub mod chart;

@@ -34,11 +34,20 @@ fn unit(figure: &str) -> &'static str {
 
 /// The one-line answer: the comparisons, or why there is none.
 pub fn answer(r: &SuiteResult) -> Vec<String> {
-    let lines: Vec<String> = r
+    // A size against the smallest says how it scaled; the limits of a quota close them.
+    let sizes = super::size::answer_lines(r);
+    let mut lines: Vec<String> = r
         .cells
         .iter()
-        .filter_map(|c| c.comparison.as_ref().map(|cmp| cmp.sentence.clone()))
+        .enumerate()
+        .filter_map(|(i, c)| match sizes.iter().find(|(cell, _)| *cell == i) {
+            Some((_, line)) => Some(line.clone()),
+            None => c.comparison.as_ref().map(|cmp| cmp.sentence.clone()),
+        })
         .collect();
+    if !sizes.is_empty() && super::size::by_quota(r) {
+        lines.push(super::size::LIMITS.to_string());
+    }
     if lines.is_empty() {
         vec!["no comparison: the suite has one cell, or no cell has results".to_string()]
     } else {
@@ -297,6 +306,7 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
     }
     o.push_str(&fault_table(r));
     o.push_str(&quota_table(r));
+    o.push_str(&super::size::text(r));
     let predicted = predicted(r);
     if !predicted.is_empty() {
         o.push_str("\n  round-trip model: local mean + RTT × round trips per transaction\n");
@@ -485,6 +495,15 @@ pub struct CellJson<'a> {
     pub prediction: Option<&'a DistancePrediction>,
     /// Messages of failed repetitions (left out of the statistics).
     pub errors: &'a [String],
+    /// The server's CPU against its quota (`server_cpus`, `--server-cpus`); null when
+    /// there was no quota or the server's CPU was not measured (`server_bound_missing`
+    /// says which).
+    pub server_bound: Option<super::size::ServerBoundJson>,
+    /// Why `server_bound` is null.
+    pub server_bound_missing: Option<String>,
+    /// The cell's place on a size curve (a `server_cpus` axis): its cores and, for a
+    /// larger size, its ratio to the smallest with the interval and the share of linear.
+    pub size: Option<super::size::SizeJson>,
 }
 
 /// `run --json`.
@@ -512,8 +531,13 @@ impl<'a> RunHead<'a> {
 }
 
 impl<'a> CellJson<'a> {
-    pub fn of(c: &'a CellResult) -> CellJson<'a> {
+    /// Cell `c`, with its place on a size curve (`super::size::size_json`).
+    pub fn of(c: &'a CellResult, size: Option<super::size::SizeJson>) -> CellJson<'a> {
+        let (server_bound, server_bound_missing) = super::size::server_bound_json(c);
         CellJson {
+            server_bound,
+            server_bound_missing,
+            size,
             name: &c.name,
             baseline: c.baseline,
             values: &c.figures,
@@ -531,7 +555,12 @@ impl<'a> RunJson<'a> {
     pub fn of(r: &'a SuiteResult) -> RunJson<'a> {
         RunJson {
             head: RunHead::of(r),
-            cells: r.cells.iter().map(CellJson::of).collect(),
+            cells: r
+                .cells
+                .iter()
+                .zip(super::size::size_json(r))
+                .map(|(c, size)| CellJson::of(c, size))
+                .collect(),
         }
     }
 }

@@ -177,6 +177,21 @@ impl Layout {
     }
 }
 
+/// Whether a CPU quota can be set here, found without a sandbox: the cpu controller is
+/// mounted and a group can be made (and is removed at once) under each root. The lab
+/// asks this before a suite with a `server_cpus` axis, so a machine without the right
+/// skips that suite with the reason instead of failing the lab.
+pub fn check_supported() -> Result<()> {
+    let layout = Layout::detect()?;
+    for root in layout.roots() {
+        let probe = root.join(format!("{PREFIX}probe-{}", std::process::id()));
+        fs::create_dir(&probe)
+            .map_err(|e| anyhow::anyhow!("cannot make a cgroup in {} ({e}); {NEEDS}", root.display()))?;
+        let _ = fs::remove_dir(&probe);
+    }
+    Ok(())
+}
+
 /// The cgroup name for a sandbox directory: `connbench-` and the directory's name.
 fn name_for(sandbox_dir: &Path) -> String {
     let leaf = sandbox_dir

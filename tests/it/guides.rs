@@ -145,8 +145,17 @@ fn the_scaling_guide_answers_on_the_sandbox() {
         &[("small", "tcp"), ("large", "unix")],
         &["--quick"],
     );
-    assert!(out.contains("clients=4 target=large"), "{out}");
-    assert!(out.matches("answer:").count() >= 3, "{out}");
+    assert!(out.contains("large clients=4"), "{out}");
+    // Each client count answers the large instance against the small one, by its labels.
+    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for clients in [1, 4] {
+        let wanted = format!("answer: clients={clients}, 16 vCPU: ");
+        assert!(joined.contains(&wanted), "{wanted}: {out}");
+    }
+    assert!(
+        joined.contains("x the tps of 2 vCPU (") && joined.contains("of linear"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -522,3 +522,109 @@ target = "tcp"
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The user's own instances labelled with their sizes (`cpus`, `size` on a cell): two
+/// sandbox targets stand for a "2 vCPU" and an "8 vCPU" instance, and the reports carry
+/// the labels and the size curve (ratio with its interval, share of linear in the
+/// labelled cores). Both are the same server, so no speed is asserted.
+#[test]
+fn cells_labelled_with_their_instances_sizes_draw_the_size_curve() {
+    dataset();
+    let dir = scratch("sizes");
+    let suite = r#"
+name = "sizes"
+question = "How does throughput grow with the instance's size?"
+kind = "load"
+duration = "300ms"
+warmup = "100ms"
+repetitions = 3
+baseline = "cell=small clients=1"
+[defaults]
+workload = "select-only"
+threads = 1
+[axes]
+clients = [1, 2]
+[[cells]]
+name = "small"
+target = "unix"
+cpus = 2
+size = "2 vCPU"
+[[cells]]
+name = "large"
+target = "tcp"
+cpus = 8
+size = "8 vCPU"
+"#;
+    let (store, args) = suite_args(&dir, suite, &["unix", "tcp"], &["--json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::common::check_schema("run", &v);
+    let answer: Vec<&str> = v["answer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for clients in [1, 2] {
+        let line = answer
+            .iter()
+            .find(|a| a.starts_with(&format!("clients={clients}, 8 vCPU: ")))
+            .unwrap_or_else(|| panic!("no size answer at {clients} clients: {answer:#?}"));
+        assert!(
+            line.contains("x the tps of 2 vCPU (") && line.contains("% of linear ("),
+            "{line}"
+        );
+    }
+    // Not a quota: the limits of one are not said.
+    assert!(!answer.iter().any(|a| a.contains("CPU quota")), "{answer:#?}");
+    for c in v["cells"].as_array().unwrap() {
+        let large = c["name"].as_str().unwrap().starts_with("large");
+        assert_eq!(
+            c["size"]["label"],
+            if large { "8 vCPU" } else { "2 vCPU" },
+            "{c:#}"
+        );
+        assert!(c["server_bound"].is_null(), "{c:#}");
+        assert!(
+            c["server_bound_missing"]
+                .as_str()
+                .unwrap()
+                .contains("without a CPU quota"),
+            "{c:#}"
+        );
+        if large {
+            let s = &c["size"]["versus_smallest"];
+            assert_eq!(s["size_ratio"].as_f64(), Some(4.0), "{c:#}");
+            let (ratio, lo, hi) = (
+                s["ratio"].as_f64().unwrap(),
+                s["ratio_low"].as_f64().unwrap(),
+                s["ratio_high"].as_f64().unwrap(),
+            );
+            assert!(lo < ratio && ratio < hi, "{s:#}");
+            assert!(
+                (s["efficiency"].as_f64().unwrap() - ratio / 4.0).abs() < 1e-9,
+                "{s:#}"
+            );
+        } else {
+            assert!(c["size"]["versus_smallest"].is_null(), "{c:#}");
+        }
+    }
+    let html = dir.join("sizes.html");
+    let run_id = v["run_id"].as_i64().unwrap().to_string();
+    let o = connbench(&[
+        "report",
+        &run_id,
+        "--store",
+        store.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("8 vCPU") && page.contains("of linear"),
+        "the size table"
+    );
+    assert!(page.contains("Throughput against the server"), "the size chart");
+}
