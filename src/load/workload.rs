@@ -330,14 +330,7 @@ impl Executor {
         e: &crate::script::Expr,
         at: usize,
     ) -> Result<Value, ConnectError> {
-        let mut debug = |v: Value| {
-            eprintln!(
-                "debug(script={},command={}): {}",
-                script.number,
-                at + 1,
-                v.debug_text()
-            )
-        };
+        let mut debug = |v: Value| debug_line(script, at, v);
         eval(e, &self.vars, &mut self.prng, &mut debug).map_err(|err| self.eval_failure(script, at, err))
     }
 
@@ -441,14 +434,7 @@ impl Executor {
                     // Matched here rather than through `evaluate`: the small result of
                     // `eval` stays small on the hot path, and the error is built only
                     // when there is one.
-                    let mut debug = |v: Value| {
-                        eprintln!(
-                            "debug(script={},command={}): {}",
-                            script.number,
-                            at + 1,
-                            v.debug_text()
-                        )
-                    };
+                    let mut debug = |v: Value| debug_line(script, at, v);
                     match eval(expr, &self.vars, &mut self.prng, &mut debug) {
                         Ok(v) => self.vars.set(*var, v),
                         Err(e) => return Err(fail(self.eval_failure(script, at, e))),
@@ -906,6 +892,16 @@ async fn run_shell(line: &str, capture: bool) -> std::io::Result<(std::process::
     guard.0 = None;
     let out = waited?;
     Ok((out.status, out.stdout))
+}
+
+/// `debug()`'s line on stderr, in pgbench's form (command numbered from 1).
+fn debug_line(script: &Script, at: usize, v: Value) {
+    eprintln!(
+        "debug(script={},command={}): {}",
+        script.number,
+        at + 1,
+        v.debug_text()
+    );
 }
 
 /// Which form of a SQL command to send, once [`Executor::bind`] filled the buffers.

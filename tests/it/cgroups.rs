@@ -503,12 +503,7 @@ target = ["unix", "tcp"]
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     crate::common::check_schema("run", &v);
-    let answer: Vec<&str> = v["answer"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let answer = crate::common::answer_lines(&v);
     for target in ["unix", "tcp"] {
         let line = answer
             .iter()

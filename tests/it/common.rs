@@ -268,3 +268,13 @@ pub fn mariadb_sandbox(
     let _ = hold.set(std::sync::Mutex::new(sb));
     info
 }
+
+/// A suite run's answer lines, from its `--json` report.
+pub fn answer_lines(v: &serde_json::Value) -> Vec<&str> {
+    v["answer"]
+        .as_array()
+        .expect("a suite report has answer lines")
+        .iter()
+        .map(|a| a.as_str().expect("an answer line is text"))
+        .collect()
+}
