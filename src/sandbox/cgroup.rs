@@ -32,12 +32,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-/// The CFS period the quota is a share of: 100 ms, the kernel's default. A shorter one
-/// throttles in finer slices but costs more scheduler work.
-const PERIOD_US: u64 = 100_000;
+/// The CFS period the quota is a share of: 10 ms, not the kernel's default 100 ms. A
+/// server held to half a core over 100 ms runs 50 ms and then stalls for 50 (a p99 of
+/// 68 ms at 0.5 core in the lab, and 100 ms turns of suite cells landing wholly in a
+/// stall or not); over 10 ms the stalls are 5 ms, nearer a slower CPU than a frozen one,
+/// for a little more scheduler work.
+const PERIOD_US: u64 = 10_000;
 
-/// The smallest quota the kernel accepts is 1 ms per period.
-pub const MIN_CPUS: f64 = 0.01;
+/// The smallest quota the kernel accepts is 1 ms per period: a tenth of a core.
+pub const MIN_CPUS: f64 = 0.1;
 
 /// Prefix of every cgroup connbench makes (what [`sweep`] looks for).
 const PREFIX: &str = "connbench-";
@@ -543,11 +546,12 @@ mod tests {
 
     #[test]
     fn quotas_are_written_as_each_version_wants() {
-        assert_eq!(quota_text(Some(0.5), false), "50000");
-        assert_eq!(quota_text(Some(2.0), true), "200000 100000");
-        assert_eq!(quota_text(None, true), "max 100000");
+        assert_eq!(quota_text(Some(0.5), false), "5000");
+        assert_eq!(quota_text(Some(2.0), true), "20000 10000");
+        assert_eq!(quota_text(None, true), "max 10000");
         assert_eq!(quota_text(None, false), "-1");
-        assert_eq!(quota_text(Some(0.001), false), "1000", "the kernel's floor");
+        assert_eq!(quota_text(Some(0.01), false), "1000", "the kernel's floor");
+        assert!(parse_cpus("0.05").unwrap_err().contains("from 0.1 up"));
         assert_eq!(parse_cpus("0.25"), Ok(0.25));
         assert!(parse_cpus("0").unwrap_err().contains("number of cores"));
         assert!(parse_cpus("-1").is_err());

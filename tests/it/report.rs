@@ -197,7 +197,7 @@ fn chromium_renders(html: &Path, dir: &Path) {
     );
 }
 
-/// As [`chromium_renders`], the screenshot holding more than 400 pixels of `rgb` (`what`);
+/// As [`chromium_renders`], the screenshot holding more than 250 pixels of `rgb` (`what`);
 /// returns the share of white pixels.
 pub fn chromium_shows(html: &Path, dir: &Path, rgb: [u8; 3], what: &str) -> f64 {
     let chromium = ["chromium", "chromium-browser"]
@@ -254,8 +254,10 @@ pub fn chromium_shows(html: &Path, dir: &Path, rgb: [u8; 3], what: &str) -> f64 
         .chunks_exact(4)
         .filter(|p| p[..3].iter().zip(rgb).all(|(a, b)| a.abs_diff(b) <= 24))
         .count();
+    // A bar or a curve of a few intervals; 387 pixels were seen for a merged curve of a
+    // short run under `scripts/test.sh --stress`, none where nothing is drawn.
     assert!(
-        near > 400,
+        near > 250,
         "no {what} in the screenshot ({near} pixels near its colour)"
     );
     count([255, 255, 255]) as f64 / (rgba.len() / 4) as f64
