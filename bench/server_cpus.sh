@@ -37,10 +37,12 @@ V2=$(py 'print(int(s["cgroups"]["v2"]))')
 pgbench -i -s 1 -q "$UNIX" >"$WORK/init.log" 2>&1 ||
     { echo "server_cpus: pgbench -i failed:" >&2; tail -5 "$WORK/init.log" >&2; exit 2; }
 
+# The group's CFS period, as connbench set it (10 ms): the quota is cores x period.
+if [ "$V2" = 1 ]; then PERIOD=$(awk '{ print $2 }' "$QUOTA_DIR/cpu.max"); else PERIOD=$(cat "$QUOTA_DIR/cpu.cfs_period_us"); fi
 set_cores() { # the quota in cores, as Cgroups::set_cpus writes it
     local us
-    us=$(awk -v c="$1" 'BEGIN { printf "%d", c * 100000 }')
-    if [ "$V2" = 1 ]; then echo "$us 100000" >"$QUOTA_DIR/cpu.max"; else echo "$us" >"$QUOTA_DIR/cpu.cfs_quota_us"; fi
+    us=$(awk -v c="$1" -v p="$PERIOD" 'BEGIN { printf "%d", c * p }')
+    if [ "$V2" = 1 ]; then echo "$us $PERIOD" >"$QUOTA_DIR/cpu.max"; else echo "$us" >"$QUOTA_DIR/cpu.cfs_quota_us"; fi
 }
 usage_us() { # the server group's CPU so far, in microseconds
     if [ "$V2" = 1 ]; then awk '$1 == "usage_usec" { print $2 }' "$CPU_DIR/cpu.stat"
