@@ -790,10 +790,7 @@ impl LoadArgs {
         }
         if self.pgbench.max_tries == 0 && self.time.is_none() && self.latency_limit.is_none() {
             // As pgbench: connbench's default end (a 10 s run) is not the user's bound.
-            anyhow::bail!(
-                "--max-tries 0 retries without limit, which needs an end to the retrying: give -T (a duration) \
-                 or -L (a latency limit), or a number of tries (e.g. --max-tries 10)"
-            );
+            anyhow::bail!(crate::options::UNLIMITED_TRIES);
         }
         let workloads = if self.scripts.scripts.is_empty() {
             LoadOptions::default().workloads

@@ -215,6 +215,11 @@ pub fn parse_aggregate_interval(v: &str) -> Result<u64, String> {
     whole("aggregate interval", v, 1, 86_400, " seconds")
 }
 
+/// Why `--max-tries 0` is refused without an end to the retrying (as pgbench refuses it).
+pub const UNLIMITED_TRIES: &str =
+    "--max-tries 0 retries without limit, which needs an end to the retrying: give -T \
+     (a duration) or -L (a latency limit), or a number of tries (e.g. --max-tries 10)";
+
 /// --max-tries: tries of a transaction in all; 0 is no limit.
 pub fn parse_max_tries(v: &str) -> Result<u32, String> {
     whole("max tries", v, 0, 1_000_000, " (0 is no limit, with -T or -L)")
@@ -762,10 +767,7 @@ impl LoadOptions {
             .flat_map(|w| w.script.warnings)
             .collect();
         if self.max_tries == 0 && self.latency_limit.is_none() && !matches!(self.end, End::Duration(_)) {
-            bail!(
-                "--max-tries 0 retries without limit, which needs an end to the retrying: give -T (a duration) \
-                 or -L (a latency limit), or a number of tries (e.g. --max-tries 10)"
-            );
+            bail!(UNLIMITED_TRIES);
         }
         if let (Some(s), End::Duration(d)) =
             (self.log.as_ref().and_then(|l| l.aggregate_interval_s), self.end)
