@@ -468,8 +468,12 @@ fn warmup_runs_but_is_not_recorded_and_series_prints_per_interval() {
     let recorded = v["summary"]["transactions"].as_u64().unwrap();
     let ran = history() - before;
     assert!(recorded > 0, "{v}");
+    // Every recorded transaction committed one history row, and so did every warm-up
+    // one: the server seeing more than the report counts is the warm-up left out. (It
+    // asked for 10 more, which a machine busy enough to stretch each transaction past
+    // 140 ms did not give.)
     assert!(
-        ran > recorded + 10,
+        ran > recorded,
         "the server saw {ran} transactions, the report counts {recorded}: warm-up ones must be left out"
     );
     assert_eq!(v["settings"]["warmup_s"], 0.7);
