@@ -383,12 +383,17 @@ pub async fn run(
     let period = plan.progress.unwrap_or(Duration::ZERO);
     // The workers hold the channel's senders until they end, so this loop is also the
     // wait for them, and the overrun timer runs beside it.
-    let overrun_at = end.map(|e| e + END_GRACE);
+    let overrun_timer = async {
+        match end {
+            Some(end) => tokio::time::sleep_until((end + END_GRACE).into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(overrun_timer);
     loop {
         let msg = tokio::select! {
             msg = rx.recv() => msg,
-            _ = tokio::time::sleep_until(overrun_at.unwrap_or(warm_start).into()),
-                if overrun_at.is_some() && !*overrun.borrow() => {
+            _ = &mut overrun_timer, if !*overrun.borrow() => {
                 overrun.send_replace(true);
                 continue;
             }
