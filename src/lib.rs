@@ -63,7 +63,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Load(args) => load::run_load(*args).await,
             Command::Run(args) => suite::run_suite_command(args).await,
             Command::Suites => suite::list_suites(),
-            Command::Runs(cmd) => runs::run_runs(cmd),
+            Command::Runs(args) => runs::run_runs(args),
             Command::Compare { run_a, run_b, store } => runs::compare_runs(&run_a, &run_b, &store),
             Command::Report(args) => runs::report_runs(args),
             Command::Lab(args) => suite::run_lab(args).await,
