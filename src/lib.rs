@@ -41,7 +41,8 @@ pub const VERSION: &str = env!("CONNBENCH_VERSION");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     Success = 0,
-    /// The run finished, but a target failed every attempt.
+    /// The run finished, but a target failed every attempt, every transaction failed, or
+    /// every repetition of a suite's cell failed.
     Failed = 1,
     /// Usage or set-up error.
     Usage = 2,
