@@ -20,8 +20,8 @@ pub use pgbench::{PgbenchArgs, ScriptArgs};
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    the run finished, but a target failed every attempt (connect) or every
-       transaction failed (load)
+  1    the run finished, but a target failed every attempt (connect), every
+       transaction failed (load), or every repetition of a cell failed (run, lab)
   2    usage or set-up error (bad target, sandbox could not start)
   130  interrupted by Ctrl-C (the results so far are still printed)";
 
@@ -79,14 +79,14 @@ pub enum Command {
     Run(RunArgs),
     /// List the built-in suites and the questions they answer.
     Suites,
-    /// List or show stored runs.
-    #[command(subcommand)]
-    Runs(RunsCommand),
-    /// Write stored runs as HTML with charts, Markdown (for posts), CSV (for
-    /// spreadsheets) or JSON.
+    /// List stored runs, newest first (`connbench runs`), or show one (`runs show N`).
+    Runs(RunsArgs),
+    /// Print stored runs again as they printed when they ran, or write them as HTML with
+    /// charts, Markdown (for posts), CSV (for spreadsheets) or JSON.
     ///
-    /// With no output option, prints Markdown. Give several runs (e.g. a lab's five) for
-    /// one document.
+    /// With no output option, prints each run's report as `connbench run` printed it;
+    /// --markdown or --json without FILE print that format instead. Give several runs
+    /// (e.g. a lab's five) for one document.
     Report(ReportArgs),
     /// Compare two stored runs cell by cell: is A different from B (the baseline)?
     ///
@@ -144,7 +144,7 @@ pub enum Command {
 const RELAY_EXAMPLES: &str = "\
 Examples:
   connbench relay --listen 127.0.0.1:6543 --upstream 127.0.0.1:5432 --rtt 50ms
-  connbench relay --listen /tmp/proxy/.s.PGSQL.5432 --upstream db.internal:5432   # a sidecar
+  connbench relay --listen /tmp/proxy/.s.PGSQL.5432 --upstream db.internal:5432   # a sidecar (mkdir -p /tmp/proxy first)
   connbench relay --listen 127.0.0.1:6543 --upstream /var/run/postgresql/.s.PGSQL.5432 --rtt 2ms --jitter 200us --bandwidth 100Mbit";
 
 #[derive(Debug, Args)]
@@ -319,35 +319,45 @@ impl SandboxCpuArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The runs to report, by number or name (see `connbench runs list`).
+    /// The runs to report, by number or name (see `connbench runs`).
     #[arg(required = true)]
     pub runs: Vec<String>,
     /// Write a self-contained HTML page with charts to FILE (no network needed to view it).
     #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
-    /// Write Markdown to FILE (`-` for standard output).
-    #[arg(long, value_name = "FILE")]
+    /// Print Markdown, or write it to FILE (`-` is standard output too). `report 3
+    /// --markdown` prints it; in `report --markdown 3`, 3 is taken for FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub markdown: Option<std::path::PathBuf>,
     /// Write CSV tables into DIR (created if needed): cells.csv.
     #[arg(long, value_name = "DIR")]
     pub csv: Option<std::path::PathBuf>,
-    /// Write JSON to FILE (`-` for standard output).
-    #[arg(long, value_name = "FILE")]
+    /// Print JSON, or write it to FILE (`-` is standard output too).
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `connbench runs`: with no subcommand, the list.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[command(subcommand)]
+    pub command: Option<RunsCommand>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
-    /// Every stored run, newest first.
+    /// Every stored run, newest first (what `connbench runs` alone prints).
     List {
         #[command(flatten)]
         store: StoreArgs,
     },
     /// One run's cells, figures and verdicts, from the store.
     Show {
-        /// The run's number or name (see `connbench runs list`).
+        /// The run's number or name (see `connbench runs`).
         run: String,
         #[command(flatten)]
         store: StoreArgs,

@@ -41,7 +41,8 @@ pub const VERSION: &str = env!("CONNBENCH_VERSION");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     Success = 0,
-    /// The run finished, but a target failed every attempt.
+    /// The run finished, but a target failed every attempt, every transaction failed, or
+    /// every repetition of a suite's cell failed.
     Failed = 1,
     /// Usage or set-up error.
     Usage = 2,
@@ -63,7 +64,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Load(args) => load::run_load(*args).await,
             Command::Run(args) => suite::run_suite_command(args).await,
             Command::Suites => suite::list_suites(),
-            Command::Runs(cmd) => runs::run_runs(cmd),
+            Command::Runs(args) => runs::run_runs(args),
             Command::Compare { run_a, run_b, store } => runs::compare_runs(&run_a, &run_b, &store),
             Command::Report(args) => runs::report_runs(args),
             Command::Lab(args) => suite::run_lab(args).await,

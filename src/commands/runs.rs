@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 
 use super::{emit, open_store};
-use crate::cli::RunsCommand;
+use crate::cli::{RunsArgs, RunsCommand};
 use crate::experiment::store::Store;
 use crate::Exit;
 
@@ -89,6 +89,7 @@ pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
     let results: Vec<crate::experiment::runner::SuiteResult> =
         reports.iter().map(|r| r.result.clone()).collect();
     let any = args.html.is_some() || args.markdown.is_some() || args.csv.is_some() || args.json.is_some();
+    let rows = store.list_runs()?;
     if let Some(path) = &args.html {
         write_output(path, &crate::report::html::html(&reports))?;
     }
@@ -104,9 +105,37 @@ pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
         write_output(path, &(serde_json::to_string_pretty(&v)? + "\n"))?;
     }
     if !any {
-        emit(&crate::report::markdown::markdown(&results));
+        // Each run as `connbench run` printed it: its report on stdout, and a failed
+        // run's error on stderr.
+        for (i, (r, (id, _))) in results.iter().zip(&ids).enumerate() {
+            if i > 0 {
+                emit("\n");
+            }
+            emit(&crate::report::suite::text(r, store.location()));
+            if let Some(row) = rows.iter().find(|row| row.id == *id) {
+                if let Some(note) = failure_note(row, r) {
+                    eprint!("{note}");
+                }
+            }
+        }
     }
     Ok(Exit::Success)
+}
+
+/// Why a stored run failed, as its run printed it: the cell that failed every repetition,
+/// or the error that ended it.
+fn failure_note(
+    row: &crate::experiment::store::RunRow,
+    r: &crate::experiment::runner::SuiteResult,
+) -> Option<String> {
+    if row.status != crate::experiment::store::Status::Failed.as_str() {
+        return None;
+    }
+    Some(match (&r.failed, &row.error) {
+        (Some(f), _) => super::suite::failure_text(r, f, None),
+        (None, Some(e)) => format!("error: run {} failed: {e}\n", row.id),
+        (None, None) => format!("error: run {} failed\n", row.id),
+    })
 }
 
 pub fn compare_runs(a: &str, b: &str, store: &crate::cli::StoreArgs) -> Result<Exit> {
@@ -184,7 +213,21 @@ pub fn compare_runs(a: &str, b: &str, store: &crate::cli::StoreArgs) -> Result<E
     Ok(Exit::Success)
 }
 
-pub fn run_runs(cmd: RunsCommand) -> Result<Exit> {
+pub fn run_runs(args: RunsArgs) -> Result<Exit> {
+    // `runs --store X list` and `runs list --store X` alike.
+    let store_of = |s: crate::cli::StoreArgs| if s.store.is_some() { s } else { args.store.clone() };
+    let cmd = match args.command {
+        None => RunsCommand::List {
+            store: args.store.clone(),
+        },
+        Some(RunsCommand::List { store }) => RunsCommand::List {
+            store: store_of(store),
+        },
+        Some(RunsCommand::Show { run, store }) => RunsCommand::Show {
+            run,
+            store: store_of(store),
+        },
+    };
     match cmd {
         RunsCommand::List { store } => {
             let store = open_store(&store)?;
@@ -223,8 +266,15 @@ pub fn run_runs(cmd: RunsCommand) -> Result<Exit> {
             }
             let loaded = crate::report::data::load(&store, run)?;
             let (stored, result) = (&loaded.stored, loaded.result());
+            // Laid out for 80 columns, as the report under it.
+            let error = stored
+                .run
+                .error
+                .as_ref()
+                .map(|e| crate::report::style::wrap(&format!("why: {e}"), "  ", "    ", 80))
+                .unwrap_or_default();
             emit(&format!(
-                "started {} · status {}\n{}",
+                "started {} · status {}\n{error}{}",
                 stored.run.started_at,
                 stored.run.status,
                 crate::report::suite::text(&result, store.location())

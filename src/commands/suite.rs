@@ -66,7 +66,8 @@ pub async fn suite_context(
         |n: &str| crate::sandbox::TARGET_NAMES.contains(&n) || crate::sandbox::is_mariadb_target(n);
     if let Some(unused) = targets.keys().find(|n| !used.contains(*n) && !sandbox_name(n)) {
         bail!(
-            "--target {unused}=...: no cell uses a target named {unused:?}; the targets the cells use: {}",
+            "--target {unused}=...: no cell uses a target named {unused:?}{}; the targets the cells use: {}",
+            crate::experiment::suite::did_you_mean(unused, used.iter().map(String::as_str)),
             used.iter().cloned().collect::<Vec<_>>().join(", ")
         );
     }
@@ -189,34 +190,13 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     let s = s.adaptive(budget, args.adaptive.precision);
     crate::experiment::runner::check(&s, &args.schema)?;
     if args.dry_run {
-        let mut out = format!("{}: {}\n{} cells:\n", s.name, s.question, s.cells.len());
-        for (i, c) in s.cells.iter().enumerate() {
-            let base = if i == s.baseline { "  (baseline)" } else { "" };
-            out.push_str(&format!("  {i:>3}  {}{base}\n", c.name));
-        }
-        out.push_str("steps in order (cell:repetition, 0 = pre-warm, discarded):\n ");
-        for st in s.plan() {
-            out.push_str(&format!(" {}:{}", st.cell, st.repetition));
-        }
-        out.push('\n');
-        if let Some(d) = s.slice {
-            out.push_str(&format!(
-                "each round's cells run together, taking turns of {} (the order above is each round's first turns)\n",
-                crate::units::format_duration(d)
-            ));
-        }
-        emit(&out);
+        emit(&dry_run(&s, &args.targets));
         return Ok(Exit::Success);
     }
     let store = open_store(&args.store)?;
     let store_path = store.location().to_string();
     if let Some(name) = &args.run_name {
-        if store.resolve_run(name).is_ok() {
-            bail!(
-                "--run {name}: {store_path} holds a run of that name already; give another name \
-                 (`connbench runs list` lists them)"
-            );
-        }
+        claim_run_name(&store, name)?;
     }
     let (sb, mut ctx) = suite_context(
         std::slice::from_ref(&s),
@@ -251,11 +231,115 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
             super::linger_metrics(e, linger).await;
         }
     }
+    if let Some(f) = &result.failed {
+        eprint!("{}", failure_text(&result, f, args.run_name.as_deref()));
+    }
     Ok(if result.interrupted {
         Exit::Interrupted
+    } else if result.failed.is_some() {
+        Exit::Failed
     } else {
         Exit::Success
     })
+}
+
+/// What `run --dry-run` prints: the profile's lengths, each cell with its settings (a
+/// target's password redacted) and what it is compared with, the targets given, and the
+/// order of the steps.
+fn dry_run(s: &crate::experiment::suite::Suite, targets: &[String]) -> String {
+    let fmt = crate::units::format_duration;
+    let mut out = format!("{}: {}\n", s.name, s.question);
+    let lengths = match (s.duration, s.warmup) {
+        (Some(d), Some(w)) if !w.is_zero() => {
+            format!("each repetition {}, after {} warm-up; ", fmt(d), fmt(w))
+        }
+        (Some(d), _) => format!("each repetition {}; ", fmt(d)),
+        _ => String::new(),
+    };
+    out.push_str(&format!(
+        "{lengths}{}; figure {}\n{} cells:\n",
+        crate::report::suite::design(s),
+        s.figure,
+        s.cells.len()
+    ));
+    for (i, c) in s.cells.iter().enumerate() {
+        let versus = match c.versus {
+            _ if i == s.baseline => "  (baseline)".to_string(),
+            Some(v) => format!("  (versus {})", s.cells[v].name),
+            None => String::new(),
+        };
+        out.push_str(&format!("  {i:>3}  {}{versus}\n", c.name));
+        let settings: Vec<String> = c
+            .settings
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "target" => format!("{k}={}", crate::target::redact(v)),
+                _ => format!("{k}={v}"),
+            })
+            .collect();
+        out.push_str(&crate::report::style::wrap(
+            &settings.join(" "),
+            "         ",
+            "         ",
+            80,
+        ));
+    }
+    for t in targets {
+        let (name, conninfo) = crate::target::split_label(t);
+        out.push_str(&format!(
+            "target {}: {} (--target)\n",
+            name.unwrap_or("(every target)"),
+            crate::target::redact(conninfo)
+        ));
+    }
+    out.push_str("steps in order (cell:repetition, 0 = pre-warm, discarded):\n ");
+    for st in s.plan() {
+        out.push_str(&format!(" {}:{}", st.cell, st.repetition));
+    }
+    out.push('\n');
+    if let Some(d) = s.slice {
+        out.push_str(&format!(
+            "each round's cells run together, taking turns of {} (the order above is each round's first turns)\n",
+            fmt(d)
+        ));
+    }
+    out
+}
+
+/// Takes `--run NAME` for a new run: refused when a run holds it, unless that run failed,
+/// which keeps its results under another name (nothing is lost) so the corrected run can
+/// have the name a Job or a script reads it back by.
+fn claim_run_name(store: &crate::experiment::store::Store, name: &str) -> Result<()> {
+    if let Some((id, kept)) = store.free_failed_name(name)? {
+        eprintln!("note: run {id} named {name} failed; it keeps its results as run {id} ({kept}), and this run takes the name");
+        return Ok(());
+    }
+    if store.resolve_run(name).is_ok() {
+        bail!(
+            "--run {name}: {} holds a run of that name already; give another name \
+             (`connbench runs` lists them; a failed run's name can be given again)",
+            store.location()
+        );
+    }
+    Ok(())
+}
+
+/// What a failed run says after its report: which cell failed, the first error (which
+/// carries the fix when it is known), and how to run it again.
+pub fn failure_text(
+    r: &crate::experiment::runner::SuiteResult,
+    f: &crate::experiment::failure::Failure,
+    name: Option<&str>,
+) -> String {
+    let again = match name {
+        Some(n) => format!(
+            "fix it and run again: `--run {n}` may be given again (run {} then keeps its results as {n}~failed-{})",
+            r.run_id, r.run_id
+        ),
+        None => "fix it and run again".to_string(),
+    };
+    // Not wrapped: the error may end in a command to paste (`connbench init '...'`).
+    format!("error: run {} failed: {}\n  {again}\n", r.run_id, f.sentence())
 }
 
 pub async fn run_lab(args: LabArgs) -> Result<Exit> {
@@ -275,7 +359,8 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
             .collect();
         if let Some(bad) = args.suites.iter().find(|n| !known.contains(&n.as_str())) {
             anyhow::bail!(
-                "--suites: no built-in suite {bad:?}; the built-in suites are {}",
+                "--suites: no built-in suite {bad:?}{}; the built-in suites are {}",
+                crate::experiment::suite::did_you_mean(bad, known.iter().copied()),
                 known.join(", ")
             );
         }
@@ -350,6 +435,8 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     let (sb, ctx) = suite_context(&suites, &[], "connbench", store, &args.server).await?;
     let mut answers = Vec::new();
     let mut interrupted = false;
+    // A suite that failed leaves the others to run; the lab exits 1 at the end.
+    let mut failed = false;
     let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();
     for (i, s) in suites.iter().enumerate() {
         // What is left of the budget, shared by the suites still to run in proportion to
@@ -362,6 +449,10 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         let s = s.clone().adaptive(share, precision);
         let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await?;
         emit(&(crate::report::suite::text(&result, &store_path) + "\n"));
+        if let Some(f) = &result.failed {
+            eprint!("{}", failure_text(&result, f, None));
+            failed = true;
+        }
         answers.push((
             s.name.clone(),
             result.run_id,
@@ -428,6 +519,8 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     emit(&out);
     Ok(if interrupted {
         Exit::Interrupted
+    } else if failed {
+        Exit::Failed
     } else {
         Exit::Success
     })

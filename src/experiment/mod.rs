@@ -7,4 +7,6 @@ pub mod suite;
 pub mod db;
 pub mod store;
 pub mod runner;
+pub mod failure;
+pub mod suggest;
 pub mod workers;

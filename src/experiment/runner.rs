@@ -13,6 +13,8 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use tokio::sync::watch;
 
 use crate::connect::{self, Subject};
+pub use crate::experiment::failure::Failure;
+use crate::experiment::failure::NOT_MEASURED;
 use crate::experiment::store::{self, Environment, Repetition, Status, Store};
 use crate::experiment::suite::{Kind, Settings, Step, Suite};
 use crate::host::{MachineCpu, MachineUse};
@@ -81,6 +83,9 @@ pub struct SuiteResult {
     /// Why the run stopped adding rounds (or that its rounds were fixed).
     pub stopped: String,
     pub environment: Environment,
+    /// A cell none of whose counted repetitions succeeded: the run has no answer for it,
+    /// so it failed (exit 1, stored as failed).
+    pub failed: Option<Failure>,
 }
 
 /// The comparison rule of a suite: 95% intervals for a cell's figures, a family-wise
@@ -410,8 +415,16 @@ pub async fn run(
         }
     }
     let run_id = ctx.store.begin_run(suite, &environment)?;
+    // An error that ends the run half-way leaves it stored as failed, with that error,
+    // not as running for ever.
+    let failed = |e: anyhow::Error| {
+        let _ = ctx
+            .store
+            .finish_run(run_id, Status::Failed, Some(&format!("{e:#}")));
+        e
+    };
     if let Some(name) = &ctx.run_name {
-        ctx.store.name_run(run_id, name)?;
+        ctx.store.name_run(run_id, name).map_err(failed)?;
     }
     let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     let mut interrupted = false;
@@ -517,7 +530,8 @@ pub async fn run(
         let quota = ctx
             .size_server(&suite.cells[step.cell].settings)
             .await
-            .with_context(|| format!("suite {}, cell {}", suite.name, names.join(", ")))?;
+            .with_context(|| format!("suite {}, cell {}", suite.name, names.join(", ")))
+            .map_err(failed)?;
         progress(done, done + todo.len() + group.len(), &names.join(", "));
         done += group.len();
         // A repetition the hypervisor disturbed (steal above the limit: another tenant ran
@@ -583,20 +597,22 @@ pub async fn run(
                 figures.insert("rtt_requested_ms".into(), v.requested_ms);
                 figures.insert("rtt_achieved_ms".into(), v.achieved_ms);
             }
-            ctx.store.save_repetition(
-                run_id,
-                &Repetition {
-                    cell: step.cell,
-                    repetition: step.repetition,
-                    prewarm: step.is_prewarm(),
-                    started_at: started_at.clone(),
-                    elapsed_s,
-                    error: error.clone(),
-                    summary: serde_json::to_value(&figures)?,
-                    latency_histogram: histogram.as_ref().map(store::serialize_histogram).transpose()?,
-                    detail,
-                },
-            )?;
+            ctx.store
+                .save_repetition(
+                    run_id,
+                    &Repetition {
+                        cell: step.cell,
+                        repetition: step.repetition,
+                        prewarm: step.is_prewarm(),
+                        started_at: started_at.clone(),
+                        elapsed_s,
+                        error: error.clone(),
+                        summary: serde_json::to_value(&figures)?,
+                        latency_histogram: histogram.as_ref().map(store::serialize_histogram).transpose()?,
+                        detail,
+                    },
+                )
+                .map_err(failed)?;
             if step.repetition == first_round {
                 first_s[step.cell] = Some(elapsed_s);
             }
@@ -624,19 +640,18 @@ pub async fn run(
                 let rounds_left = suite.repetitions.saturating_sub(first_round);
                 let left_s = budget - started.elapsed().as_secs_f64();
                 suite.looks = Some(suite.planned_looks(left_s, rounds_left, times.iter().sum(), pair_s));
-                ctx.store.update_suite(run_id, suite)?;
+                ctx.store.update_suite(run_id, suite).map_err(failed)?;
             }
         }
     }
-    ctx.store.finish_run(
-        run_id,
-        if interrupted {
-            Status::Interrupted
-        } else {
-            Status::Done
-        },
-    )?;
-    Ok(summarize(suite, run_id, outcomes, interrupted, environment))
+    let result = summarize(suite, run_id, outcomes, interrupted, environment);
+    let (status, error) = match &result.failed {
+        _ if interrupted => (Status::Interrupted, None),
+        Some(f) => (Status::Failed, Some(f.sentence())),
+        None => (Status::Done, None),
+    };
+    ctx.store.finish_run(run_id, status, error.as_deref())?;
+    Ok(result)
 }
 
 /// How often a repetition disturbed by steal is measured again before it is kept as is.
@@ -727,7 +742,13 @@ fn settled(c: &Comparison, precision: Option<f64>) -> bool {
 }
 
 /// Why an adaptive run stopped adding rounds, or that it had none to add.
-fn stop_reason(suite: &Suite, cells: &[CellResult], interrupted: bool, last_round: u32) -> String {
+fn stop_reason(
+    suite: &Suite,
+    cells: &[CellResult],
+    interrupted: bool,
+    last_round: u32,
+    failed: Option<&Failure>,
+) -> String {
     let undecided = cells
         .iter()
         .filter(|c| {
@@ -741,9 +762,19 @@ fn stop_reason(suite: &Suite, cells: &[CellResult], interrupted: bool, last_roun
     } else if suite.budget_s.is_none() {
         format!("fixed: {} rounds, as the suite says", suite.repetitions)
     } else if undecided == 0 {
-        match suite.precision {
-            Some(p) => format!("every answer decided, each interval within ±{:.0}%", p * 100.0),
-            None => "every answer decided".into(),
+        // No answer left undecided: say so only of answers there are.
+        let compared = cells.iter().any(|c| c.comparison.is_some());
+        match (failed, compared) {
+            (Some(f), true) => format!(
+                "every other answer decided; cell {} has none: it failed every repetition",
+                f.cell
+            ),
+            (Some(f), false) => format!("no answer to decide: cell {} failed every repetition", f.cell),
+            (None, false) => "no answer to decide: no cell has a comparison".into(),
+            (None, true) => match suite.precision {
+                Some(p) => format!("every answer decided, each interval within ±{:.0}%", p * 100.0),
+                None => "every answer decided".into(),
+            },
         }
     } else if last_round >= suite.max_rounds {
         format!("the cap of {} rounds was reached", suite.max_rounds)
@@ -854,7 +885,12 @@ pub fn summarize(
             cells[i].prediction = predict_from_local(suite, &cells, i);
         }
     }
-    let stopped = stop_reason(suite, &cells, interrupted, last_round);
+    let failed = Failure::of_cells(
+        cells
+            .iter()
+            .map(|c| (c.name.as_str(), c.rounds, c.errors.as_slice())),
+    );
+    let stopped = stop_reason(suite, &cells, interrupted, last_round, failed.as_ref());
     SuiteResult {
         run_id,
         suite: suite.clone(),
@@ -862,6 +898,7 @@ pub fn summarize(
         interrupted,
         stopped,
         environment,
+        failed,
     }
 }
 
@@ -1064,10 +1101,24 @@ async fn run_load_sliced(
         plans.push(plan);
     }
     // A cell that cannot even be planned fails the whole group before anything runs: the
-    // others would wait for it at the start line.
-    if let Some(e) = plans.iter().find_map(|p| p.as_ref().err()) {
-        let message = format!("{e:#}");
-        return cells.iter().map(|_| Err(anyhow!("{message}"))).collect();
+    // others would wait for it at the start line. Each keeps its own error; a cell that
+    // could start says which could not (its target), so no warning names another's.
+    if let Some((j, e)) = plans
+        .iter()
+        .enumerate()
+        .find_map(|(j, p)| p.as_ref().err().map(|e| (j, e)))
+    {
+        let first = format!("{e:#}");
+        let other = cells[j].1.target.name();
+        return plans
+            .iter()
+            .map(|p| match p {
+                Err(e) => Err(anyhow!("{e:#}")),
+                Ok(_) => Err(anyhow!(
+                    "{NOT_MEASURED}the cell on target {other}, which takes turns with it, could not start: {first}"
+                )),
+            })
+            .collect();
     }
     let turns_of = |d: Duration| (d.as_secs_f64() / slice.as_secs_f64()).ceil().max(1.0) as u32;
     let warm_turns = suite
@@ -1311,6 +1362,88 @@ fn connect_figures(t: &crate::stats::TargetSummary, samples: &connect::TargetSam
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_that_failed_every_repetition_fails_the_run_and_is_named_with_its_own_error() {
+        let text = r#"
+name = "f"
+question = "q"
+kind = "load"
+duration = "1s"
+repetitions = 2
+[defaults]
+workload = "select-only"
+[[cells]]
+name = "a"
+target = "unix"
+[[cells]]
+name = "b"
+target = "tcp"
+[[cells]]
+name = "c"
+target = "tls"
+"#;
+        let s = Suite::parse(text, "f.toml").unwrap();
+        let ok = |round| Outcome {
+            round,
+            result: Ok(Figures::from([("tps".to_string(), 10.0 + f64::from(round))])),
+        };
+        let err = |round, e: &str| Outcome {
+            round,
+            result: Err(e.to_string()),
+        };
+        let summary = |outcomes| summarize(&s, 1, outcomes, false, Environment::default());
+        // Cell b: one repetition of two failed; the run did not fail.
+        let some = summary(vec![
+            vec![ok(1), ok(2)],
+            vec![err(1, "x"), ok(2)],
+            vec![ok(1), ok(2)],
+        ]);
+        assert_eq!(some.failed, None);
+        // Cell a waited for c, which could not start: c is named, with its own error.
+        let waited = format!("{NOT_MEASURED}the cell on target tls could not start: no tables");
+        let r = summary(vec![
+            vec![err(1, &waited), err(2, &waited)],
+            vec![ok(1), ok(2)],
+            vec![err(1, "no tables at tls"), err(2, "no tables at tls")],
+        ]);
+        let f = r.failed.clone().unwrap();
+        assert_eq!((f.cell.as_str(), f.error.as_str()), ("c", "no tables at tls"));
+        assert_eq!(f.others, ["a"]);
+        assert_eq!(
+            f.sentence(),
+            "every repetition of cell \"c\" failed (all 2) (and every one of cell \"a\"): no tables at tls"
+        );
+        assert_eq!(
+            r.stopped, "fixed: 2 rounds, as the suite says",
+            "a fixed run ran its rounds"
+        );
+        // An adaptive run had no answer left to decide (every cell was compared with a,
+        // which failed), and says why, not that every answer was decided.
+        let adaptive = s.clone().adaptive(Some(Duration::from_secs(60)), None);
+        let r = summarize(
+            &adaptive,
+            1,
+            vec![
+                vec![err(1, "e"), err(2, "e")],
+                vec![ok(1), ok(2)],
+                vec![ok(1), ok(2)],
+            ],
+            false,
+            Environment::default(),
+        );
+        assert_eq!(r.stopped, "no answer to decide: cell a failed every repetition");
+        // Interrupted: the stop says so, the failure is still known.
+        let cut = summarize(
+            &s,
+            1,
+            vec![vec![ok(1)], vec![err(1, "e")], vec![ok(1)]],
+            true,
+            Environment::default(),
+        );
+        assert_eq!(cut.stopped, "interrupted (Ctrl-C)");
+        assert_eq!(cut.failed.unwrap().cell, "b");
+    }
 
     #[test]
     fn a_repetition_is_retaken_only_when_steal_is_above_the_limit_and_retakes_remain() {

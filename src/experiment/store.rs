@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use super::db::{Db, Row, Val};
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Each step takes the schema one version up; a new store runs them all after
 /// [`SCHEMA_V1`]. Type words in braces are rendered per database ([`Db::ddl`]).
@@ -64,6 +64,8 @@ const MIGRATIONS: &[(i64, &str)] = &[
              FOREIGN KEY (run_id, worker) REFERENCES workers(run_id, worker) ON DELETE CASCADE
          );",
     ),
+    // Version 4: a failed run keeps why (its first error), beside its status.
+    (4, "ALTER TABLE runs ADD COLUMN error TEXT;"),
 ];
 
 const SCHEMA_V1: &str = "
@@ -196,6 +198,8 @@ pub struct RunRow {
     pub name: Option<String>,
     /// The number of workers of a many-machine run.
     pub workers: Option<i64>,
+    /// Why a failed run failed: its first error.
+    pub error: Option<String>,
 }
 
 /// A run with everything saved for it.
@@ -505,12 +509,43 @@ impl Store {
         Ok(())
     }
 
-    pub fn finish_run(&self, run: i64, status: Status) -> Result<()> {
+    /// Ends a run with its status and, for a failed one, why (its first error).
+    pub fn finish_run(&self, run: i64, status: Status, error: Option<&str>) -> Result<()> {
         self.db.exec(
-            "UPDATE runs SET status = $1, finished_at = $2 WHERE id = $3",
-            &[status.as_str().into(), now_utc().into(), run.into()],
+            "UPDATE runs SET status = $1, finished_at = $2, error = $3 WHERE id = $4",
+            &[
+                status.as_str().into(),
+                now_utc().into(),
+                error.map(str::to_string).into(),
+                run.into(),
+            ],
         )?;
         Ok(())
+    }
+
+    /// Frees the name of a failed run for the run that repeats it: the failed run keeps
+    /// its results under `NAME~failed-ID` (a name `--run` cannot give, so it takes none
+    /// from the user). Returns the failed run's id and new name; `None` when no failed
+    /// run holds `name`.
+    pub fn free_failed_name(&self, name: &str) -> Result<Option<(i64, String)>> {
+        let Some(id) = self
+            .db
+            .query_one(
+                "SELECT id FROM runs WHERE name = $1 AND status = 'failed'",
+                &[name.into()],
+            )?
+            .and_then(|r| r[0].int())
+        else {
+            return Ok(None);
+        };
+        let kept = format!("{name}~failed-{id}");
+        self.db
+            .exec(
+                "UPDATE runs SET name = $1 WHERE id = $2 AND status = 'failed'",
+                &[kept.as_str().into(), id.into()],
+            )
+            .with_context(|| format!("renaming failed run {id} to {kept:?} in {}", self.location))?;
+        Ok(Some((id, kept)))
     }
 
     fn run_rows(&self, filter: &str, params: &[Val]) -> Result<Vec<RunRow>> {
@@ -518,7 +553,7 @@ impl Store {
             &format!(
                 "SELECT r.id, r.started_at, r.finished_at, r.suite, r.question, r.kind, r.status, \
                         (SELECT count(*) FROM repetitions p WHERE p.run_id = r.id AND p.prewarm = 0), \
-                        r.name, r.workers \
+                        r.name, r.workers, r.error \
                  FROM runs r {filter} ORDER BY r.id DESC"
             ),
             params,
@@ -536,6 +571,7 @@ impl Store {
                     repetitions_saved: r[7].int().unwrap_or(0),
                     name: r[8].text(),
                     workers: r[9].int(),
+                    error: r[10].text(),
                 })
             })
             .collect()
@@ -557,7 +593,7 @@ impl Store {
         match text.parse::<i64>() {
             Ok(id) if !self.run_rows("WHERE r.id = $1", &[id.into()])?.is_empty() => Ok(id),
             _ => bail!(
-                "no run {text} in {}; `connbench runs list` lists them by number and name",
+                "no run {text} in {}; `connbench runs` lists them by number and name",
                 self.location
             ),
         }
@@ -832,9 +868,13 @@ impl Store {
             None
         };
         if let Some(s) = overall {
+            // A failed run keeps its first error: this worker's, when it is the one that failed.
+            let error = (s == Status::Failed)
+                .then(|| end.error.as_ref().map(|e| format!("worker {index}: {e}")))
+                .flatten();
             self.db.exec(
-                "UPDATE runs SET status = $2, finished_at = $3 WHERE id = $1 AND status = 'running'",
-                &[run.into(), s.as_str().into(), now_utc().into()],
+                "UPDATE runs SET status = $2, finished_at = $3, error = $4 WHERE id = $1 AND status = 'running'",
+                &[run.into(), s.as_str().into(), now_utc().into(), error.into()],
             )?;
         }
         Ok(())
@@ -951,6 +991,46 @@ target = ["unix", "postgres://app:hunter2@db/app"]
 "#;
 
     #[test]
+    fn a_failed_run_keeps_its_error_and_gives_its_name_up_to_the_run_that_repeats_it() {
+        let (dir, store) = temp_store("failed-name");
+        let suite = Suite::parse(SUITE, "t").unwrap();
+        let env = Environment::default();
+        let done = store.begin_run(&suite, &env).unwrap();
+        store.name_run(done, "kept").unwrap();
+        store.finish_run(done, Status::Done, None).unwrap();
+        let failed = store.begin_run(&suite, &env).unwrap();
+        store.name_run(failed, "again").unwrap();
+        store
+            .finish_run(
+                failed,
+                Status::Failed,
+                Some("every repetition of cell \"a\" failed"),
+            )
+            .unwrap();
+        // A done run keeps its name; a failed one gives it up and keeps its results.
+        assert_eq!(store.free_failed_name("kept").unwrap(), None);
+        assert_eq!(store.free_failed_name("nobody").unwrap(), None);
+        let kept = format!("again~failed-{failed}");
+        assert_eq!(
+            store.free_failed_name("again").unwrap(),
+            Some((failed, kept.clone()))
+        );
+        assert!(store.resolve_run("again").is_err(), "the name is free");
+        assert_eq!(store.resolve_run(&kept).unwrap(), failed);
+        let row = &store.list_runs().unwrap()[0];
+        assert_eq!((row.id, row.status.as_str()), (failed, "failed"));
+        assert_eq!(
+            row.error.as_deref(),
+            Some("every repetition of cell \"a\" failed")
+        );
+        assert_eq!(store.list_runs().unwrap()[1].error, None);
+        let next = store.begin_run(&suite, &env).unwrap();
+        store.name_run(next, "again").unwrap();
+        assert_eq!(store.resolve_run("again").unwrap(), next);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
     fn repetitions_are_saved_one_by_one_and_read_back() {
         let (dir, store) = temp_store("rw");
         let suite = Suite::parse(SUITE, "t").unwrap();
@@ -987,7 +1067,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
             runs[0].repetitions_saved, 4,
             "2 cells x 2 repetitions, pre-warm apart"
         );
-        store.finish_run(run, Status::Done).unwrap();
+        store.finish_run(run, Status::Done, None).unwrap();
         let StoredRun {
             run: row,
             cells,
@@ -1066,7 +1146,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
             .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
             .unwrap()
             .unwrap();
-        assert_eq!(version[0].text().as_deref(), Some("3"));
+        assert_eq!(version[0].text().as_deref(), Some("4"));
         let rep = Repetition {
             cell: 0,
             repetition: 1,

@@ -32,6 +32,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
+pub use super::suggest::did_you_mean;
 use crate::load::workload::Rng;
 
 /// What each cell runs.
@@ -176,7 +177,8 @@ pub fn load_text(name_or_path: &str) -> Result<(String, String)> {
     match std::fs::read_to_string(name_or_path) {
         Ok(text) => Ok((name_or_path.to_string(), text)),
         Err(e) => bail!(
-            "no built-in suite named {name_or_path:?} and no readable file there ({e}); built-in suites: {}",
+            "no built-in suite named {name_or_path:?} and no readable file there ({e}){}; built-in suites: {}",
+            did_you_mean(name_or_path, BUILTIN.iter().map(|(n, _)| *n)),
             BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
         ),
     }
@@ -354,11 +356,30 @@ fn toml_value_text(key: &str, v: &toml::Value, suite: &str) -> Result<String> {
 fn check_setting(key: &str, suite: &str, section: &str) -> Result<()> {
     if !SETTINGS.contains(&key) {
         bail!(
-            "suite {suite}: unknown setting {key:?} in [{section}]; known settings: {}",
+            "suite {suite}: unknown setting {key:?} in [{section}]{}; known settings: {}",
+            did_you_mean(key, SETTINGS.iter().copied()),
             SETTINGS.join(", ")
         );
     }
     Ok(())
+}
+
+/// serde's "unknown field `X`, expected one of `A`, `B`, ..." (a suite file's top-level
+/// or `[quick]` key) with the near one added: `did you mean "A"?`.
+fn with_suggestion(e: toml::de::Error) -> anyhow::Error {
+    let message = e.message().to_string();
+    let suggestion = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(unknown, rest)| {
+            let expected: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+            did_you_mean(unknown, expected)
+        })
+        .unwrap_or_default();
+    match suggestion.strip_prefix("; ") {
+        Some(hint) => anyhow::anyhow!("{}\n{hint}", e.to_string().trim_end()),
+        None => anyhow::Error::new(e),
+    }
 }
 
 impl Suite {
@@ -369,8 +390,9 @@ impl Suite {
 
     /// Parses a suite with the given profile's lengths.
     pub fn parse_profile(text: &str, origin: &str, profile: Profile) -> Result<Suite> {
-        let mut file: SuiteFile =
-            toml::from_str(text).with_context(|| format!("cannot read suite {origin}"))?;
+        let mut file: SuiteFile = toml::from_str(text)
+            .map_err(with_suggestion)
+            .with_context(|| format!("cannot read suite {origin}"))?;
         let mut quick_lab = false;
         if profile == Profile::Quick {
             if let Some(q) = file.quick.take() {
@@ -521,7 +543,8 @@ impl Suite {
             Some(b) => find_cell(&cells, b).ok_or_else(|| {
                 let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
                 anyhow::anyhow!(
-                    "suite {name}: baseline {b:?} matches no cell; cells: {}",
+                    "suite {name}: baseline {b:?} matches no cell{}; cells: {}",
+                    did_you_mean(b, names.iter().copied()),
                     names.join(", ")
                 )
             })?,
@@ -754,7 +777,8 @@ fn resolve_versus(
         }
         if !labels.contains(&versus.as_str()) {
             bail!(
-                "suite {suite}: cell {label:?} has versus = {versus:?}, which names no cell; cells: {}",
+                "suite {suite}: cell {label:?} has versus = {versus:?}, which names no cell{}; cells: {}",
+                did_you_mean(versus, labels.iter().copied()),
                 labels.join(", ")
             );
         }
@@ -1037,5 +1061,34 @@ pool_max_lifetime = "5s"
         assert!(e(&TRANSPORT.replace("kind = \"load\"", "kind = \"dance\""))
             .contains("cannot read suite bad.toml"));
         assert!(e(&format!("{TRANSPORT}\nsurprise = true\n")).contains("surprise"));
+    }
+
+    #[test]
+    fn a_mistyped_key_gets_the_near_one() {
+        let e = |text: &str| format!("{:#}", Suite::parse(text, "bad.toml").unwrap_err());
+        // A setting in [defaults] and in [axes], a top-level key, a baseline.
+        let err = e(&TRANSPORT.replace("clients = 5", "client = 5"));
+        assert!(
+            err.contains("unknown setting \"client\" in [defaults]; did you mean \"clients\"?"),
+            "{err}"
+        );
+        let err = e(&TRANSPORT.replace("target = [", "targte = ["));
+        assert!(err.contains("did you mean \"target\"?"), "{err}");
+        let err = e(&TRANSPORT.replace("duration = ", "duraton = "));
+        assert!(
+            err.contains("unknown field `duraton`") && err.contains("did you mean \"duration\"?"),
+            "{err}"
+        );
+        let err = e(&TRANSPORT.replace("target=tcp", "target=tcp connection=persistnet"));
+        assert!(
+            err.contains("did you mean \"target=tcp connection=persistent\"?"),
+            "{err}"
+        );
+        // Nothing near: no guess, the list only.
+        let err = e(&TRANSPORT.replace("clients = 5", "colour = 5"));
+        assert!(!err.contains("did you mean"), "{err}");
+        assert!(err.contains("known settings: target,"), "{err}");
+        let err = format!("{:#}", load_text("transprot").unwrap_err());
+        assert!(err.contains("did you mean \"transport\"?"), "{err}");
     }
 }

@@ -336,10 +336,15 @@ fn bind(listen: &Addr) -> Result<(StdListener, Addr)> {
                 format!(
                     "relay: cannot listen on {}{}",
                     p.display(),
-                    if p.exists() {
-                        " (the file exists: remove it if no relay uses it)"
-                    } else {
-                        ""
+                    match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                        _ if p.exists() => " (the file exists: remove it if no relay uses it)".to_string(),
+                        Some(d) if !d.exists() => {
+                            format!(
+                                " (its folder does not exist: create it first, `mkdir -p {}`)",
+                                d.display()
+                            )
+                        }
+                        _ => String::new(),
                     }
                 )
             })?;

@@ -25,7 +25,7 @@ pub struct Loaded {
 /// Reads run `run` from the store.
 pub fn load(store: &Store, run: i64) -> Result<Loaded> {
     let Some(stored) = store.load_run(run)? else {
-        bail!("no run {run} in {}; see `connbench runs list`", store.location());
+        bail!("no run {run} in {}; see `connbench runs`", store.location());
     };
     let suite: Suite = serde_json::from_value(stored.suite.clone())
         .with_context(|| format!("run {run}: cannot read its suite"))?;

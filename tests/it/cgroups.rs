@@ -590,8 +590,8 @@ target = ["unix", "tcp"]
         let found = page.contains(wanted) || page.contains(&wanted.replace("&#39;", "'"));
         assert!(found, "no {wanted:?} in the HTML report");
     }
-    // The Markdown report (`report` alone) has the table too.
-    let o = connbench(&["report", &run_id, "--store", store]);
+    // The Markdown report has the table too.
+    let o = connbench(&["report", &run_id, "--markdown", "--store", store]);
     let text = crate::common::stdout(&o);
     assert!(
         text.contains("ratio to the smallest") && text.contains("(smallest)"),

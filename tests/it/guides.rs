@@ -1,192 +1,402 @@
-//! The guides' suite files (docs/guide/*.toml) keep working: each is run with its
-//! `--quick` profile against the shared test sandbox, its target names mapped onto
-//! sandbox targets as a user maps them onto their own, and must answer. The engines
-//! guide needs MariaDB and tables on both engines, which the MySQL module's own tests
-//! create and drop; it is checked with `--dry-run` here, and its built-in twin, the
-//! `engines` suite, runs in the quick lab.
+//! The guides run as written. Each guide in docs/guide/*.md is a recipe: its `sh` blocks,
+//! in order, are pasted into one shell as a reader pastes them (bash, `connbench` on the
+//! PATH, the repository as the working directory), on a sandbox the guide itself starts
+//! with `connbench sandbox start`, under a TMPDIR, HOME and XDG_DATA_HOME of the test's
+//! own, so the sandbox, the relays' sockets and the results store are this test's alone.
+//! Every command must succeed (`set -e -o pipefail`), and the recipe must leave nothing
+//! behind: no process of its shell, nothing in its TMPDIR.
+//!
+//! What the test changes, and nothing else:
+//! - lengths, shortened by [`SHORTER`] (a suite's `--quick` is kept as written);
+//! - the sidecar relay's TCP port [`SIDECAR_PORT`], replaced by a free one, so two
+//!   checkouts testing at once on one machine do not take each other's port;
+//! - blocks for the reader's own infrastructure, which open with the comment line
+//!   [`OWN`] for the reader to see, are skipped and counted.
+//!
+//! If a block fails, the shell is killed with everything it started (its process group:
+//! relays in the background too) and the sandbox is stopped, before the test fails with
+//! the block and the end of the output.
 
-use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::common::{connbench, conninfo, dataset, scratch, stderr, stdout, Killed};
+use crate::common::{connbench, conninfo, scratch, stderr, stdout};
 
-/// Runs `docs/guide/FILE` with `names` mapped onto sandbox targets; returns the output.
-fn run_guide(file: &str, names: &[(&str, &str)], extra: &[&str]) -> String {
-    dataset();
-    let dir = scratch(&format!("guide-{}", file.trim_end_matches(".toml")));
-    let path = format!("{}/docs/guide/{file}", env!("CARGO_MANIFEST_DIR"));
-    let store = dir.join("r.sqlite");
-    let mut args = vec![
-        "run".to_string(),
-        path,
-        "--store".to_string(),
-        store.display().to_string(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    for (name, sandbox) in names {
-        args.push("--target".into());
-        args.push(format!("{name}={}", conninfo(sandbox)));
+/// The comment line that marks a block for the reader's own infrastructure.
+const OWN: &str = "# On your own infrastructure";
+
+/// Lengths shortened for the test: (as the guide writes it, as the test runs it).
+const SHORTER: &[(&str, &str)] = &[(" -n 200", " -n 20")];
+
+/// The port the sidecar guide's TCP relay listens on.
+const SIDECAR_PORT: &str = "6543";
+
+/// The guides, each run by a test below; a guide without one fails
+/// [`every_guide_has_a_recipe_test`].
+const GUIDES: &[&str] = &[
+    "connect.md",
+    "distance.md",
+    "engines.md",
+    "scaling.md",
+    "sidecar.md",
+];
+
+/// A fenced `sh` block of a guide.
+#[derive(Debug, Clone, PartialEq)]
+struct Block {
+    /// The line its fence opens on (1-based), for messages.
+    line: usize,
+    text: String,
+    /// For the reader's own infrastructure: shown, not run.
+    own: bool,
+}
+
+/// The `sh` blocks of a Markdown text, in order.
+fn shell_blocks(markdown: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, bool, String)> = None;
+    for (i, line) in markdown.lines().enumerate() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut open, fence) {
+            (None, Some(lang)) => open = Some((i + 1, lang.trim() == "sh", String::new())),
+            (Some((start, shell, text)), Some(_)) => {
+                if *shell {
+                    blocks.push(Block {
+                        line: *start,
+                        own: text.lines().next().is_some_and(|l| l.starts_with(OWN)),
+                        text: std::mem::take(text),
+                    });
+                }
+                open = None;
+            }
+            (Some((_, _, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
     }
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = connbench(&refs);
-    assert!(o.status.success(), "{file}: {}", stderr(&o));
-    stdout(&o)
+    assert!(open.is_none(), "a code block is never closed");
+    blocks
 }
 
-#[test]
-fn the_sidecar_guide_answers_on_the_sandbox() {
-    let out = run_guide(
-        "sidecar.toml",
-        &[("sidecar_unix", "unix"), ("sidecar_tcp", "tcp")],
-        &["--quick"],
-    );
-    assert!(out.contains("answer: sidecar via unix"), "{out}");
+/// A free TCP port on loopback (the kernel's pick, released for the relay to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
-/// Starts `connbench relay --listen LISTEN` in front of the sandbox's TCP port, speaking
-/// TLS upstream as the Cloud SQL Auth Proxy does; returns it once it listens, with the
-/// address it says it listens on.
-fn sidecar(listen: &str) -> (Killed, String) {
-    let tcp = conninfo("tcp");
-    let field = |k: &str| {
-        tcp.split_whitespace()
-            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("no {k} in {tcp}"))
-            .to_string()
+/// What a guide's recipe printed, and how many blocks ran and were skipped.
+struct Recipe {
+    output: String,
+    ran: usize,
+    skipped: usize,
+}
+
+/// The environment a recipe's shell and its clean-up run in.
+struct Shell {
+    dir: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Shell {
+    fn command(&self, program: &str) -> Command {
+        let bin = Path::new(env!("CARGO_BIN_EXE_connbench")).parent().unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let mut c = Command::new(program);
+        c.env("PATH", path)
+            .env("TMPDIR", &self.tmp)
+            .env("HOME", self.dir.join("home"))
+            .env("XDG_DATA_HOME", self.dir.join("data"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+/// Kills the recipe's shell and all it started, and stops its sandbox, however the test
+/// ends.
+struct Cleanup<'a> {
+    shell: &'a Shell,
+    pgid: i32,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the shell's own process group, which the test created.
+        unsafe { libc::kill(-self.pgid, libc::SIGKILL) };
+        let _ = self.shell.command("connbench").args(["sandbox", "stop"]).output();
+    }
+}
+
+/// The processes still in process group `pgid`.
+fn group_members(pgid: i32) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields.first() != Some(&"Z") {
+            out.push(format!("{head})"));
+        }
+    }
+    out
+}
+
+/// Runs docs/guide/`guide`'s recipe as a reader pastes it; panics naming the block that
+/// failed.
+fn run_recipe(guide: &str) -> Recipe {
+    let path = format!("{}/docs/guide/{guide}", env!("CARGO_MANIFEST_DIR"));
+    let blocks = shell_blocks(&std::fs::read_to_string(&path).unwrap());
+    let dir = scratch(&format!("recipe-{}", guide.trim_end_matches(".md")));
+    let shell = Shell {
+        dir: dir.to_path_buf(),
+        tmp: dir.join("t"),
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["relay", "--listen", listen, "--upstream-tls", "--upstream"])
-        .arg(format!("{}:{}", field("host"), field("port")))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Its first line says where it listens, once it does: the event to wait for.
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .strip_prefix("relay: ")
-        .and_then(|l| l.split(" -> ").next())
-        .unwrap_or_else(|| panic!("relay said {line:?}"))
-        .to_string();
-    (Killed(child), addr)
-}
-
-/// The recipe of docs/guide/sidecar.md with connbench's relay standing in for the user's
-/// sidecar (plaintext in, TLS to PostgreSQL, on a Unix socket and a TCP port), the run
-/// named as the Kubernetes Job names it and read back by that name: the same suite the
-/// sidecar Job runs in a pod, run here.
-#[test]
-fn the_sidecar_guide_answers_through_a_relay_standing_in_for_the_sidecar() {
-    dataset();
-    let dir = scratch("guide-relay-sidecar");
-    let (_unix, _) = sidecar(&dir.join(".s.PGSQL.5432").display().to_string());
-    let (_tcp, addr) = sidecar("127.0.0.1:0");
-    let (host, port) = addr.rsplit_once(':').unwrap();
-    let tcp = conninfo("tcp");
-    let rest: Vec<&str> = tcp
-        .split_whitespace()
-        .filter(|kv| !["host=", "port=", "sslmode="].iter().any(|k| kv.starts_with(k)))
-        .collect();
-    let rest = rest.join(" ");
-    let store = dir.join("r.sqlite").display().to_string();
-    let guide = format!("{}/docs/guide/sidecar.toml", env!("CARGO_MANIFEST_DIR"));
-    let unix_target = format!(
-        "sidecar_unix=host={} port=5432 sslmode=disable {rest}",
-        dir.display()
-    );
-    let tcp_target = format!("sidecar_tcp=host={host} port={port} sslmode=disable {rest}");
-    let args = [
-        "run",
-        guide.as_str(),
-        "--quick",
-        "--store",
-        &store,
-        "--run",
-        "sidecar-1",
-        "--target",
-        &unix_target,
-        "--target",
-        &tcp_target,
-    ];
-    let o = connbench(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    // The answer wraps at 80 columns: read it with its lines joined.
-    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        joined.contains("answer: sidecar via unix") && joined.contains("sidecar via tcp"),
-        "{out}"
-    );
-    // Read back by name, as `connbench report RUN --store STORE` after the Job.
-    let r = connbench(&["report", "sidecar-1", "--store", &store]);
-    assert!(r.status.success(), "{}", stderr(&r));
-    let joined = stdout(&r).split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        joined.contains("Answer.** sidecar via unix") && joined.contains("sidecar via tcp"),
-        "{}",
-        stdout(&r)
-    );
-    // A second run may not take the name: refused before anything runs.
-    let again = connbench(&args);
-    assert!(!again.status.success());
-    assert!(
-        stderr(&again).contains("--run sidecar-1") && stderr(&again).contains("already"),
-        "{}",
-        stderr(&again)
-    );
-}
-
-#[test]
-fn the_scaling_guide_answers_on_the_sandbox() {
-    let out = run_guide(
-        "scaling.toml",
-        &[("small", "tcp"), ("large", "unix")],
-        &["--quick"],
-    );
-    assert!(out.contains("large clients=4"), "{out}");
-    // Each client count answers the large instance against the small one, by its labels.
-    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
-    for clients in [1, 4] {
-        let wanted = format!("answer: clients={clients}, 16 vCPU: ");
-        assert!(joined.contains(&wanted), "{wanted}: {out}");
+    for d in [&shell.tmp, &dir.join("home"), &dir.join("data")] {
+        std::fs::create_dir_all(d).unwrap();
     }
+    let port = free_port().to_string();
+    let mut script = String::from("set -e -x -o pipefail\n");
+    let (mut ran, mut skipped) = (0, 0);
+    for b in &blocks {
+        if b.own {
+            skipped += 1;
+            continue;
+        }
+        let mut text = b.text.clone();
+        for (long, short) in SHORTER {
+            text = text.replace(long, short);
+        }
+        text = text
+            .replace(&format!("127.0.0.1:{SIDECAR_PORT}"), &format!("127.0.0.1:{port}"))
+            .replace(&format!("port={SIDECAR_PORT}"), &format!("port={port}"));
+        script.push_str(&format!(": '### {guide}, the block at line {}'\n{text}", b.line));
+        ran += 1;
+    }
+    script.push_str(": '### the end of the recipe'\n");
+    let script_path = dir.join("recipe.sh");
+    std::fs::write(&script_path, &script).unwrap();
+    let log_path = dir.join("recipe.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        shell
+            .command("bash")
+            .arg(&script_path)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let pgid = child.id() as i32;
+    let _cleanup = Cleanup { shell: &shell, pgid };
+    // A backstop for a recipe that hangs, far beyond what the guides' quick runs take
+    // on a busy machine; the test waits for the shell's exit, not for a time.
+    let deadline = Instant::now() + Duration::from_secs(40 * 60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let block = output
+        .lines()
+        .rev()
+        .find(|l| l.contains("### "))
+        .unwrap_or("before the first block")
+        .to_string();
+    let tail: Vec<&str> = output
+        .lines()
+        .rev()
+        .take(60)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let tail = tail.join("\n");
+    match status {
+        None => panic!("{guide}: still running after 40 minutes, at {block}:\n{tail}"),
+        Some(s) if !s.success() => panic!("{guide}: failed ({s}) at {block}:\n{tail}"),
+        Some(_) => {}
+    }
+    // Nothing left behind: no relay or server of the shell's (a relay the guide stopped
+    // prints what it carried and ends: waited for, up to a backstop), nothing in its
+    // TMPDIR.
+    let stopped_by = Instant::now() + Duration::from_secs(60);
+    let left = loop {
+        let left = group_members(pgid);
+        if left.is_empty() || Instant::now() > stopped_by {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(
-        joined.contains("x the tps of 2 vCPU (") && joined.contains("of linear"),
-        "{out}"
+        left.is_empty(),
+        "{guide} leaves processes running: {left:?}\n{tail}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&shell.tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(files.is_empty(), "{guide} leaves {files:?} in its TMPDIR\n{tail}");
+    eprintln!("{guide}: {ran} blocks run, {skipped} for your own infrastructure skipped");
+    Recipe { output, ran, skipped }
+}
+
+/// The recipe's output with its lines joined (answers wrap at 80 columns).
+fn joined(r: &Recipe) -> String {
+    r.output.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn the_sidecar_guide_runs_as_written() {
+    let r = run_recipe("sidecar.md");
+    assert_eq!((r.ran, r.skipped), (5, 2), "{}", r.output);
+    let out = joined(&r);
+    // The built-in suite, then the guide's file through the two relays, answered and read
+    // back by its name.
+    assert!(out.contains("transport: Through a sidecar proxy"), "{out}");
+    assert!(out.contains("my-sidecar: Through my sidecar"), "{out}");
+    assert_eq!(
+        out.matches("answer: sidecar via unix").count(),
+        3,
+        "the built-in suite's answer, the file's, and its report by name: {out}"
+    );
+    assert_eq!(
+        out.matches("my-sidecar: Through my sidecar").count(),
+        2,
+        "the run and its report by name: {out}"
     );
 }
 
 #[test]
-fn the_connect_guide_answers_on_the_sandbox() {
-    let out = run_guide(
-        "connect.toml",
-        &[("direct", "unix"), ("pgbouncer", "pgbouncer_unix")],
-        &["--quick"],
-    );
+fn the_connect_guide_runs_as_written() {
+    let r = run_recipe("connect.md");
+    assert_eq!((r.ran, r.skipped), (2, 1), "{}", r.output);
+    let out = joined(&r);
+    assert!(out.contains("total connect time, relative to"), "{out}");
     assert!(out.contains("answer: target=pgbouncer"), "{out}");
 }
 
 #[test]
-fn the_distance_guide_answers_on_the_sandbox() {
-    let out = run_guide(
-        "distance.toml",
-        &[("far", "tcp"), ("far_pgbouncer", "pgbouncer_tcp")],
-        &["--quick"],
-    );
-    // Answers wrap at 80 columns: read them with their lines joined.
-    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(joined.contains("than pool, 5 min lifetime"), "{out}");
-    assert!(joined.contains("PgBouncer near the database"), "{out}");
+fn the_distance_guide_runs_as_written() {
+    let r = run_recipe("distance.md");
+    assert_eq!((r.ran, r.skipped), (2, 1), "{}", r.output);
+    let out = joined(&r);
+    assert!(out.contains("than pool, 5 min lifetime"), "{out}");
+    assert!(out.contains("PgBouncer near the database"), "{out}");
+    assert!(out.contains("my-distance:"), "{out}");
+    // The quick profile's short lifetime says so in its name.
+    assert!(out.contains("pool, 250 ms lifetime"), "{out}");
+    assert!(!out.contains("pool, 5 s lifetime"), "{out}");
 }
 
 #[test]
-fn the_engines_guide_is_a_valid_suite() {
-    let out = run_guide(
-        "engines.toml",
-        &[("postgres", "unix"), ("mysql", "tcp")],
-        &["--quick", "--dry-run"],
+fn the_scaling_guide_runs_as_written() {
+    let r = run_recipe("scaling.md");
+    assert_eq!((r.ran, r.skipped), (2, 1), "{}", r.output);
+    let out = joined(&r);
+    // The file's large instance against its small one, at each client count, by labels.
+    for clients in [1, 4] {
+        let wanted = format!("answer: clients={clients}, 16 vCPU: ");
+        assert!(out.contains(&wanted), "{wanted}: {out}");
+    }
+    assert!(
+        out.contains("x the tps of 2 vCPU (") && out.contains("of linear"),
+        "{out}"
     );
-    assert!(out.contains("2 cells"), "{out}");
+}
+
+#[test]
+fn the_engines_guide_runs_as_written() {
+    let r = run_recipe("engines.md");
+    assert_eq!((r.ran, r.skipped), (1, 1), "{}", r.output);
+    let out = joined(&r);
+    assert!(out.contains("engines:") && out.contains("netpath:"), "{out}");
+}
+
+/// The engines guide's file needs MariaDB and tables on both engines; its recipe runs
+/// the built-in twin (`engines`), and the file itself is checked here, with its names
+/// mapped onto the shared test sandbox's targets.
+#[test]
+fn the_engines_guide_file_is_a_valid_suite() {
+    let path = format!("{}/docs/guide/engines.toml", env!("CARGO_MANIFEST_DIR"));
+    let postgres = format!("postgres={}", conninfo("unix"));
+    let mysql = format!("mysql={}", conninfo("tcp"));
+    let o = connbench(&[
+        "run",
+        &path,
+        "--quick",
+        "--dry-run",
+        "--target",
+        &postgres,
+        "--target",
+        &mysql,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("2 cells"), "{}", stdout(&o));
+}
+
+#[test]
+fn every_guide_has_a_recipe_test() {
+    let mut found: Vec<String> = std::fs::read_dir(format!("{}/docs/guide", env!("CARGO_MANIFEST_DIR")))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".md") && n != "README.md")
+        .collect();
+    found.sort();
+    assert_eq!(
+        found, GUIDES,
+        "a guide without a recipe test, or a test without its guide"
+    );
+    // Each guide's recipe starts what it uses and marks the blocks it does not run.
+    for g in GUIDES {
+        let md = std::fs::read_to_string(format!("{}/docs/guide/{g}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let blocks = shell_blocks(&md);
+        assert!(blocks.iter().any(|b| !b.own), "{g}: no block runs");
+        for b in blocks.iter().filter(|b| b.own) {
+            assert!(
+                b.text.contains("connbench"),
+                "{g}, line {}: {OWN} block without connbench",
+                b.line
+            );
+        }
+    }
+}
+
+#[test]
+fn shell_blocks_are_read_in_order_and_own_blocks_marked() {
+    let md = "text\n```sh\na\nb\n```\n```\noutput\n```\n```sh\n# On your own infrastructure: x\nc\n```\n";
+    assert_eq!(
+        shell_blocks(md),
+        [
+            Block {
+                line: 2,
+                text: "a\nb\n".into(),
+                own: false
+            },
+            Block {
+                line: 9,
+                text: "# On your own infrastructure: x\nc\n".into(),
+                own: true
+            },
+        ]
+    );
 }

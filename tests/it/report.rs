@@ -1,6 +1,6 @@
 //! Reports of real stored runs: the HTML opens in headless Chromium with no console
 //! errors and no network requests and draws its charts; the JSON matches its schema; a
-//! cell whose repetitions all failed still renders, marked.
+//! cell whose repetitions all failed fails its run and still renders, marked.
 
 use std::io::Read;
 use std::path::Path;
@@ -39,14 +39,24 @@ clients = [1, 2]
 connection = ["persistent", "pool"]
 "#;
 
-/// Runs `suite` into `store` and returns its run id.
-fn stored_run(dir: &Path, suite: &str, extra_targets: &[&str]) -> i64 {
+/// Runs `suite` into `store` and returns its run id. A suite with a cell whose every
+/// repetition failed exits 1, names the cell, and is stored as failed.
+fn stored_run(dir: &Path, suite: &str, extra_targets: &[&str], failing_cell: Option<&str>) -> i64 {
     let (store, mut args) = suite_args(dir, suite, &["unix_trust", "pgbouncer_unix_trust"], &["--json"]);
     for t in extra_targets {
         args.extend(["--target".to_string(), t.to_string()]);
     }
     let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    match failing_cell {
+        None => assert!(o.status.success(), "{}", stderr(&o)),
+        Some(cell) => {
+            assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+            let wanted = format!("failed: every repetition of cell \"{cell}\" failed (all ");
+            assert!(stderr(&o).contains(&wanted), "{}", stderr(&o));
+            let listed = crate::common::stdout(&connbench(&["runs", "--store", store.to_str().unwrap()]));
+            assert!(listed.contains(" failed "), "{listed}");
+        }
+    }
     assert_eq!(store.file_name().unwrap(), "r.sqlite");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     check_schema("run", &v);
@@ -65,8 +75,8 @@ fn html_json_markdown_and_csv_of_real_runs() {
         "broken=host={} port=1 dbname=connbench user=connbench_trust connect_timeout=2",
         dir.join("nowhere").display()
     );
-    let c = stored_run(&connect_dir, CONNECT_SUITE, &[&broken]);
-    let l = stored_run(&load_dir, LOAD_SUITE, &[]);
+    let c = stored_run(&connect_dir, CONNECT_SUITE, &[&broken], Some("target=broken"));
+    let l = stored_run(&load_dir, LOAD_SUITE, &[], None);
     let stores = [connect_dir.join("r.sqlite"), load_dir.join("r.sqlite")];
 
     // Each suite has a store of its own, so both runs may have the same id.

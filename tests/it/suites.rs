@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{connbench, dataset, run, scratch, stderr, stdout, suite_args};
+use crate::common::{connbench, conninfo, dataset, run, scratch, stderr, stdout, suite_args, with_dbname};
 
 #[test]
 fn a_connect_suite_answers_and_every_repetition_is_stored() {
@@ -299,6 +299,15 @@ fn dry_run_and_bad_suites() {
         "{plan}"
     );
     assert!(plan.contains("0:0 1:0 2:0 3:0"), "a pre-warm pass first: {plan}");
+    // The profile's lengths and each cell's settings, as the run takes them.
+    assert!(
+        plan.contains("each repetition 600.0 ms, after 150.0 ms warm-up; 8 repetitions per cell"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("0  sidecar via unix\n         clients=5 path=sidecar-unix target=tls threads=1 workload=tpcb-like\n"),
+        "{plan}"
+    );
     let o = connbench(&["suites"]);
     for name in [
         "connect",
@@ -314,6 +323,13 @@ fn dry_run_and_bad_suites() {
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("built-in suites: connect, transport"),
+        "{}",
+        stderr(&o)
+    );
+    // A mistyped name gets the near one.
+    let o = connbench(&["run", "transprot", "--quick"]);
+    assert!(
+        stderr(&o).contains("did you mean \"transport\"?"),
         "{}",
         stderr(&o)
     );
@@ -447,6 +463,123 @@ fn lab_quick_answers_stores_and_reports() {
         stderr(&o)
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A run in which every repetition of a cell failed: exit 1, stored as failed with its
+/// first error, the cell named with its own target and the fix; its `--run` name taken
+/// by the corrected run, the failed one kept under another name; `runs` alone lists
+/// both; `report NAME` prints the run as it printed.
+#[test]
+fn a_run_whose_cell_failed_every_repetition_exits_1_and_gives_its_name_up() {
+    dataset();
+    let dir = scratch("failed-run");
+    let suite = r#"
+name = "failing"
+question = "Does a cell on a database without tables fail the run?"
+kind = "load"
+duration = "200ms"
+slices = "50ms"
+repetitions = 2
+prewarm = false
+baseline = "with tables"
+[defaults]
+workload = "select-only"
+clients = 1
+[[cells]]
+name = "with tables"
+target = "unix"
+[[cells]]
+name = "no tables"
+target = "bare"
+"#;
+    let file = dir.join("s.toml");
+    std::fs::write(&file, suite).unwrap();
+    let store = dir.join("r.sqlite");
+    let store = store.to_str().unwrap();
+    let run_named = |bare: &str| {
+        let unix = format!("unix={}", conninfo("unix"));
+        let bare = format!("bare={bare}");
+        let args = [
+            "run",
+            file.to_str().unwrap(),
+            "--store",
+            store,
+            "--run",
+            "try-1",
+            "--target",
+            &unix,
+            "--target",
+            &bare,
+        ];
+        connbench(&args)
+    };
+    // The postgres database has no tables: every repetition of "no tables" fails, and
+    // "with tables", which takes turns with it, is not measured either.
+    let o = run_named(&with_dbname(&conninfo("unix"), "postgres"));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains("error: run 1 failed: every repetition of cell \"no tables\" failed (all 2)")
+            && err.contains("are at bare; create connbench's with `connbench init '")
+            && err.contains("`--run try-1` may be given again"),
+        "{err}"
+    );
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("warning: with tables: 2 repetition(s) failed: not measured: the cell on target bare"),
+        "the waiting cell names the one that could not start: {out}"
+    );
+    assert!(
+        !words.contains("are at unix"),
+        "no warning names another cell's target: {out}"
+    );
+    assert!(words.contains("stopped: fixed: 2 rounds"), "{out}");
+    let listed = stdout(&connbench(&["runs", "--store", store]));
+    assert!(
+        listed.contains("failed") && listed.contains("(run try-1)"),
+        "{listed}"
+    );
+    // Corrected (the cell's target now has the tables), run again under the same name.
+    let o = run_named(&conninfo("unix"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("note: run 1 named try-1 failed; it keeps its results as run 1 (try-1~failed-1)"),
+        "{}",
+        stderr(&o)
+    );
+    let listed = stdout(&connbench(&["runs", "--store", store]));
+    assert!(
+        listed.contains("(run try-1~failed-1)") && listed.contains("done") && listed.contains("(run try-1)"),
+        "{listed}"
+    );
+    let st = connbench::experiment::store::Store::open(std::path::Path::new(store)).unwrap();
+    let failed = &st.list_runs().unwrap()[1];
+    assert_eq!(failed.status, "failed");
+    assert!(
+        failed.error.as_deref().unwrap().contains("cell \"no tables\""),
+        "{failed:?}"
+    );
+    // `report NAME` prints the run as it printed; --markdown without FILE prints Markdown.
+    let r = connbench(&["report", "try-1", "--store", store]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert_eq!(stdout(&r), stdout(&o), "report prints what the run printed");
+    let md = connbench(&["report", "try-1", "--markdown", "--store", store]);
+    assert!(stdout(&md).contains("| configuration |"), "{}", stdout(&md));
+    let again = connbench(&["report", "try-1~failed-1", "--store", store]);
+    assert!(
+        stderr(&again).contains("error: run 1 failed: every repetition"),
+        "{}",
+        stderr(&again)
+    );
+    // A run that did not fail keeps its name.
+    let o = run_named(&conninfo("unix"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("holds a run of that name already"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
