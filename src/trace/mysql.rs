@@ -648,6 +648,35 @@ impl Decoder {
     }
 }
 
+/// Clears CLIENT_SSL in the server's greeting, so that a client that takes TLS whenever
+/// it is offered (MariaDB's own clients do) goes on in plaintext and can be recorded: for
+/// the recorder to apply to the server's first packet (header included) before passing
+/// it on, as it answers PostgreSQL's SSLRequest with `N`. Returns `false`, leaving the
+/// bytes as they are, when `packet` is not one whole protocol-10 greeting.
+pub fn withdraw_tls_offer(packet: &mut [u8]) -> bool {
+    let len = u32::from_le_bytes([
+        packet.first().copied().unwrap_or(0),
+        *packet.get(1).unwrap_or(&0),
+        *packet.get(2).unwrap_or(&0),
+        0,
+    ]);
+    if packet.len() < 5 || len as usize != packet.len() - 4 || packet[4] != 10 {
+        return false;
+    }
+    let Some(nul) = packet[5..].iter().position(|&b| b == 0) else {
+        return false;
+    };
+    // After the version: its NUL, the thread id (4), the scramble's first part (8) and a
+    // filler (1), then the capabilities' lower half.
+    let at = 5 + nul + 1 + 4 + 8 + 1;
+    if packet.len() < at + 2 {
+        return false;
+    }
+    let caps = u16::from_le_bytes([packet[at], packet[at + 1]]) & !(CLIENT_SSL as u16);
+    packet[at..at + 2].copy_from_slice(&caps.to_le_bytes());
+    true
+}
+
 /// How the response to a command starts.
 fn first_resp(op: &Op) -> Resp {
     match op {
@@ -784,13 +813,14 @@ mod tests {
         my(seq, &b)
     }
 
-    /// What ends a run of definitions or rows: EOF, or OK with 0xFE under
-    /// CLIENT_DEPRECATE_EOF.
+    /// What ends rows: EOF, or OK with 0xFE under CLIENT_DEPRECATE_EOF.
     fn end(seq: u8, status: u16, dep: bool) -> Vec<u8> {
         if dep {
+            // With an info string, as a server may send: longer than any EOF packet.
             let mut b = vec![0xfe, 0, 0];
             b.extend_from_slice(&status.to_le_bytes());
             b.extend_from_slice(&[0, 0]);
+            b.extend_from_slice(b"Rows matched: 2");
             my(seq, &b)
         } else {
             eof(seq, status)
@@ -1021,6 +1051,17 @@ mod tests {
         );
         assert_eq!(requests(&events)[0].rows, 1);
         assert!(!json(&events).contains("SECRET"));
+    }
+
+    #[test]
+    fn the_tls_offer_is_withdrawn_from_a_whole_greeting_only() {
+        let mut g = greeting(BASE_CAPS | CLIENT_SSL, 0);
+        assert!(withdraw_tls_offer(&mut g));
+        let parsed = packet::greeting(&g[4..]).unwrap();
+        assert_eq!(parsed.caps, BASE_CAPS);
+        let mut cut = g[..20].to_vec();
+        assert!(!withdraw_tls_offer(&mut cut));
+        assert!(!withdraw_tls_offer(&mut []));
     }
 
     #[test]

@@ -387,7 +387,10 @@ mod tests {
         assert_eq!(ps[1].len, 1);
         // Cut short: an error, not a panic.
         assert!(execute_params(&mut Cursor::new(&body[..9]), 0, 3, &mut Vec::new(), false, false).is_none());
-        assert_eq!((int(&[0xff], false), int(&[0xff, 0xff], true)), ("-1".into(), "65535".into()));
+        assert_eq!(
+            (int(&[0xff], false), int(&[0xff, 0xff], true)),
+            ("-1".into(), "65535".into())
+        );
         assert_eq!(int(&(-5i32).to_le_bytes(), false), "-5");
         assert_eq!(int(&u64::MAX.to_le_bytes(), true), u64::MAX.to_string());
         assert_eq!(datetime(&[0xe8, 0x07, 2, 29, 13, 5, 9]), "2024-02-29 13:05:09");
