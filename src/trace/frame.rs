@@ -305,9 +305,19 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Text from the wire: lossy UTF-8 (a name or message is for reading, not replay).
+/// The longest name, tag or field [`text`] keeps: far above what servers and clients
+/// send (PostgreSQL's names are 63 bytes), and a bound on what a peer can make the
+/// decoder hold in the session's bookkeeping.
+pub(super) const MAX_TEXT: usize = 4096;
+
+/// A name, tag or field from the wire: lossy UTF-8, cut at [`MAX_TEXT`] bytes (with `…`).
+/// Statement text and values do not go through here: they are kept whole.
 pub(super) fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    let mut s = String::from_utf8_lossy(&b[..b.len().min(MAX_TEXT)]).into_owned();
+    if b.len() > MAX_TEXT {
+        s.push('…');
+    }
+    s
 }
 
 /// Lower-case hex.
@@ -372,5 +382,6 @@ mod tests {
         assert_eq!(c.bytes(3), None);
         assert_eq!(c.bytes(2), Some(&b"ab"[..]));
         assert_eq!(hex(&[0, 0xab]), "00ab");
+        assert_eq!(text(&[b'a'; MAX_TEXT + 9]).len(), MAX_TEXT + '…'.len_utf8());
     }
 }

@@ -123,8 +123,11 @@ impl Decoder {
         }
     }
 
-    /// Bytes the decoder holds now (bounded by twice `max_message_bytes` plus its
-    /// bounded bookkeeping): for tests and the recorder's memory check.
+    /// Bytes the decoder holds now for messages in progress (at most `max_message_bytes`
+    /// each way) and requests awaiting answers (at most 64 MiB, and 4,096 of them):
+    /// for tests and the recorder's memory check. Besides, a session remembers its
+    /// prepared statements' parameter types within a fixed budget (1 MiB of PostgreSQL
+    /// OIDs, 2 MiB of MySQL types) and names, tags and fields of at most 4 KiB.
     pub fn buffered(&self) -> usize {
         match self {
             Decoder::Postgres(d) => d.buffered(),

@@ -38,8 +38,14 @@ const CANCEL_REQUEST: u32 = 80_877_102;
 /// hold, far above what applications use.
 const MAX_STEPS: usize = 1024;
 const MAX_STATEMENTS: usize = 4096;
+/// Statement names longer than this, and types beyond this many in all, are not
+/// remembered (their Binds' values then go without types).
+const MAX_NAME: usize = 256;
+const MAX_TYPES: usize = 1 << 18;
 const MAX_PARAMETERS: usize = 64;
 const MAX_TAGS: usize = 64;
+/// The most a group's kept steps may hold; later steps are counted only.
+const MAX_GROUP_BYTES: u64 = 16 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -68,7 +74,7 @@ pub struct Decoder {
     /// An extended-protocol group not yet ended by its Sync.
     group: Option<Exchange>,
     /// Parameter types by statement name, from Parse and ParameterDescription.
-    statements: HashMap<String, Vec<u32>>,
+    statements: Types,
     encryption_request_ns: u64,
     startup_sent_ns: Option<u64>,
     auth_first_ns: Option<u64>,
@@ -100,7 +106,7 @@ impl Decoder {
             open_written: false,
             x: Exchanges::new(meta.session, meta.open_ns),
             group: None,
-            statements: HashMap::new(),
+            statements: Types::default(),
             encryption_request_ns: 0,
             startup_sent_ns: None,
             auth_first_ns: None,
@@ -119,7 +125,10 @@ impl Decoder {
     }
 
     pub fn buffered(&self) -> usize {
-        self.up.buffered() + self.down.buffered()
+        self.up.buffered()
+            + self.down.buffered()
+            + self.x.pending_bytes() as usize
+            + self.group.as_ref().map_or(0, |g| g.req.request_bytes as usize)
     }
 
     pub fn feed(&mut self, dir: Direction, at_ns: u64, bytes: &[u8], out: &mut Vec<Event>) {
@@ -208,9 +217,8 @@ impl Decoder {
 
     fn abandon(&mut self, out: &mut Vec<Event>) {
         if let Some(g) = self.group.take() {
-            if self.x.push(g).is_err() {
-                // The queue is full: the group is dropped with the rest unanswered.
-            }
+            // A full queue keeps the group to write it unanswered with the rest.
+            let _ = self.x.push(g);
         }
         self.x.abandon(out);
     }
@@ -431,7 +439,10 @@ impl Decoder {
                 }
                 if let (Some(step), Some(g)) = (step, &mut self.group) {
                     if let Op::Extended { steps } = &mut g.req.op {
-                        if steps.len() < MAX_STEPS {
+                        if steps.len() < MAX_STEPS && g.held < MAX_GROUP_BYTES {
+                            if !steps.is_empty() {
+                                g.held += f.wire_len;
+                            }
                             steps.push(step);
                         } else if let Some(Step::Dropped { count }) = steps.last_mut() {
                             *count += 1;
@@ -477,9 +488,7 @@ impl Decoder {
                 } else {
                     (None, Vec::new())
                 };
-                if statement.is_empty() || self.statements.len() < MAX_STATEMENTS {
-                    self.statements.insert(statement.clone(), param_types.clone());
-                }
+                self.statements.remember(&statement, &param_types);
                 Step::Parse {
                     statement,
                     sql: sql_text(sql, self.options.redact_values, Dialect::Postgres),
@@ -515,7 +524,7 @@ impl Decoder {
                     Step::Describe { what, name }
                 } else {
                     if what == "statement" {
-                        self.statements.remove(&name);
+                        self.statements.forget(&name);
                     }
                     Step::Close { what, name }
                 }
@@ -533,7 +542,7 @@ impl Decoder {
         let nf = c.u16_be()? as usize;
         let formats: Vec<u16> = (0..nf).map(|_| c.u16_be()).collect::<Option<_>>()?;
         let np = c.u16_be()? as usize;
-        let types = self.statements.get(statement);
+        let types = self.statements.map.get(statement);
         let mut params = Vec::with_capacity(np.min(c.len() / 4 + 1));
         for i in 0..np {
             let format = match formats.len() {
@@ -631,9 +640,7 @@ impl Decoder {
                     _ => None,
                 };
                 if let Some(name) = described {
-                    if self.statements.contains_key(&name) || self.statements.len() < MAX_STATEMENTS {
-                        self.statements.insert(name, types);
-                    }
+                    self.statements.remember(&name, &types);
                 }
             }
             b'T' | b'I' | b'n' | b's' | b'1' | b'2' | b'3' | b'G' | b'H' | b'W' | b'c' | b'V' | b'A'
@@ -663,6 +670,31 @@ impl Decoder {
         }
         e.severity = e.severity.or(localized);
         e
+    }
+}
+
+/// Parameter types by statement name, within a budget.
+#[derive(Debug, Default)]
+struct Types {
+    map: HashMap<String, Vec<u32>>,
+    /// Types held, all statements together.
+    total: usize,
+}
+
+impl Types {
+    fn remember(&mut self, name: &str, types: &[u32]) {
+        self.forget(name);
+        if name.len() <= MAX_NAME && self.map.len() < MAX_STATEMENTS && self.total + types.len() <= MAX_TYPES
+        {
+            self.total += types.len();
+            self.map.insert(name.to_string(), types.to_vec());
+        }
+    }
+
+    fn forget(&mut self, name: &str) {
+        if let Some(t) = self.map.remove(name) {
+            self.total -= t.len();
+        }
     }
 }
 
@@ -1177,6 +1209,35 @@ mod tests {
         assert!(d.buffered() <= 2 * super::super::frame::PREFIX);
     }
 
+    #[test]
+    fn a_client_that_never_reads_is_cut_off_at_the_queue_cap_not_the_memory() {
+        let mut script = vec![
+            (Up, startup(&["user", "app"])),
+            (Down, [r(0, b""), z(b'I')].concat()),
+        ];
+        let query = pg(b'Q', &cstrs(&["SELECT 1"]));
+        script.push((Up, query.repeat(super::super::session::MAX_PENDING + 10)));
+        let (events, _, held) =
+            run_watching(Engine::Postgres, DecodeOptions::default(), &script, |_, _| vec![]);
+        assert_eq!(requests(&events).len(), super::super::session::MAX_PENDING + 1);
+        assert_eq!(
+            close_of(&events).requests,
+            super::super::session::MAX_PENDING as u64 + 1
+        );
+        assert!(requests(&events).iter().all(|r| r.outcome == Outcome::Unanswered));
+        let c = close_of(&events);
+        assert!(
+            c.decode_error.as_deref().unwrap().contains("awaiting answers"),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.undecoded_bytes,
+            9 * query.len() as u64,
+            "the rest passed through"
+        );
+        assert!(held <= (super::super::session::MAX_PENDING + 1) * query.len());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -1192,8 +1253,11 @@ mod tests {
             let mut script = scram_session();
             script.truncate(keep);
             script.extend(garbage.into_iter().map(|(up, b)| (if up { Up } else { Down }, b)));
-            let (events, d) = run(Engine::Postgres, options, &script, |i, _| cuts.iter().map(|c| c * (i + 1)).collect());
-            prop_assert!(d.buffered() <= 2 * 256);
+            let (events, _, held) = run_watching(Engine::Postgres, options, &script, |i, _| cuts.iter().map(|c| c * (i + 1)).collect());
+            // Two directions' messages in progress, and requests awaiting answers
+            // (no more than the bytes sent to the server).
+            let sent: usize = script.iter().filter(|(d, _)| *d == Up).map(|(_, b)| b.len()).sum();
+            prop_assert!(held <= 2 * 256 + sent, "held {held} of {sent} sent");
             prop_assert!(matches!(events.last(), Some(Event::SessionClose(_))));
             let text = json(&events);
             prop_assert!(!text.contains("PROOFSECRET") && !text.contains("hunter2"));

@@ -15,6 +15,9 @@ use super::event::{ClosedBy, Event, Op, Outcome, Request, ServerError, SessionCl
 /// client library builds (libpq's and pgbench's are tens to hundreds), and it bounds
 /// the memory a client that never reads can make the recorder hold.
 pub(super) const MAX_PENDING: usize = 4096;
+/// The most request bytes those may hold between them (their decoded SQL and values
+/// are about as large).
+pub(super) const MAX_PENDING_BYTES: u64 = 64 << 20;
 
 /// A request and, as it arrives, its response.
 #[derive(Debug)]
@@ -25,6 +28,10 @@ pub(super) struct Exchange {
     first_byte_at: Option<u64>,
     /// A command the server does not answer, queued behind one it does.
     silent: bool,
+    /// The request's bytes whose contents it holds (its messages decoded into the
+    /// event; not COPY or LOCAL INFILE data, not steps dropped): what it costs the
+    /// queue's budget.
+    pub held: u64,
 }
 
 impl Exchange {
@@ -47,6 +54,11 @@ pub(super) struct Exchanges {
     session: u64,
     open_ns: u64,
     pending: VecDeque<Exchange>,
+    /// The request bytes of `pending`.
+    pending_bytes: u64,
+    /// Requests refused by a full queue (decoding stops at the first, so they are one or
+    /// two): written, unanswered, with the rest.
+    overflow: Vec<Exchange>,
     next_seq: u64,
     /// The end of the last response, or of the connect: where think time starts.
     last_end_ns: Option<u64>,
@@ -60,6 +72,8 @@ impl Exchanges {
             session,
             open_ns,
             pending: VecDeque::new(),
+            pending_bytes: 0,
+            overflow: Vec::new(),
             next_seq: 0,
             last_end_ns: None,
             bytes_to_server: 0,
@@ -108,18 +122,34 @@ impl Exchanges {
             sent_ns: first_ns,
             first_byte_at: None,
             silent: false,
+            held: wire_len,
         }
     }
 
-    /// Queues a request that was sent whole; an error when too many await answers.
+    /// Queues a request that was sent whole; an error when too many await answers (the
+    /// request is then written as unanswered by [`Exchanges::abandon`]).
     pub fn push(&mut self, ex: Exchange) -> Result<(), String> {
-        if self.pending.len() >= MAX_PENDING {
+        if self.pending.len() >= MAX_PENDING || self.pending_bytes + ex.held > MAX_PENDING_BYTES {
+            self.overflow.push(ex);
             return Err(format!(
-                "more than {MAX_PENDING} requests awaiting answers (the client does not read its responses)"
+                "more than {MAX_PENDING} requests or {} MiB awaiting answers (the client does not read its responses)",
+                MAX_PENDING_BYTES >> 20
             ));
         }
+        self.pending_bytes += ex.held;
         self.pending.push_back(ex);
         Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Exchange> {
+        let ex = self.pending.pop_front()?;
+        self.pending_bytes -= ex.held;
+        Some(ex)
+    }
+
+    /// Request bytes awaiting answers.
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes
     }
 
     pub fn front_mut(&mut self) -> Option<&mut Exchange> {
@@ -132,11 +162,11 @@ impl Exchanges {
 
     /// The oldest request's response ended at `end_ns`: its event.
     pub fn finish_front(&mut self, end_ns: u64, tx: Option<TxStatus>, out: &mut Vec<Event>) {
-        if let Some(ex) = self.pending.pop_front() {
+        if let Some(ex) = self.pop() {
             self.finish(ex, end_ns, tx, out);
         }
         while self.pending.front().is_some_and(|e| e.silent) {
-            if let Some(mut ex) = self.pending.pop_front() {
+            if let Some(mut ex) = self.pop() {
                 ex.req.outcome = Outcome::NoResponse;
                 out.push(Event::Request(Box::new(ex.req)));
             }
@@ -172,7 +202,9 @@ impl Exchanges {
 
     /// Writes every request still waiting, as unanswered.
     pub fn abandon(&mut self, out: &mut Vec<Event>) {
-        for mut ex in self.pending.drain(..) {
+        self.pending_bytes = 0;
+        let overflow = std::mem::take(&mut self.overflow);
+        for mut ex in self.pending.drain(..).chain(overflow) {
             ex.req.outcome = if ex.silent {
                 Outcome::NoResponse
             } else {

@@ -55,8 +55,20 @@ pub fn run(
     engine: Engine,
     options: DecodeOptions,
     script: &[(Direction, Vec<u8>)],
-    mut cut: impl FnMut(usize, usize) -> Vec<usize>,
+    cut: impl FnMut(usize, usize) -> Vec<usize>,
 ) -> (Vec<Event>, Decoder) {
+    let (events, d, _) = run_watching(engine, options, script, cut);
+    (events, d)
+}
+
+/// [`run`], and the most the decoder held at any point.
+pub fn run_watching(
+    engine: Engine,
+    options: DecodeOptions,
+    script: &[(Direction, Vec<u8>)],
+    mut cut: impl FnMut(usize, usize) -> Vec<usize>,
+) -> (Vec<Event>, Decoder, usize) {
+    let mut held = 0;
     let mut d = Decoder::new(engine, meta(), options);
     let mut out = Vec::new();
     let mut t = 1_000;
@@ -70,12 +82,13 @@ pub fn run(
         for c in cuts {
             if c > at {
                 d.feed(*dir, t, &bytes[at..c], &mut out);
+                held = held.max(d.buffered());
                 at = c;
             }
         }
     }
     d.close(t + 1_000, ClosedBy::Client, &mut out);
-    (out, d)
+    (out, d, held)
 }
 
 /// The events with their times zeroed, to compare runs cut differently.
