@@ -49,6 +49,11 @@ impl Tee {
     /// Listens on loopback and relays to `upstream`, answering PostgreSQL's SSLRequest
     /// with `N` and withdrawing MySQL's TLS offer, as the recorder will.
     fn start(engine: Engine, upstream: SocketAddr) -> Tee {
+        Tee::start_with(engine, upstream, DecodeOptions::default())
+    }
+
+    /// [`Tee::start`] with the decoders' options.
+    fn start_with(engine: Engine, upstream: SocketAddr, options: DecodeOptions) -> Tee {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
@@ -65,7 +70,7 @@ impl Tee {
                 let session = ids.fetch_add(1, Ordering::SeqCst) + 1;
                 s.lock().unwrap().sessions += 1;
                 let s = s.clone();
-                std::thread::spawn(move || relay(engine, client, upstream, session, start, s));
+                std::thread::spawn(move || relay(engine, options, client, upstream, session, start, s));
             }
         });
         Tee {
@@ -108,6 +113,7 @@ fn now(start: Instant) -> u64 {
 /// decoder before it is passed on, so the decoder sees a request before its response.
 fn relay(
     engine: Engine,
+    options: DecodeOptions,
     mut client: TcpStream,
     upstream: SocketAddr,
     session: u64,
@@ -122,7 +128,7 @@ fn relay(
         transport: Transport::Tcp,
         connect_ns: Some(now(start) - open_ns),
     };
-    let decoder = Arc::new(Mutex::new(Decoder::new(engine, meta, DecodeOptions::default())));
+    let decoder = Arc::new(Mutex::new(Decoder::new(engine, meta, options)));
     let feed = |dir: Direction, bytes: &[u8]| {
         let mut out = Vec::new();
         decoder.lock().unwrap().feed(dir, now(start), bytes, &mut out);
@@ -480,6 +486,58 @@ fn a_pgbench_transaction_and_psql_asking_for_tls_are_traced() {
         "{psql:?}"
     );
     assert_eq!(counts.get("query: SELECT $1"), Some(&2), "{counts:?}");
+}
+
+#[test]
+fn redacted_values_leave_no_value_in_a_real_trace() {
+    let db = pgbench_database();
+    let upstream: SocketAddr = format!("127.0.0.1:{}", sandbox().postgres_port).parse().unwrap();
+    let options = DecodeOptions {
+        redact_values: true,
+        ..DecodeOptions::default()
+    };
+    let tee = Tee::start_with(Engine::Postgres, upstream, options);
+    let o = Command::new("pgbench")
+        .args(["-n", "-t", "5", "-c", "1", "-M", "prepared", &via(&db, &tee)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "pgbench: {}", stderr(&o));
+    let o = Command::new("psql")
+        .args([
+            via(&db, &tee).as_str(),
+            "-Atc",
+            "SELECT 'card 4111-1111' AS secret, 271828 AS number WHERE 'x' <> 'quiet word'",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "psql: {}", stderr(&o));
+    let seen = tee.finish();
+    let (events, text) = through_a_file(Engine::Postgres, &seen.events, "redacted");
+    for value in ["4111-1111", "271828", "quiet word"] {
+        assert!(!text.contains(value), "{value:?} is in a redacted trace");
+    }
+    assert!(
+        text.contains("SELECT $1 AS secret, $2 AS number WHERE $3 <> $4"),
+        "the statement's shape stays"
+    );
+    let mut bound = 0;
+    for r in requests(&events) {
+        if let Op::Extended { steps } = &r.op {
+            for s in steps {
+                if let Step::Bind { params: Some(ps), .. } = s {
+                    for p in ps {
+                        assert!(p.text.is_none() && p.hex.is_none() && p.len > 0, "{p:?}");
+                        bound += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        bound,
+        5 * 11,
+        "tpcb-like binds 2 + 1 + 2 + 2 + 4 values a transaction"
+    );
 }
 
 /// A sandbox with MariaDB of this module's own: its statement counters count only what
