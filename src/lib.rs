@@ -21,6 +21,7 @@ pub mod target;
 pub mod sandbox;
 pub mod net;
 pub mod proto;
+pub mod trace;
 pub mod connect;
 pub mod load;
 pub mod script;

@@ -25,4 +25,5 @@ mod report;
 mod secrets;
 mod suites;
 mod sysbench;
+mod trace;
 mod workers;

@@ -1,0 +1,210 @@
+//! The application recorder's foundation: what a trace is, how it is written and read,
+//! and how the bytes a relay carries become trace events. Everything here is pure: no
+//! sockets, no clocks of its own. The relay owns the sockets and stamps each chunk it
+//! reads with the time since the trace's start; this module turns chunks into events
+//! and events into lines.
+//!
+//! - [`event`]: the format's vocabulary (header, `session_open`, `request`,
+//!   `session_close`); docs/trace.md describes it for other tools.
+//! - [`writer`] and [`reader`]: JSON Lines, optionally gzip, streamed both ways in
+//!   bounded memory; the reader names the line of anything it cannot read.
+//! - [`Decoder`], over `postgres` and `mysql`: one per relayed connection, fed both
+//!   directions' bytes as they pass (cut anywhere) and giving events. A decoder never
+//!   panics and never holds more than its caps, whatever a peer sends: on bytes it
+//!   cannot follow (encrypted, malformed, oversized) it says why once and lets the rest
+//!   through undecoded, so the relay keeps relaying.
+//! - [`fingerprint`]: normalised statements and `--redact-values`' literal removal.
+//!
+//! The decoders feed on what each side *received*: when the recorder answers a client's
+//! TLS request itself (PostgreSQL's `N`), it feeds that answer as the server's bytes.
+
+pub mod event;
+pub mod fingerprint;
+mod frame;
+pub mod mysql;
+mod mysql_packet;
+pub mod postgres;
+pub mod reader;
+mod session;
+#[cfg(test)]
+mod testing;
+pub mod writer;
+
+pub use event::{ClosedBy, Event, Header, RecordOptions, Transport};
+pub use fingerprint::{fingerprint, redact_literals, Dialect, Fingerprint};
+pub use reader::{ReadError, TraceReader};
+pub use writer::{Compression, TraceWriter};
+
+use crate::target::Engine;
+use event::Sql;
+
+/// Which way bytes were going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the client to the server.
+    ToServer,
+    /// From the server to the client.
+    ToClient,
+}
+
+/// What the relay knows about a connection when it hands it to a decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionMeta {
+    /// Unique within the trace.
+    pub session: u64,
+    /// When the relay accepted the client, since the trace's start.
+    pub open_ns: u64,
+    pub transport: Transport,
+    /// How long the relay's own connect to the upstream took.
+    pub connect_ns: Option<u64>,
+}
+
+/// How decoders treat what they see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Keep parameter types and sizes but not values; literals in SQL text become
+    /// placeholders; error messages are left out.
+    pub redact_values: bool,
+    /// The largest message decoded whole. A larger one is counted and relayed; its SQL
+    /// or values are `null` in the trace. Also what a decoder holds at most per
+    /// direction.
+    pub max_message_bytes: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> DecodeOptions {
+        DecodeOptions {
+            redact_values: false,
+            max_message_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One relayed connection's decoder.
+// One per connection, made once and fed in place: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Decoder {
+    Postgres(postgres::Decoder),
+    Mysql(mysql::Decoder),
+}
+
+impl Decoder {
+    pub fn new(engine: Engine, meta: SessionMeta, options: DecodeOptions) -> Decoder {
+        match engine {
+            Engine::Postgres => Decoder::Postgres(postgres::Decoder::new(meta, options)),
+            Engine::Mysql => Decoder::Mysql(mysql::Decoder::new(meta, options)),
+        }
+    }
+
+    /// Bytes that passed in `dir`, read at `at_ns` (since the trace's start); events
+    /// that completed are appended to `out`.
+    pub fn feed(&mut self, dir: Direction, at_ns: u64, bytes: &[u8], out: &mut Vec<Event>) {
+        match self {
+            Decoder::Postgres(d) => d.feed(dir, at_ns, bytes, out),
+            Decoder::Mysql(d) => d.feed(dir, at_ns, bytes, out),
+        }
+    }
+
+    /// The connection ended at `at_ns`: the session's remaining events (its open, if it
+    /// never became ready; requests left unanswered; its close). Later calls add nothing.
+    pub fn close(&mut self, at_ns: u64, by: ClosedBy, out: &mut Vec<Event>) {
+        match self {
+            Decoder::Postgres(d) => d.close(at_ns, by, out),
+            Decoder::Mysql(d) => d.close(at_ns, by, out),
+        }
+    }
+
+    /// The client asked for TLS (the recorder cannot read past it).
+    pub fn tls_requested(&self) -> bool {
+        match self {
+            Decoder::Postgres(d) => d.tls_requested(),
+            Decoder::Mysql(d) => d.tls_requested(),
+        }
+    }
+
+    /// Bytes the decoder holds now for messages in progress (at most `max_message_bytes`
+    /// each way) and requests awaiting answers (at most 64 MiB, and 4,096 of them):
+    /// for tests and the recorder's memory check. Besides, a session remembers its
+    /// prepared statements' parameter types within a fixed budget (1 MiB of PostgreSQL
+    /// OIDs, 2 MiB of MySQL types) and names, tags and fields of at most 4 KiB.
+    pub fn buffered(&self) -> usize {
+        match self {
+            Decoder::Postgres(d) => d.buffered(),
+            Decoder::Mysql(d) => d.buffered(),
+        }
+    }
+}
+
+/// The message telling a user how to record an application that asks for TLS.
+pub const TLS_ADVICE: &str = "the client asked for TLS, which the recorder cannot read; \
+     record plaintext from the application (sslmode=disable or prefer, ssl-mode=DISABLED) \
+     and let the recorder open TLS to the server, as a cloud SQL proxy does";
+
+/// A statement's text for the trace: as sent, or with literals replaced.
+fn sql_text(bytes: Option<&[u8]>, redact: bool, dialect: Dialect) -> Sql {
+    let Some(b) = bytes else { return Sql::default() };
+    let s = String::from_utf8_lossy(b);
+    if redact {
+        let (text, literals) = redact_literals(&s, dialect);
+        Sql {
+            sql: Some(text),
+            literals: Some(literals),
+        }
+    } else {
+        Sql {
+            sql: Some(s.into_owned()),
+            literals: None,
+        }
+    }
+}
+
+/// Whether a startup parameter or connection attribute's name suggests a secret: such
+/// values are never written, only the name.
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["pass", "secret", "token", "key", "cred", "auth", "sasl"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// An error message as the trace keeps it: cut to 1 KiB; none when values are redacted
+/// (messages quote values: `invalid input syntax for type integer: "abc"`).
+fn error_message(msg: &[u8], redact: bool) -> Option<String> {
+    if redact {
+        return None;
+    }
+    let mut s = String::from_utf8_lossy(&msg[..msg.len().min(1024)]).into_owned();
+    if msg.len() > 1024 {
+        s.push('…');
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_names_are_withheld() {
+        for n in [
+            "password",
+            "PGPASSWORD",
+            "api_key",
+            "sslkey",
+            "auth_token",
+            "credentials",
+        ] {
+            assert!(is_secret_name(n), "{n}");
+        }
+        for n in [
+            "application_name",
+            "client_encoding",
+            "_client_name",
+            "program_name",
+        ] {
+            assert!(!is_secret_name(n), "{n}");
+        }
+        assert_eq!(error_message(b"bad value 42", true), None);
+    }
+}
