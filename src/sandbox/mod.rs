@@ -975,7 +975,11 @@ trap '' INT TERM HUP
 word=
 read -r word
 [ "$word" = keep ] && exit 0
-forget() { [ -n "$entry" ] && [ -f "$entry" ] && grep -qF "\"$dir\"" "$entry" && rm -f "$entry"; return 0; }
+forget() {
+  [ -n "$entry" ] && [ -f "$entry" ] && grep -qF "\"$dir\"" "$entry" && rm -f "$entry"
+  [ -n "$entry" ] && rmdir "${entry%/*}" 2>/dev/null
+  return 0
+}
 [ -d "$dir" ] || { forget; exit 0; }
 ours() { [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF "$dir"; }
 stop() {
