@@ -279,3 +279,34 @@ pub async fn linger_metrics(e: &crate::report::metrics::Exporter, linger: std::t
         _ = tokio::signal::ctrl_c() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sandbox_target_name;
+
+    #[test]
+    fn sandbox_target_names_are_told_from_conninfo_strings() {
+        // `default`, unless CONNBENCH_SANDBOX names another.
+        let d = &crate::sandbox::registry::current_name();
+        let name =
+            |t: &str| sandbox_target_name(t).map(|(l, t, s)| (l.map(str::to_string), t.to_string(), s));
+        let some =
+            |l: Option<&str>, t: &str, s: &str| Some((l.map(str::to_string), t.to_string(), s.to_string()));
+        assert_eq!(name("unix"), some(None, "unix", d));
+        assert_eq!(name("mariadb_tls@b"), some(None, "mariadb_tls", "b"));
+        assert_eq!(name("sidecar_unix=tcp"), some(Some("sidecar_unix"), "tcp", d));
+        assert_eq!(name(" pgbouncer_tx_unix "), some(None, "pgbouncer_tx_unix", d));
+        // A conninfo key is no label, and a word that is no target name is no target.
+        for not in [
+            "dbname=unix",
+            "host=/tmp port=5432",
+            "postgres://u@h/db",
+            "mariadb://u@h/db?socket=/tmp/s",
+            "unx",
+            "mydb",
+            "",
+        ] {
+            assert_eq!(name(not), None, "{not}");
+        }
+    }
+}
