@@ -422,6 +422,35 @@ fn two_named_sandboxes_run_side_by_side_and_stop_apart() {
     let (name, conninfo) = reach(&[&connect[..], &["tcp"]].concat(), Some("a"));
     assert_eq!(name, "tcp");
     assert!(conninfo.contains(&port(&a)), "{conninfo}");
+    // `run --target NAME=TARGET`: a cell's target mapped onto sandbox b's by name, so no
+    // sandbox of the run's own starts.
+    let suite = tmp.0.join("s.toml");
+    std::fs::write(
+        &suite,
+        "name = \"named\"\nquestion = \"Does run take a sandbox's names?\"\nkind = \"connect\"\n\
+         repetitions = 2\nprewarm = false\n[defaults]\nsamples = 3\n[axes]\ntarget = [\"app\"]\n",
+    )
+    .unwrap();
+    let store = tmp.0.join("r.sqlite");
+    let o = tmp.run(&[
+        "run",
+        suite.to_str().unwrap(),
+        "--target",
+        "app=tcp@b",
+        "--store",
+        store.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("sandbox: started"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["cells"][0]["values"]["total_p50_us"].as_array().map(Vec::len),
+        Some(2),
+        "{v}"
+    );
+    std::fs::remove_file(&suite).unwrap();
+    std::fs::remove_file(&store).unwrap();
     // Without a name, `default`, which is not running: the error says which are.
     let o = tmp.run(&[&connect[..], &["tcp"]].concat());
     let err = stderr(&o);
