@@ -8,6 +8,10 @@
 #                              a test that races a timer, a rate or a kill fails here
 #                              first. Any other argument is passed to `cargo test` after
 #                              `--` (e.g. a test name filter).
+#
+# At the end it lists the tests that were skipped, by name and why (a test that needs
+# root, a cgroup controller or a tool returns early, which the test harness shows as
+# passed), and fails when it runs as root and a root-only test was skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stress=0
@@ -15,7 +19,7 @@ filters=()
 for a in "$@"; do
     case "$a" in
         --stress) stress=1 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) filters+=("$a") ;;
     esac
 done
@@ -42,14 +46,30 @@ if [ "$stress" = 1 ]; then
         sh -c 'while [ -d /proc/'$$' ]; do :; done' &
         hogs+=($!)
     done
-    trap 'kill "${hogs[@]}" 2>/dev/null || true' EXIT
     echo "test.sh: $(nproc) CPU hogs running (pids ${hogs[*]})" >&2
 fi
+# Each skipped test appends a line here: name, "root-only" or "-", why
+# (tests/it/common.rs, `skip`).
+skipped=$(mktemp "${TMPDIR:-/tmp}/connbench-skipped.XXXXXX")
+export CONNBENCH_SKIPPED="$skipped"
+trap 'rm -f "$skipped"; [ "$stress" = 1 ] && kill "${hogs[@]}" 2>/dev/null; true' EXIT
+status=0
 # The bridge-path tests need root (namespaces, links, NAT rules): they are ignored in a
 # plain `cargo test`, and run here when we are root, as CI is.
 if [ "$(id -u)" -eq 0 ]; then
-    cargo test -- --include-ignored "${filters[@]}"
+    cargo test -- --include-ignored "${filters[@]}" || status=$?
 else
-    echo "test.sh: not root, so the bridge-path tests are reported as ignored" >&2
-    cargo test -- "${filters[@]}"
+    cargo test -- "${filters[@]}" || status=$?
 fi
+count=$(wc -l <"$skipped")
+echo "test.sh: $count test(s) skipped$([ "$count" -gt 0 ] && echo ':')" >&2
+sort "$skipped" | awk -F'\t' '{ printf "  %s (%s): %s\n", $1, $2 == "root-only" ? "needs root" : "skipped", $3 }' >&2
+if [ "$(id -u)" -ne 0 ]; then
+    ignored=$(cargo test --quiet -- --list --ignored "${filters[@]}" 2>/dev/null | sed -n 's/: test$//p')
+    echo "test.sh: not root, so $(printf '%s' "$ignored" | grep -c . || true) root-only test(s) were ignored:" >&2
+    printf '%s\n' "$ignored" | sed '/^$/d; s/^/  /' >&2
+elif grep -q "	root-only	" "$skipped"; then
+    echo "test.sh: FAIL: running as root, yet root-only tests were skipped (above)" >&2
+    [ "$status" -ne 0 ] || status=1
+fi
+exit "$status"

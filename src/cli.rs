@@ -592,9 +592,10 @@ pub struct LoadArgs {
     /// 50ms); the achieved round trip is measured and printed first.
     #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub distance: Option<Duration>,
-    /// Measure the CPU of a local server connbench did not start: its main process (the
-    /// postmaster: `head -1 $PGDATA/postmaster.pid`); every descendant is counted,
-    /// including backends that exit during the run. The sandbox's are measured anyway.
+    /// Measure the CPU of a local server connbench did not start: its main process
+    /// (PostgreSQL's postmaster: `head -1 $PGDATA/postmaster.pid`; MariaDB's or MySQL's
+    /// server: `pidof mariadbd mysqld`); every descendant is counted, including backends
+    /// that exit during the run. connbench's own sandboxes are measured anyway.
     #[arg(long, value_name = "PID", conflicts_with = "server_cgroup")]
     pub server_pid: Option<u32>,
     /// Measure the CPU of the processes in this cgroup as the server's (e.g. a
@@ -923,9 +924,11 @@ pub struct ConnectArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
-    /// Start a sandbox that keeps running after connbench exits, and print its targets
-    /// as conninfo strings that work unchanged with psql and pgbench (and, for MariaDB,
-    /// the `mariadb` command with an option file that holds the password).
+    /// Start a sandbox that keeps running after connbench exits, and print its targets:
+    /// names connbench's commands take (`connbench load unix`), the conninfo strings and
+    /// MariaDB URIs behind them, and a line each for psql, pgbench, mariadb and sysbench
+    /// (the passwords stay in a passfile and option files). Ctrl-C or SIGTERM during the
+    /// start stops what it started.
     Start {
         /// Print the sandbox description as JSON.
         #[arg(long)]
@@ -936,12 +939,33 @@ pub enum SandboxCommand {
         engines: Vec<String>,
         #[command(flatten)]
         cpus: SandboxCpuArgs,
+        /// Its name, to run several side by side; connbench's commands take its targets
+        /// as `unix@NAME` (or `unix` with CONNBENCH_SANDBOX=NAME).
+        #[arg(
+            long,
+            value_name = "NAME",
+            env = "CONNBENCH_SANDBOX",
+            default_value = "default"
+        )]
+        name: String,
     },
-    /// Stop the sandbox started by `sandbox start` and remove its directory.
-    Stop,
-    /// Say whether a sandbox is running, and check that it accepts connections.
+    /// Stop a sandbox and remove its directory: one started by `sandbox start`, or one
+    /// left over (a start that died, a command's own sandbox whose command is gone).
+    Stop {
+        /// Which one [default: $CONNBENCH_SANDBOX, else default].
+        #[arg(value_name = "NAME", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every sandbox of this user, except those starting or in use by a running command.
+        #[arg(long)]
+        all: bool,
+    },
+    /// List this user's sandboxes (running, starting, left over), and check that the
+    /// running ones accept connections; exits 1 when one is left over or refuses.
     Status {
-        /// Print the sandbox description as JSON.
+        /// Only this one, with its targets.
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },

@@ -957,9 +957,16 @@ pub fn accounting(
                     .is_some_and(|a: std::net::IpAddr| a.is_loopback())
         }
     };
+    let main_process = match target.engine {
+        crate::target::Engine::Postgres => "the postmaster's pid: `head -1 $PGDATA/postmaster.pid`",
+        crate::target::Engine::Mysql => "the server's pid: `pidof mariadbd mysqld`",
+    };
     Ok(Accounting {
         server_not_measured: Some(if local {
-            "not measured: a local server connbench did not start; give --server-pid (the postmaster's pid) or --server-cgroup".into()
+            format!(
+                "not measured: a local server connbench did not start; give --server-pid ({main_process}) \
+                 or --server-cgroup"
+            )
         } else {
             "not measured (remote)".into()
         }),

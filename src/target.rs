@@ -458,6 +458,8 @@ impl Target {
             return l.clone();
         }
         match &self.host {
+            // MySQL's socket is the file itself: its port plays no part.
+            Host::Unix(file) if self.engine == Engine::Mysql => file.display().to_string(),
             Host::Unix(dir) => format!("{}:{}", dir.display(), self.port),
             Host::Tcp(h) => format!("{h}:{}", self.port),
         }
@@ -552,16 +554,22 @@ fn is_label(s: &str) -> bool {
 pub fn split_label(text: &str) -> (Option<&str>, &str) {
     let text = text.trim();
     if let Some((name, rest)) = text.split_once('=') {
-        let is_key = KNOWN_KEYS.contains(&name)
-            || IGNORED_KEYS.contains(&name)
-            || UNSUPPORTED_KEYS.contains(&name)
-            || mysql::KEYS.contains(&name);
         let rest_is_target = is_uri(rest) || is_mysql_uri(rest) || rest.contains('=');
-        if !is_key && is_label(name) && rest_is_target && !name.contains(' ') {
+        if is_target_name(name) && rest_is_target {
             return (Some(name), rest);
         }
     }
     (None, text)
+}
+
+/// Whether `name` can name a target in `NAME=...`: a short word that is no conninfo key
+/// (so `dbname=x` stays a conninfo).
+pub fn is_target_name(name: &str) -> bool {
+    let is_key = KNOWN_KEYS.contains(&name)
+        || IGNORED_KEYS.contains(&name)
+        || UNSUPPORTED_KEYS.contains(&name)
+        || mysql::KEYS.contains(&name);
+    !is_key && is_label(name)
 }
 
 fn is_mysql_uri(s: &str) -> bool {

@@ -11,7 +11,6 @@ use crate::cli::ConnectArgs;
 use crate::connect::{ConnectSettings, Subject};
 use crate::proto::Endpoint;
 use crate::sandbox::{Sandbox, SandboxOptions};
-use crate::target::Target;
 use crate::Exit;
 
 pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
@@ -62,8 +61,7 @@ pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
         };
         let mut subjects = Vec::new();
         for text in &texts {
-            let t =
-                Target::parse(text).with_context(|| format!("target {:?}", crate::target::redact(text)))?;
+            let t = super::resolve_target(text)?;
             let name = t.name();
             subjects.push(Subject {
                 endpoint: Endpoint::new(t).with_context(|| format!("target {name}"))?,

@@ -130,6 +130,11 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         let t = sb.info.target(name)?.target()?;
         sandbox = Some(sb);
         t
+    } else if let Some(t) = super::sandbox_target(args.target.as_deref().unwrap_or(""))? {
+        if !args.pgbench.target_keys().is_empty() {
+            bail!("-h, -p and -U say where your database is; the sandbox's target name does: drop one or the other");
+        }
+        t
     } else {
         let text = args.target.as_deref().map(pgbench_dbname).unwrap_or_default();
         crate::target::Target::parse_overriding(
@@ -160,9 +165,12 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         (None, Some(dir)) => Some(crate::host::Source::Cgroup(dir.clone())),
         (None, None) => None,
     };
+    // A running sandbox of connbench's that the target points at: its servers' CPU is
+    // measured from the pids (or cgroups) it recorded.
+    let own = super::own_sandbox(&direct.target).filter(|_| sandbox.is_none());
     plan.accounting = crate::options::accounting(
         &direct.target,
-        sandbox.as_ref().map(|s: &Sandbox| &s.info),
+        sandbox.as_ref().map(|s: &Sandbox| &s.info).or(own.as_ref()),
         user_server,
     )?;
     plan.accounting.relays = routes.iter().flat_map(|r| r.relay_threads()).collect();

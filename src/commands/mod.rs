@@ -74,9 +74,86 @@ pub async fn routed(
     Ok((out, routes))
 }
 
+/// A target from the command line: a running sandbox's target by name, or a conninfo
+/// (the PG* environment when empty).
 pub fn parse_target(text: Option<&str>) -> Result<Target> {
-    let text = text.unwrap_or("");
-    Target::parse(text).with_context(|| format!("target {:?}", crate::target::redact(text)))
+    resolve_target(text.unwrap_or(""))
+}
+
+/// A sandbox target name as typed: `unix`, `mariadb_tcp`, ... (the sandbox named by
+/// CONNBENCH_SANDBOX, else `default`), `unix@NAME` (the sandbox NAME), either behind
+/// `LABEL=`. Returns the label, the target's name and the sandbox's name.
+fn sandbox_target_name(text: &str) -> Option<(Option<&str>, &str, String)> {
+    let (label, rest) = match text.trim().split_once('=') {
+        Some((l, r)) if crate::target::is_target_name(l) => (Some(l), r),
+        _ => (None, text.trim()),
+    };
+    let (target, sandbox) = match rest.split_once('@') {
+        Some((t, n)) => (t, n.to_string()),
+        None => (rest, crate::sandbox::registry::current_name()),
+    };
+    let known = crate::sandbox::TARGET_NAMES.contains(&target)
+        || crate::sandbox::mariadb::TARGET_NAMES.contains(&target);
+    known.then_some((label, target, sandbox))
+}
+
+/// The running sandbox's target `text` names (see [`sandbox_target_name`]), labelled as
+/// typed; `None` when `text` is no sandbox target name.
+pub fn sandbox_target(text: &str) -> Result<Option<Target>> {
+    let Some((label, name, sandbox)) = sandbox_target_name(text) else {
+        return Ok(None);
+    };
+    let info = crate::sandbox::registry::running(&sandbox)
+        .with_context(|| format!("target {text:?} is a target of connbench's sandbox"))?;
+    let mut t = info
+        .target(name)
+        .with_context(|| format!("sandbox {sandbox:?}"))?
+        .target()?;
+    t.label = Some(label.unwrap_or(text.trim()).to_string());
+    Ok(Some(t))
+}
+
+/// A target as typed: a running sandbox's by name, else a conninfo or URI. A text that is
+/// neither, while sandboxes run, is refused with their target names.
+pub fn resolve_target(text: &str) -> Result<Target> {
+    if let Some(t) = sandbox_target(text)? {
+        return Ok(t);
+    }
+    Target::parse(text).with_context(|| {
+        let running: Vec<String> = crate::sandbox::registry::list()
+            .into_iter()
+            .filter(|(e, c)| e.detached && *c == crate::sandbox::registry::Condition::Running)
+            .map(|(e, _)| e.name)
+            .collect();
+        let hint = match running.first() {
+            None => String::new(),
+            Some(first) => format!(
+                " (not a sandbox target either: with a sandbox running ({}), give a name such as \
+                 unix, tcp, tls, pgbouncer_unix or mariadb_unix, or unix@{first} for one by name)",
+                running.join(", ")
+            ),
+        };
+        format!("target {:?}{hint}", crate::target::redact(text))
+    })
+}
+
+/// The running detached sandbox `target` points at (its name, or its conninfo pasted),
+/// so its servers' CPU is measured from the pids it recorded.
+pub fn own_sandbox(target: &Target) -> Option<crate::sandbox::SandboxInfo> {
+    crate::sandbox::registry::owning(target)
+}
+
+/// `--target` of `run`: `NAME=CONNINFO` or a bare CONNINFO, where CONNINFO may be a
+/// running sandbox's target name; returns the name and the conninfo text.
+pub fn target_override(text: &str) -> Result<(Option<String>, String)> {
+    if let Some((label, name, sandbox)) = sandbox_target_name(text) {
+        let info = crate::sandbox::registry::running(&sandbox)
+            .with_context(|| format!("--target {text:?}: {name} is a target of connbench's sandbox"))?;
+        return Ok((label.map(str::to_string), info.target(name)?.conninfo.clone()));
+    }
+    let (name, conninfo) = crate::target::split_label(text);
+    resolve_target(conninfo).with_context(|| format!("--target {:?}", crate::target::redact(text)))?;
+    Ok((name.map(str::to_string), conninfo.to_string()))
 }
 
 /// Creates the tables in a fresh sandbox and lets every sandbox role use them.
@@ -200,5 +277,36 @@ pub async fn linger_metrics(e: &crate::report::metrics::Exporter, linger: std::t
     tokio::select! {
         _ = tokio::time::sleep(linger) => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sandbox_target_name;
+
+    #[test]
+    fn sandbox_target_names_are_told_from_conninfo_strings() {
+        // `default`, unless CONNBENCH_SANDBOX names another.
+        let d = &crate::sandbox::registry::current_name();
+        let name =
+            |t: &str| sandbox_target_name(t).map(|(l, t, s)| (l.map(str::to_string), t.to_string(), s));
+        let some =
+            |l: Option<&str>, t: &str, s: &str| Some((l.map(str::to_string), t.to_string(), s.to_string()));
+        assert_eq!(name("unix"), some(None, "unix", d));
+        assert_eq!(name("mariadb_tls@b"), some(None, "mariadb_tls", "b"));
+        assert_eq!(name("sidecar_unix=tcp"), some(Some("sidecar_unix"), "tcp", d));
+        assert_eq!(name(" pgbouncer_tx_unix "), some(None, "pgbouncer_tx_unix", d));
+        // A conninfo key is no label, and a word that is no target name is no target.
+        for not in [
+            "dbname=unix",
+            "host=/tmp port=5432",
+            "postgres://u@h/db",
+            "mariadb://u@h/db?socket=/tmp/s",
+            "unx",
+            "mydb",
+            "",
+        ] {
+            assert_eq!(name(not), None, "{not}");
+        }
     }
 }

@@ -9,7 +9,6 @@ use anyhow::{bail, Context, Result};
 use super::{emit, init_sandbox_tables, open_store, stop_on_signals};
 use crate::cli::{LabArgs, RunArgs};
 use crate::sandbox::{Sandbox, SandboxOptions};
-use crate::target::Target;
 use crate::Exit;
 
 pub fn list_suites() -> Result<Exit> {
@@ -46,14 +45,14 @@ pub async fn suite_context(
     let mut targets = std::collections::BTreeMap::new();
     let mut replace_all = None;
     for o in overrides {
-        // `NAME=CONNINFO` names one target; a bare conninfo stands for every target.
-        let (name, conninfo) = crate::target::split_label(o);
-        Target::parse(conninfo).with_context(|| format!("--target {:?}", crate::target::redact(o)))?;
+        // `NAME=CONNINFO` names one target; a bare conninfo stands for every target; a
+        // running sandbox's target name stands for its conninfo.
+        let (name, conninfo) = super::target_override(o)?;
         match name {
             Some(n) => {
-                targets.insert(n.to_string(), conninfo.to_string());
+                targets.insert(n, conninfo);
             }
-            None => replace_all = Some(conninfo.to_string()),
+            None => replace_all = Some(conninfo),
         }
     }
     let used: std::collections::BTreeSet<String> = suites

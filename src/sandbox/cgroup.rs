@@ -275,6 +275,16 @@ impl Cgroups {
         made
     }
 
+    /// Makes the groups again if one is gone, just before a server joins them: until a
+    /// server is in it a group is empty, and another connbench's [`sweep`] (an older one,
+    /// or one that does not see this sandbox's directory) may have removed it.
+    pub fn ensure(&self) -> Result<()> {
+        if self.dirs_to_remove().iter().all(|d| d.is_dir()) {
+            return Ok(());
+        }
+        self.create("the sandbox's CPU quota")
+    }
+
     /// Changes a group's quota now (`None`: no limit); running servers feel it at their
     /// next period.
     pub fn set_cpus(&mut self, pooler: bool, cpus: Option<f64>) -> Result<()> {
@@ -411,13 +421,24 @@ fn decimal(mut n: u64, buf: &mut [u8; 24]) -> &[u8] {
 
 /// Removes what a killed connbench left: every `connbench-*` group with no process in it
 /// whose sandbox directory (`cb-XXXXXX` in /tmp, in TMPDIR, or one level below /tmp, where
-/// tests put their TMPDIR) is gone. Silent: this runs at every sandbox start, and a group
+/// tests put their TMPDIR) is gone, and that was made more than a minute ago (a start
+/// under way makes its groups before its servers join them, and its directory may be
+/// somewhere this does not look). Silent: this runs at every sandbox start, and a group
 /// it cannot remove (not root) is simply left for one who can.
 pub fn sweep() {
+    sweep_older_than(Duration::from_secs(60));
+}
+
+/// [`sweep`], for groups made more than `age` ago (tests make a stale group and sweep at
+/// once). Directories are also looked for one level below TMPDIR.
+pub fn sweep_older_than(age: Duration) {
     let Ok(layout) = Layout::detect() else { return };
     let mut bases: Vec<PathBuf> = vec![PathBuf::from("/tmp")];
     if let Some(t) = std::env::var_os("TMPDIR") {
-        bases.push(PathBuf::from(t));
+        bases.push(PathBuf::from(&t));
+        if let Ok(entries) = fs::read_dir(&t) {
+            bases.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
     }
     if let Ok(entries) = fs::read_dir("/tmp") {
         bases.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
@@ -434,6 +455,14 @@ pub fn sweep() {
                 continue;
             }
             let top = e.path();
+            let young = fs::metadata(&top)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|made| made < age);
+            if young {
+                continue;
+            }
             let children: Vec<PathBuf> = fs::read_dir(&top)
                 .map(|c| c.flatten().map(|c| c.path()).filter(|p| p.is_dir()).collect())
                 .unwrap_or_default();

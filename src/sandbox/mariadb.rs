@@ -59,11 +59,19 @@ pub struct MariaDbInfo {
     pub settings: Vec<String>,
 }
 
-/// A running MariaDB; stopping it is the sandbox's job (see [`stop`]).
+/// A running MariaDB; stopping it is the sandbox's job (see [`stop`]). Dropped while it
+/// holds the server (a start cancelled while waiting for it), it stops it; a detached
+/// sandbox takes the child out first.
 #[derive(Debug)]
 pub struct MariaDb {
     pub info: MariaDbInfo,
     pub child: Option<Child>,
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        stop(self);
+    }
 }
 
 /// The binaries: `mariadbd` and `mariadb-install-db`, when the package is installed.
@@ -119,14 +127,16 @@ pub(super) async fn start(
     let log = home.join("install.log");
     // Temporary files go to its own directory: the caller's TMPDIR may be one the
     // server's user cannot write.
-    let status = server_command(&bins.install_db, run_as, &home)
+    let mut install = server_command(&bins.install_db, run_as, &home);
+    install
         .env("TMPDIR", &home)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
         .args(["--auth-root-authentication-method=socket", "--skip-test-db"])
         .stdout(log_file(&log, run_as)?)
-        .stderr(log_file(&log, run_as)?)
-        .status()
+        .stderr(log_file(&log, run_as)?);
+    let status = super::run_helper(install, dir)
+        .await
         .with_context(|| format!("cannot run {}", bins.install_db.display()))?;
     if !status.success() {
         bail!(
@@ -198,6 +208,7 @@ pub(super) async fn start(
             .stderr(log_file(&home.join("stderr.log"), run_as)?)
             .spawn()
             .with_context(|| format!("cannot run {}", bins.server.display()))?;
+        super::record_pid(dir, child.id());
         let mut m = MariaDb {
             info: MariaDbInfo {
                 version: super::version_of(&bins.server),

@@ -14,10 +14,14 @@
 //! Stop is a signal, a bounded wait, then a kill; any failure to start shows the tail of
 //! the server's log.
 //!
-//! Nothing is left behind: [`Sandbox`] stops everything on drop (normal end, error, panic),
-//! Ctrl-C reaches only connbench (the servers run in their own process groups), and a
-//! watchdog (`sh`, holding the read end of a pipe whose write end only this process has)
-//! wakes when this process dies for any reason, SIGKILL included, and removes what is left.
+//! Nothing is left behind: [`Sandbox`] stops everything on drop (normal end, error, panic,
+//! and a start cancelled by Ctrl-C or SIGTERM, whose half-made sandbox is dropped), Ctrl-C
+//! reaches only connbench (the servers run in their own process groups), and a watchdog
+//! (`sh`, holding the read end of a pipe whose write end only this process has) wakes
+//! when this process dies for any reason, SIGKILL included, and removes what is left. A
+//! detached start has the watchdog too until its sandbox is whole, then tells it to keep
+//! the sandbox. Every sandbox is listed in the [`registry`] from before its start, so one
+//! whose process and watchdog were both killed is still found and removed.
 
 use std::fs;
 use std::io::{self, Write};
@@ -34,6 +38,11 @@ use crate::target::Target;
 
 pub mod cgroup;
 pub mod mariadb;
+pub mod registry;
+mod reap;
+
+pub(crate) use reap::stop_in_dir;
+use reap::{kill_recorded, record_pid, run_helper};
 
 /// The superuser connbench creates (SCRAM-SHA-256 password, kept in the passfile).
 pub const SUPERUSER: &str = "connbench";
@@ -131,6 +140,9 @@ pub struct SandboxOptions {
     pub mariadb: bool,
     /// CPU quotas for the servers and PgBouncer (see [`cgroup`]).
     pub cpus: cgroup::Cpus,
+    /// The name a detached sandbox is listed under ([`registry::DEFAULT_NAME`] when
+    /// none); a sandbox that is not detached is listed under its directory's name.
+    pub name: Option<String>,
 }
 
 /// The sandbox's PostgreSQL settings for measuring connection paths: commits do not wait
@@ -157,6 +169,9 @@ pub struct Sandbox {
     detached: bool,
     /// Started with PostgreSQL's durable defaults (kept across a restart).
     durable: bool,
+    /// Its state file in the registry (none when the registry could not be written for
+    /// a sandbox that is not detached: it still has its watchdog).
+    entry: Option<registry::Entry>,
 }
 
 /// The binaries a sandbox needs.
@@ -187,10 +202,23 @@ impl Sandbox {
         } else {
             None
         };
-        let dir =
-            crate::scratch::make_temp_dir().context("cannot start sandbox: cannot create its directory")?;
-        // The servers create their sockets and data directory in it.
-        give_to(&dir, &run_as)?;
+        // A detached sandbox's name is taken before anything is made: a second start of
+        // the name is refused at once, and this start is listed from now on.
+        let claimed = match opts.detached {
+            true => Some(registry::claim(
+                opts.name.as_deref().unwrap_or(registry::DEFAULT_NAME),
+            )?),
+            false => None,
+        };
+        let dir = match crate::scratch::make_temp_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                if let Some(c) = &claimed {
+                    registry::forget(c);
+                }
+                return Err(anyhow!("cannot start sandbox: cannot create its directory: {e}"));
+            }
+        };
         let mut sandbox = Sandbox {
             info: SandboxInfo {
                 dir: dir.clone(),
@@ -215,6 +243,7 @@ impl Sandbox {
             // stops what it started rather than leave it running with no pointer to it.
             detached: false,
             durable: opts.durable,
+            entry: None,
         };
         // From here on, dropping `sandbox` cleans up whatever was made so far.
         let cgroup_dirs = sandbox
@@ -223,14 +252,32 @@ impl Sandbox {
             .as_ref()
             .map(|c| c.dirs_to_remove())
             .unwrap_or_default();
-        if !opts.detached {
-            sandbox.watchdog = Some(spawn_watchdog(&dir, &cgroup_dirs)?);
+        let leaf = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let mut entry =
+            claimed.unwrap_or_else(|| registry::Entry::new(leaf.as_deref().unwrap_or("cb"), false));
+        entry.dir = Some(dir.clone());
+        entry.cgroups = cgroup_dirs.clone();
+        match registry::save(&entry) {
+            Ok(()) => sandbox.entry = Some(entry),
+            // A command's own sandbox still has its watchdog; a detached one needs its
+            // state file to be found again.
+            Err(e) if !opts.detached => {
+                eprintln!("warning: the sandbox is not listed for `sandbox status`: {e:#}")
+            }
+            Err(e) => {
+                sandbox.entry = Some(entry);
+                return Err(e);
+            }
         }
+        // The servers create their sockets and data directory in it.
+        give_to(&dir, &run_as)?;
+        let entry_file = sandbox.entry.as_ref().map(|e| registry::path(&e.name));
+        sandbox.watchdog = Some(spawn_watchdog(&dir, entry_file.as_deref(), &cgroup_dirs)?);
         // Made first, so that a refusal (not root) comes before any server starts.
         if let Some(c) = &sandbox.info.cgroups {
             c.create(&quota_flags(opts.cpus))?;
         }
-        sandbox.init_cluster(&bins, &run_as)?;
+        sandbox.init_cluster(&bins, &run_as).await?;
         sandbox.start_postgres(&bins, &run_as, opts.durable).await?;
         let secret = sandbox.prepare_roles().await?;
         sandbox.start_pgbouncer(&bins, &run_as, &secret).await?;
@@ -242,17 +289,41 @@ impl Sandbox {
             sandbox.mariadb = Some(m);
         }
         sandbox.info.targets = targets(&sandbox.info);
+        fs::write(
+            dir.join("sandbox.json"),
+            serde_json::to_string_pretty(&sandbox.info)?,
+        )?;
+        if let Some(e) = sandbox.entry.as_mut() {
+            e.info = Some(sandbox.info.clone());
+            if let Err(err) = registry::save(e) {
+                if opts.detached {
+                    return Err(err);
+                }
+            }
+        }
         if opts.detached {
-            sandbox.detached = true;
-            let state = serde_json::to_string_pretty(&sandbox.info)?;
-            fs::write(dir.join("sandbox.json"), state)?;
-            fs::write(state_pointer(), dir.display().to_string())?;
+            sandbox.detach();
         }
         Ok(sandbox)
     }
 
+    /// Leaves the servers running when this process ends: the watchdog is told to keep
+    /// them (and exits), and nothing stops them on drop. The registry lists the sandbox.
+    fn detach(&mut self) {
+        if let Some((mut child, mut stdin)) = self.watchdog.take() {
+            let _ = stdin.write_all(b"keep\n");
+            drop(stdin);
+            let _ = child.wait();
+        }
+        if let Some(m) = self.mariadb.as_mut() {
+            // Dropped without a stop: the server runs on.
+            m.child.take();
+        }
+        self.detached = true;
+    }
+
     /// `initdb`, the certificates, pg_hba.conf and the passfile.
-    fn init_cluster(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+    async fn init_cluster(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
         let dir = &self.info.dir;
         let password = random_token(24);
         write_owned(&dir.join("pwfile"), &format!("{password}\n"), 0o600, run_as)?;
@@ -264,7 +335,8 @@ impl Sandbox {
         )?;
         let data = dir.join("data");
         let log = dir.join("initdb.log");
-        let status = server_command(&bins.initdb, run_as, dir)
+        let mut initdb = server_command(&bins.initdb, run_as, dir);
+        initdb
             .arg("-D")
             .arg(&data)
             .args([
@@ -276,8 +348,9 @@ impl Sandbox {
             .arg(format!("--pwfile={}", dir.join("pwfile").display()))
             .args(["-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"])
             .stdout(log_file(&log, run_as)?)
-            .stderr(log_file(&log, run_as)?)
-            .status()
+            .stderr(log_file(&log, run_as)?);
+        let status = run_helper(initdb, dir)
+            .await
             .with_context(|| format!("cannot start sandbox: cannot run {}", bins.initdb.display()))?;
         if !status.success() {
             bail!(
@@ -324,6 +397,9 @@ impl Sandbox {
         let dir = self.info.dir.clone();
         let log = dir.join("postgres.log");
         let quiet = if durable { &[][..] } else { QUIET };
+        if let Some(c) = &self.info.cgroups {
+            c.ensure()?;
+        }
         let group = self.info.cgroups.as_ref().map(|c| &c.server);
         let child = server_command_in(&bins.postgres, run_as, &dir, group)
             .arg("-D")
@@ -348,6 +424,7 @@ impl Sandbox {
             .stderr(log_file(&log, run_as)?)
             .spawn()
             .with_context(|| format!("cannot start sandbox: cannot run {}", bins.postgres.display()))?;
+        record_pid(&dir, child.id());
         self.info.postgres_pid = child.id();
         self.info.postgres_port = port;
         self.postgres = Some(child);
@@ -526,6 +603,9 @@ impl Sandbox {
     fn spawn_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
         let dir = self.info.dir.clone();
         let log = dir.join("pgbouncer.log");
+        if let Some(c) = &self.info.cgroups {
+            c.ensure()?;
+        }
         let group = self.info.cgroups.as_ref().map(|c| &c.pooler);
         let child = server_command_in(&bins.pgbouncer, run_as, &dir, group)
             .arg(dir.join("pgbouncer.ini"))
@@ -534,6 +614,7 @@ impl Sandbox {
             .stderr(log_file(&log, run_as)?)
             .spawn()
             .with_context(|| format!("cannot start sandbox: cannot run {}", bins.pgbouncer.display()))?;
+        record_pid(&dir, child.id());
         self.info.pgbouncer_pid = child.id();
         // The watchdog stops what this file names.
         fs::write(dir.join("pgbouncer.pid"), format!("{}\n", child.id()))?;
@@ -596,12 +677,17 @@ impl Sandbox {
         }
         self.stop_pgbouncer();
         self.stop_postgres();
+        // Anything else it started (a helper a cancelled start left) goes too.
+        kill_recorded(&self.info.dir);
         // The backends exit just after their postmaster: a group is empty a moment later.
         let groups = match &self.info.cgroups {
             Some(c) => c.remove(Duration::from_secs(5)),
             None => Ok(()),
         };
         let removed = remove_dir(&self.info.dir).and(groups);
+        if let Some(e) = self.entry.take() {
+            registry::forget(&e);
+        }
         if let Some((mut child, stdin)) = self.watchdog.take() {
             drop(stdin); // the watchdog wakes, finds nothing left, exits
             let _ = child.wait();
@@ -616,45 +702,6 @@ impl Drop for Sandbox {
             eprintln!("warning: sandbox clean-up: {e:#}");
         }
     }
-}
-
-/// Stops a detached sandbox started by `connbench sandbox start`.
-pub fn stop_detached() -> Result<Option<PathBuf>> {
-    let Some(info) = detached_info()? else {
-        return Ok(None);
-    };
-    let dir = info.dir.clone();
-    if let Some(m) = &info.mariadb {
-        if !stop_pid(m.pid, libc::SIGTERM, &dir, Duration::from_secs(15)) {
-            stop_pid(m.pid, libc::SIGKILL, &dir, Duration::from_secs(3));
-        }
-    }
-    stop_pid(info.pgbouncer_pid, libc::SIGTERM, &dir, Duration::from_secs(5));
-    if !stop_pid(info.postgres_pid, libc::SIGINT, &dir, Duration::from_secs(10)) {
-        stop_pid(info.postgres_pid, libc::SIGQUIT, &dir, Duration::from_secs(3));
-    }
-    if let Some(c) = &info.cgroups {
-        c.remove(Duration::from_secs(5))?;
-    }
-    remove_dir(&dir)?;
-    let _ = fs::remove_file(state_pointer());
-    Ok(Some(dir))
-}
-
-/// The detached sandbox's description, if one was started and its directory still exists.
-pub fn detached_info() -> Result<Option<SandboxInfo>> {
-    let pointer = state_pointer();
-    let Ok(dir) = fs::read_to_string(&pointer) else {
-        return Ok(None);
-    };
-    let state = Path::new(dir.trim()).join("sandbox.json");
-    let Ok(text) = fs::read_to_string(&state) else {
-        let _ = fs::remove_file(&pointer);
-        return Ok(None);
-    };
-    Ok(Some(
-        serde_json::from_str(&text).with_context(|| format!("cannot read {}", state.display()))?,
-    ))
 }
 
 /// Whether a process is alive and its command line mentions `dir` (so a reused pid of
@@ -809,16 +856,28 @@ fn server_command_in(bin: &Path, run_as: &RunAs, cwd: &Path, group: Option<&cgro
 
 /// The watchdog: a shell that blocks reading a pipe only this process can write to.
 /// When this process ends, however it ends, the pipe closes and the shell stops the
-/// servers it finds in the directory (checking that each pid really is ours) and removes
-/// the directory. After a normal stop it finds nothing and exits. The cgroups named after
-/// the directory (children first) are removed once the servers are gone.
-fn spawn_watchdog(dir: &Path, cgroups: &[PathBuf]) -> Result<(Child, ChildStdin)> {
+/// servers it finds in the directory (checking that each pid really is ours), kills
+/// every process group recorded in `DIR/pids` that is still ours (initdb during a start,
+/// a server that has not written its pid file yet) and whatever is left in the cgroups
+/// named after the directory, removes those groups (children first), the directory, and
+/// the sandbox's registry entry if it still names this directory. After a normal stop it
+/// finds nothing and exits; a detached start that finished writes `keep` first, and the
+/// watchdog leaves its sandbox running.
+fn spawn_watchdog(dir: &Path, entry: Option<&Path>, cgroups: &[PathBuf]) -> Result<(Child, ChildStdin)> {
     const SCRIPT: &str = r#"
 dir="$1"
-shift
+entry="$2"
+shift 2
 trap '' INT TERM HUP
-cat >/dev/null
-[ -d "$dir" ] || exit 0
+word=
+read -r word
+[ "$word" = keep ] && exit 0
+forget() {
+  [ -n "$entry" ] && [ -f "$entry" ] && grep -qF "\"$dir\"" "$entry" && rm -f "$entry"
+  [ -n "$entry" ] && rmdir "${entry%/*}" 2>/dev/null
+  return 0
+}
+[ -d "$dir" ] || { forget; exit 0; }
 ours() { [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF "$dir"; }
 stop() {
   [ -f "$1" ] || return 0
@@ -834,15 +893,26 @@ stop() {
 stop "$dir/mariadb/mariadbd.pid" TERM
 stop "$dir/pgbouncer.pid" TERM
 stop "$dir/data/postmaster.pid" QUIT
+if [ -f "$dir/pids" ]; then
+  while read -r pid; do
+    case "$pid" in ''|*[!0-9]*) continue;; esac
+    ours "$pid" && kill -KILL -- "-$pid" 2>/dev/null
+  done <"$dir/pids"
+fi
 for cg in "$@"; do
+  if [ -f "$cg/cgroup.procs" ]; then
+    for pid in $(cat "$cg/cgroup.procs"); do kill -KILL "$pid" 2>/dev/null; done
+  fi
   i=0
   while [ -d "$cg" ] && ! rmdir "$cg" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 done
 rm -rf "$dir"
+forget
 "#;
     let mut child = Command::new("sh")
         .args(["-c", SCRIPT, "connbench-watchdog"])
         .arg(dir)
+        .arg(entry.unwrap_or(Path::new("")))
         .args(cgroups)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -1115,11 +1185,4 @@ fn random_token(len: usize) -> String {
     (0..len)
         .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
         .collect()
-}
-
-/// Where `connbench sandbox start` records the detached sandbox's directory.
-fn state_pointer() -> PathBuf {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    std::env::temp_dir().join(format!("connbench-sandbox-{uid}"))
 }

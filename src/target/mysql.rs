@@ -271,6 +271,13 @@ mod tests {
         assert_eq!(t.engine, Engine::Mysql);
         assert_eq!(t.socket_path(), Some(PathBuf::from("/tmp/m.sock")));
         assert_eq!(t.transport(), "unix");
+        // A socket is named by its file alone: the port plays no part over it.
+        let t = parse("mariadb://u@localhost:33219/d?socket=/tmp/cb-x/mysqld.sock").unwrap();
+        assert_eq!(t.name(), "/tmp/cb-x/mysqld.sock");
+        assert_eq!(
+            parse("mysql://u@127.0.0.1:3307/d").unwrap().name(),
+            "127.0.0.1:3307"
+        );
         let t = parse("name=mysql://u@127.0.0.1:3306/d?ssl-mode=disabled").unwrap();
         assert_eq!(t.label.as_deref(), Some("name"));
         assert_eq!(t.transport(), "tcp");

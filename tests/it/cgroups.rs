@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use connbench::sandbox::cgroup;
 
-use crate::common::{connbench, stderr};
+use crate::common::{connbench, root_or_skip, skip, stderr};
 
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -43,8 +43,7 @@ fn started_in(err: &str) -> PathBuf {
 
 #[test]
 fn a_half_core_quota_caps_the_servers_cpu_and_its_cgroups_go_with_the_sandbox() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root (the refusal is tested apart)");
+    if !root_or_skip("a CPU quota needs root (the refusal is tested apart)") {
         return;
     }
     // Select-only with 4 clients on one thread keeps the server busy beyond half a core
@@ -85,8 +84,7 @@ fn a_half_core_quota_caps_the_servers_cpu_and_its_cgroups_go_with_the_sandbox() 
 
 #[test]
 fn a_detached_sandbox_has_its_quotas_live_and_stop_removes_its_cgroups() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root");
+    if !root_or_skip("a CPU quota needs root") {
         return;
     }
     let tmp = std::env::temp_dir().join(format!("cbt-cg-{}", std::process::id()));
@@ -223,8 +221,7 @@ fn start_long_load() -> (std::process::Child, PathBuf) {
 
 #[test]
 fn sigkill_of_connbench_under_a_quota_leaves_no_cgroup() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root");
+    if !root_or_skip("a CPU quota needs root") {
         return;
     }
     let (mut child, dir) = start_long_load();
@@ -236,8 +233,7 @@ fn sigkill_of_connbench_under_a_quota_leaves_no_cgroup() {
 
 #[test]
 fn ctrl_c_under_a_quota_leaves_no_cgroup() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root");
+    if !root_or_skip("a CPU quota needs root") {
         return;
     }
     let (child, dir) = start_long_load();
@@ -252,14 +248,14 @@ fn ctrl_c_under_a_quota_leaves_no_cgroup() {
 
 #[test]
 fn a_start_under_a_quota_that_fails_halfway_leaves_no_cgroup() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root");
+    if !root_or_skip("a CPU quota needs root") {
         return;
     }
     // MariaDB's user does not exist: the start fails after PostgreSQL and PgBouncer run
     // in their groups.
     let tmp = std::env::temp_dir().join(format!("cbt-cghalf-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
+    let before = connbench_groups();
     let o = Command::new(env!("CARGO_BIN_EXE_connbench"))
         .args([
             "sandbox",
@@ -283,17 +279,24 @@ fn a_start_under_a_quota_that_fails_halfway_leaves_no_cgroup() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("no user \"connbench-no-such-user\""), "{err}");
     assert!(left.is_empty(), "left behind: {left:?}");
-    // Any connbench group whose sandbox directory is gone would be this start's (other
-    // tests' sandboxes, running beside this one, have theirs).
+    assert_no_new_orphans(&before);
+}
+
+/// No `connbench-*` group appeared since `before` whose sandbox directory is gone. A
+/// sandbox makes its directory before its groups and removes it after them, so such a
+/// group is one a start or stop left; groups that were there before (another run's
+/// orphans) are not this test's to blame, and other sandboxes running beside it
+/// (other tests', other users') have their directories.
+pub fn assert_no_new_orphans(before: &[(PathBuf, String)]) {
     let left = connbench_groups()
         .into_iter()
-        .filter(|(_, leaf)| !sandbox_dir_exists(leaf))
+        .filter(|g| !before.contains(g) && !sandbox_dir_exists(&g.1))
         .collect::<Vec<_>>();
     assert!(left.is_empty(), "cgroups left behind: {left:?}");
 }
 
 /// Every `connbench-*` cgroup on this machine, with its sandbox directory's name.
-fn connbench_groups() -> Vec<(PathBuf, String)> {
+pub fn connbench_groups() -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     for root in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup"] {
         let Ok(entries) = std::fs::read_dir(root) else {
@@ -309,22 +312,27 @@ fn connbench_groups() -> Vec<(PathBuf, String)> {
     out
 }
 
-/// Whether a sandbox directory of that name exists in /tmp or one level below it.
+/// Whether a sandbox directory of that name exists in /tmp or up to two levels below it
+/// (a test's TMPDIR inside a helper's).
 fn sandbox_dir_exists(leaf: &str) -> bool {
+    let below = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+            .unwrap_or_default()
+    };
+    let one = below(Path::new("/tmp"));
     Path::new("/tmp").join(leaf).exists()
-        || std::fs::read_dir("/tmp")
-            .map(|d| d.flatten().any(|e| e.path().join(leaf).exists()))
-            .unwrap_or(false)
+        || one.iter().any(|d| d.join(leaf).exists())
+        || one.iter().flat_map(|d| below(d)).any(|d| d.join(leaf).exists())
 }
 
 #[test]
 fn the_next_start_removes_a_stale_empty_group_whose_sandbox_is_gone() {
-    if !root() {
-        eprintln!("skipped: making a cgroup needs root");
+    if !root_or_skip("making a cgroup needs root") {
         return;
     }
     let Ok(layout) = cgroup::Layout::detect() else {
-        eprintln!("skipped: no cgroup filesystem with the cpu controller");
+        skip(true, "no cgroup filesystem with the cpu controller");
         return;
     };
     // As a SIGKILL of both connbench and its watchdog would leave it.
@@ -344,7 +352,7 @@ fn the_next_start_removes_a_stale_empty_group_whose_sandbox_is_gone() {
     std::fs::create_dir_all(&live).unwrap();
     let l = cgroup::Cgroups::plan(&layout, &live, cgroup::Cpus::default());
     l.create("test").unwrap();
-    cgroup::sweep();
+    cgroup::sweep_older_than(Duration::ZERO);
     assert!(
         cgroup::existing_for(&gone).is_empty(),
         "the stale group was removed"
@@ -410,8 +418,7 @@ fn without_the_right_to_write_cgroups_the_quota_is_refused_in_one_line() {
 
 #[test]
 fn a_server_cpus_axis_changes_the_quota_between_cells_and_reports_the_server_against_it() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root");
+    if !root_or_skip("a CPU quota needs root") {
         return;
     }
     let dir = crate::common::scratch("cgaxis");
@@ -474,8 +481,7 @@ server_cpus = [0.5, 2]
 /// the 0.25-core one sat at its quota.
 #[test]
 fn a_size_axis_answers_how_close_to_linear_with_intervals_in_text_json_and_html() {
-    if !root() {
-        eprintln!("skipped: a CPU quota needs root");
+    if !root_or_skip("a CPU quota needs root") {
         return;
     }
     let dir = crate::common::scratch("cgcurve");

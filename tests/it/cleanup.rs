@@ -266,7 +266,7 @@ fn detached_sandbox_start_status_stop() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("status: running, accepts connections"));
     let o = run(&["sandbox", "start"]);
     assert_eq!(o.status.code(), Some(2), "a second start is refused");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("a sandbox is already running"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a sandbox named \"default\" is already running"));
     let o = run(&["sandbox", "stop"]);
     assert!(o.status.success());
     assert_gone(&pids, &dir, Duration::from_secs(15));
@@ -279,9 +279,7 @@ fn detached_sandbox_start_status_stop() {
 fn a_detached_start_that_fails_halfway_stops_what_it_started() {
     // As root, MariaDB runs as CONNBENCH_MARIADB_USER; a user that does not exist makes
     // the start fail after PostgreSQL and PgBouncer are up. They must not stay behind.
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the servers' user is only chosen when running as root");
+    if !crate::common::root_or_skip("the servers' user is only chosen when running as root") {
         return;
     }
     let tmp = std::env::temp_dir().join(format!("cbt-half-{}", std::process::id()));

@@ -278,3 +278,38 @@ pub fn answer_lines(v: &serde_json::Value) -> Vec<&str> {
         .map(|a| a.as_str().expect("an answer line is text"))
         .collect()
 }
+
+/// Records the running test as skipped and why: the test harness shows a test that
+/// returns early as passed, so each skip is printed and appended (name, whether the test
+/// needs root, why) to the file CONNBENCH_SKIPPED names. scripts/test.sh sets it, lists
+/// the skips when the run ends, and fails a root run that skipped a root-only test.
+pub fn skip(root_only: bool, why: &str) {
+    use std::io::Write;
+    // The harness names each test's thread after the test.
+    let name = std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .unwrap_or("(a test on the main thread)")
+        .to_string();
+    eprintln!("skipped: {why}");
+    if let Some(path) = std::env::var_os("CONNBENCH_SKIPPED") {
+        let kind = if root_only { "root-only" } else { "-" };
+        // One write per line, in append mode: lines of tests running at once never mix.
+        let line = format!("{name}\t{kind}\t{why}\n");
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+}
+
+/// Whether this process is root; if not, records the test as skipped (it needs root).
+pub fn root_or_skip(why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        skip(true, why);
+    }
+    root
+}

@@ -22,6 +22,7 @@ mod pgbench_tap;
 mod readme;
 mod relay;
 mod report;
+mod sandboxes;
 mod secrets;
 mod suites;
 mod sysbench;
