@@ -530,6 +530,42 @@ fn scripts_pgbench_refuses_are_refused_before_anything_runs() {
     }
 }
 
+/// An expression nested 10,000 deep, or 300,000 unary minus signs: pgbench refuses the
+/// file ("memory exhausted in command \"set\""), and so does connbench, in one line
+/// naming the file, the line and its limit, exit 2 (once a stack overflow, exit 134).
+/// Below the limit, deep expressions run in both alike.
+#[test]
+fn expressions_nested_past_the_limit_are_refused_in_one_line() {
+    let deep = format!("\\set x {}1{}\n", "(".repeat(10_000), ")".repeat(10_000));
+    let minus = format!("\\set x {}1\n", "-".repeat(300_000));
+    for text in [deep, minus] {
+        let f = script_file(&text);
+        let (p, c) = (pgbench(&f, &["-t", "1"]), load(&f, &["-t", "1"]));
+        assert_eq!(p.code, Some(1), "{}", p.stderr);
+        assert!(
+            p.stderr.contains("memory exhausted in command \"set\""),
+            "{}",
+            p.stderr
+        );
+        assert_eq!(c.code, Some(2), "{}", c.stderr);
+        let lines: Vec<&str> = c.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {}", c.stderr);
+        let want = format!(
+            "error: {} line 1: \\set: the expression nests deeper than 256 levels",
+            f.path()
+        );
+        assert!(lines[0].starts_with(&want), "{}", lines[0]);
+        assert!(lines[0].len() < 400, "{}", lines[0]);
+    }
+    // 200 parentheses and a tree 250 deep (evaluated on a client's thread) run as in
+    // pgbench.
+    agree(
+        &format!("\\set x {}debug(7){}\n", "(".repeat(200), ")".repeat(200)),
+        &["-t", "1"],
+    );
+    agree(&format!("\\set x {}debug(7)\n", "- ".repeat(250)), &["-t", "2"]);
+}
+
 /// A pgbench client's scripts share its variables: what one script sets, another reads.
 /// Script 0 counts its own runs in :n, script 1 prints it. The order of the two differs
 /// between the tools (each draws it from its own generator), so the test checks what
