@@ -797,6 +797,7 @@ pub(super) fn parse_many(
             warnings: std::mem::take(&mut p.warnings),
             number: 0,
             lines,
+            goes_on_after: &[],
         });
     }
     for s in &mut parsed {
