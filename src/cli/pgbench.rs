@@ -59,7 +59,8 @@ pub struct PgbenchArgs {
     /// Try a transaction that failed with a serialization failure (40001) or a deadlock
     /// (40P01) up to this many times in all, with the same random values; 0 is no limit,
     /// allowed with -T or -L only.
-    #[arg(long, value_name = "NUM", default_value = "1", value_parser = options::parse_max_tries)]
+    #[arg(long, value_name = "NUM", default_value = "1", allow_hyphen_values = true,
+          value_parser = options::parse_max_tries)]
     pub max_tries: u32,
     /// Report failures by type (serialization, deadlock, other) in the text report and
     /// the log (they are always in --json).
@@ -102,7 +103,7 @@ pub struct PgbenchArgs {
     pub index_tablespace: Option<String>,
     #[arg(long, hide = true)]
     pub partition_method: Option<String>,
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, allow_hyphen_values = true)]
     pub partitions: Option<String>,
     #[arg(long, hide = true)]
     pub tablespace: Option<String>,
