@@ -408,10 +408,14 @@ last or first), on pgbench -i's tables or connbench init's:
 
 pgbench's options that connbench refuses, by name, with the reason: -i and its options
 (-I, -F, -q, --foreign-keys, --partitions, --partition-method, --tablespace,
---index-tablespace, --unlogged-tables: `connbench init` makes connbench's tables),
--d/--debug and --exit-on-abort. See docs/pgbench.md.
+--index-tablespace, --unlogged-tables: `connbench init` makes connbench's tables). See
+docs/pgbench.md.
 
-Exit codes: 0 success, 1 every transaction failed, 2 usage or set-up error, 130 Ctrl-C.";
+An SQL error aborts its client, as in pgbench; --continue-on-error (pgbench 19's) counts
+it and the client goes on. A lost connection is counted and the client reconnects.
+
+Exit codes: 0 success, 1 a client aborted or every transaction failed, 2 usage or set-up
+error, 130 Ctrl-C.";
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -814,6 +818,7 @@ impl LoadArgs {
             verbose_errors: self.pgbench.verbose_errors,
             debug: self.pgbench.debug,
             exit_on_abort: self.pgbench.exit_on_abort,
+            continue_on_error: self.pgbench.continue_on_error,
             log: self.pgbench.log(),
             mode: self.mode,
             clients: self.clients,
@@ -1031,6 +1036,8 @@ mod tests {
             "3",
             "--pool-max-lifetime",
             "5s",
+            // A suite's cells go on after an SQL error (options.rs says why).
+            "--continue-on-error",
         ])
         .unwrap();
         let Command::Load(args) = cli.command else {

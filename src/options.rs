@@ -476,8 +476,13 @@ pub struct LoadOptions {
     pub verbose_errors: bool,
     /// pgbench's -d (`load` only): a trace of every command each client runs.
     pub debug: bool,
-    /// pgbench's --exit-on-abort (`load` only): the first failure ends the run.
+    /// pgbench's --exit-on-abort (`load` only): the first client that aborts ends the run.
     pub exit_on_abort: bool,
+    /// pgbench 19's --continue-on-error: an SQL error fails its transaction and the client
+    /// goes on, instead of aborting the client. Suite cells always go on: a client that
+    /// stopped would change a cell's concurrency between repetitions unseen, while its
+    /// failures are counted and reported.
+    pub continue_on_error: bool,
     /// pgbench's -l and its options (`load` only): the transaction log.
     pub log: Option<LogSettings>,
     /// sysbench's options for the oltp-* workloads (`--sysbench NAME=VALUE`).
@@ -496,6 +501,7 @@ impl Default for LoadOptions {
             verbose_errors: false,
             debug: false,
             exit_on_abort: false,
+            continue_on_error: false,
             log: None,
             mode: QueryMode::Simple,
             clients: 1,
@@ -552,6 +558,7 @@ impl LoadOptions {
             verbose_errors: d.verbose_errors,
             debug: d.debug,
             exit_on_abort: d.exit_on_abort,
+            continue_on_error: true,
             log: d.log,
             mode: get(s, "mode", parse_mode)?.unwrap_or(d.mode),
             clients: get(s, "clients", parse_clients)?.unwrap_or(d.clients),
@@ -713,6 +720,9 @@ impl LoadOptions {
             .map(|(n, (w, mut script))| {
                 let name = script.name.clone();
                 script.number_statements(n);
+                if let Workload::Builtin(Builtin::Sysbench(_)) = w.workload {
+                    script.goes_on_after = crate::load::sysbench::IGNORABLE;
+                }
                 if self.mode != QueryMode::Simple {
                     // pgbench's MAX_ARGS: extended and prepared modes bind a parameter per
                     // `:name` written, and pgbench refuses more than 255 in a statement.
@@ -795,6 +805,7 @@ impl LoadOptions {
             verbose_errors: self.verbose_errors,
             debug: self.debug,
             exit_on_abort: self.exit_on_abort,
+            continue_on_error: self.continue_on_error,
             mode: self.mode,
             clients: self.clients,
             threads: self.threads(),

@@ -59,7 +59,8 @@ pub struct PgbenchArgs {
     /// Try a transaction that failed with a serialization failure (40001) or a deadlock
     /// (40P01) up to this many times in all, with the same random values; 0 is no limit,
     /// allowed with -T or -L only.
-    #[arg(long, value_name = "NUM", default_value = "1", value_parser = options::parse_max_tries)]
+    #[arg(long, value_name = "NUM", default_value = "1", allow_hyphen_values = true,
+          value_parser = options::parse_max_tries)]
     pub max_tries: u32,
     /// Report failures by type (serialization, deadlock, other) in the text report and
     /// the log (they are always in --json).
@@ -69,14 +70,20 @@ pub struct PgbenchArgs {
     #[arg(long)]
     pub verbose_errors: bool,
 
-    /// Stop the whole run at the first transaction that fails (after its --max-tries) or
-    /// client that aborts, as pgbench 16's --exit-on-abort does (pgbench aborts a client on any
-    /// error it does not retry); the report covers what ran until then, and connbench
-    /// exits 1. Without it a failure is counted and its client goes on.
+    /// Stop every client when one aborts, as pgbench 16's --exit-on-abort does; the report
+    /// covers what ran until then, and connbench exits 1. Without it the other clients run
+    /// on.
     #[arg(long)]
     pub exit_on_abort: bool,
+    /// Count an SQL error's transaction failed (by SQLSTATE) and go on, as pgbench 19's
+    /// --continue-on-error does. Without it the error aborts its client, as in pgbench. A
+    /// serialization failure or deadlock never aborts (see --max-tries), a script's own
+    /// error (\set, \gset, \shell, a pipeline out of turn) always does, and a lost
+    /// connection is counted and the client reconnects.
+    #[arg(long)]
+    pub continue_on_error: bool,
     /// Trace every command each client runs on stderr, as pgbench -d does: "client N
-    /// executing script", "executing \\set ...", "sending SQL" (simple mode: as sent,
+    /// executing script", "executing \set ...", "sending SQL" (simple mode: as sent,
     /// variables substituted; extended: the $n form; prepared: the statement's name) and
     /// "receiving". Slow: for finding what a script does, not for measuring.
     #[arg(short = 'd', long = "debug")]
@@ -96,7 +103,7 @@ pub struct PgbenchArgs {
     pub index_tablespace: Option<String>,
     #[arg(long, hide = true)]
     pub partition_method: Option<String>,
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, allow_hyphen_values = true)]
     pub partitions: Option<String>,
     #[arg(long, hide = true)]
     pub tablespace: Option<String>,

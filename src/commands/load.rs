@@ -405,7 +405,8 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         // As pgbench: a client the script aborted makes the results incomplete.
         if !args.pgbench.exit_on_abort {
             eprintln!(
-                "error: {} client(s) aborted, so the figures above cover only what ran before; fix the script",
+                "error: {} client(s) aborted, so the figures above cover only what ran before; fix the \
+                 script, or give --continue-on-error to count SQL errors and go on",
                 run.aborted.len()
             );
         }

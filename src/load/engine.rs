@@ -103,9 +103,12 @@ pub struct LoadPlan {
     pub verbose_errors: bool,
     /// pgbench's -d: a trace of every command each client runs, on stderr.
     pub debug: bool,
-    /// pgbench's --exit-on-abort: the first transaction that fails (after its tries) or
-    /// client that aborts stops every client, and the run reports what ran until then.
+    /// pgbench's --exit-on-abort: the first client that aborts stops every client, and the
+    /// run reports what ran until then.
     pub exit_on_abort: bool,
+    /// pgbench 19's --continue-on-error: an SQL error fails its transaction and the client
+    /// goes on; without it the error aborts the client ([`aborts_client`]).
+    pub continue_on_error: bool,
     pub mode: QueryMode,
     pub clients: usize,
     pub threads: usize,
@@ -1120,7 +1123,11 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     );
                 }
             }
-            Err(TxError { error, connecting }) => {
+            Err(TxError {
+                error,
+                connecting,
+                lost,
+            }) => {
                 let message = || error.to_string();
                 note_first_error(&shared, message);
                 if plan.verbose_errors {
@@ -1158,16 +1165,17 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
                     );
                 }
                 reconnect_pause = connecting;
-                if plan.exit_on_abort && exec.aborted.is_none() {
-                    // pgbench aborts a client on any error it does not retry, and
-                    // --exit-on-abort ends the run there.
+                let lost = connecting || lost;
+                if exec.aborted.is_none()
+                    && aborts_client(&error, lost, plan.continue_on_error, script.goes_on_after)
+                {
                     exec.aborted = Some(format!("client {global_id} aborted in script {chosen}: {error}"));
                 }
             }
         }
         if let Some(why) = exec.aborted.take() {
-            // pgbench stops a client whose script leaves a transaction open; so does
-            // connbench, and the run reports it.
+            // pgbench stops a client on an error it does not go on from, or whose script
+            // leaves a transaction open; so does connbench, and the run reports it.
             note_first_error(&shared, || why.clone());
             shared.aborted.borrow_mut().push(why);
             if plan.exit_on_abort {
@@ -1206,6 +1214,34 @@ fn log_failure(e: &ConnectError) -> Failure {
     }
 }
 
+/// Whether a transaction that failed (after its tries) stops its client, as pgbench
+/// decides (pgbench.c: `canRetryError`, `canContinueOnError`): a serialization failure
+/// or a deadlock never does, it is counted and the client goes on; any other SQL error
+/// does, unless --continue-on-error or the workload goes on after it (sysbench's
+/// ignorable errors); an error of the script itself (`\set`, `\gset`, `\shell`, a
+/// pipeline out of turn) always does, as pgbench 19 aborts on a meta-command's error even
+/// with --continue-on-error. Where connbench differs on purpose: a connection that fails
+/// or is lost (the server's FATAL, a reset, a refused connect) is counted and the client
+/// connects again (pgbench aborts it), so a restart or a fault can be measured.
+fn aborts_client(e: &ConnectError, lost: bool, continue_on_error: bool, goes_on_after: &[&str]) -> bool {
+    if lost {
+        return false;
+    }
+    match &e.kind {
+        ErrorKind::Server { code, .. } => {
+            // MySQL's codes are "errno/SQLSTATE" (1213/40001 is InnoDB's deadlock).
+            let (number, state) = code.split_once('/').unwrap_or((code, code));
+            let goes_on = matches!(state, "40001" | "40P01")
+                || continue_on_error
+                || goes_on_after.iter().any(|c| *c == number || *c == state);
+            !goes_on
+        }
+        ErrorKind::Script { .. } => true,
+        // Sockets, timeouts, TLS and the protocol: the connection's, not the script's.
+        _ => false,
+    }
+}
+
 /// Whether a failed try may be retried, as pgbench 15 decides: a serialization failure
 /// (40001) or a deadlock (40P01) only.
 fn retriable(e: &ConnectError) -> bool {
@@ -1239,10 +1275,12 @@ fn choose(scripts: &[WeightedScript], total_weight: i64, rng: &mut crate::load::
     scripts.len() - 1
 }
 
-/// A failed transaction, and whether it failed while connecting.
+/// A failed transaction, whether it failed while connecting, and whether its
+/// connection was lost.
 struct TxError {
     error: ConnectError,
     connecting: bool,
+    lost: bool,
 }
 
 /// One transaction under the plan's policy: get a connection, run the script, give the
@@ -1257,6 +1295,7 @@ async fn transaction(
     let connect_err = |error| TxError {
         error,
         connecting: true,
+        lost: false,
     };
     match &plan.policy {
         Policy::Persistent => {
@@ -1271,12 +1310,14 @@ async fn transaction(
             let before = s.counters();
             let result = exec.run(script, plan.mode, s).await;
             let bytes = delta(before, s.counters(), made.is_some());
-            if s.is_broken() {
+            let lost = s.is_broken();
+            if lost {
                 *persistent = None;
             }
             result.map(|_| (bytes, made)).map_err(|e| TxError {
                 error: e.error,
                 connecting: false,
+                lost,
             })
         }
         Policy::PerTransaction => {
@@ -1284,10 +1325,12 @@ async fn transaction(
             exec.prepared = false;
             let result = exec.run(script, plan.mode, &mut s).await;
             let bytes = s.counters();
+            let lost = s.is_broken();
             s.close().await;
             result.map(|_| (bytes, Some(tl))).map_err(|e| TxError {
                 error: e.error,
                 connecting: false,
+                lost,
             })
         }
         Policy::Pool { .. } => {
@@ -1302,10 +1345,12 @@ async fn transaction(
             let before = conn.session.counters();
             let result = exec.run(script, plan.mode, &mut conn.session).await;
             let bytes = delta(before, conn.session.counters(), made.is_some());
+            let lost = conn.session.is_broken();
             pool.release(conn);
             result.map(|_| (bytes, made)).map_err(|e| TxError {
                 error: e.error,
                 connecting: false,
+                lost,
             })
         }
     }
@@ -1453,5 +1498,64 @@ impl Pool {
             .drain(..)
             .map(|c| c.session)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::Phase;
+
+    fn server(code: &str) -> ConnectError {
+        let message = "the server's words".to_string();
+        ConnectError::new(
+            Phase::Query,
+            ErrorKind::Server {
+                code: code.into(),
+                message,
+            },
+        )
+    }
+
+    #[test]
+    fn which_errors_abort_a_client() {
+        let script = ConnectError::new(
+            Phase::Query,
+            ErrorKind::Script {
+                key: "division-by-zero",
+                message: "command 1 (\\set x 1/0): division by zero".into(),
+            },
+        );
+        let reset = ConnectError::new(
+            Phase::Query,
+            ErrorKind::io(std::io::ErrorKind::ConnectionReset.into(), ""),
+        );
+        let sysbench = crate::load::sysbench::IGNORABLE;
+        // (error, connection lost, --continue-on-error, workload's list) -> aborts
+        for (e, lost, go_on, list, aborts) in [
+            // An SQL error aborts, as in pgbench, unless --continue-on-error.
+            (server("22012"), false, false, &[][..], true),
+            (server("22012"), false, true, &[][..], false),
+            (server("1062/23000"), false, false, &[][..], true),
+            // A serialization failure or deadlock never does (PostgreSQL's or MySQL's).
+            (server("40001"), false, false, &[][..], false),
+            (server("40P01"), false, false, &[][..], false),
+            (server("1213/40001"), false, false, &[][..], false),
+            // sysbench's ignorable errors, for its workloads: by SQLSTATE or errno.
+            (server("23505"), false, false, sysbench, false),
+            (server("1205/HY000"), false, false, sysbench, false),
+            (server("22012"), false, false, sysbench, true),
+            // The script's own error always does, as in pgbench 19.
+            (script, false, true, sysbench, true),
+            // A lost connection never does: the client connects again.
+            (server("57P01"), true, false, &[][..], false),
+            (reset, false, false, &[][..], false),
+        ] {
+            assert_eq!(
+                aborts_client(&e, lost, go_on, list),
+                aborts,
+                "{e} lost={lost} go_on={go_on}"
+            );
+        }
     }
 }

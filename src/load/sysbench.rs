@@ -32,6 +32,13 @@ use crate::proto::{self, Endpoint, Engine, PhaseCursor, Session};
 /// The marker in the comment of a table `connbench init --tables sysbench` made.
 pub const MARKER: &str = "connbench dataset; sysbench";
 
+/// The errors sysbench rolls a transaction back on and goes on from (it stops on any
+/// other): on PostgreSQL a deadlock, a unique violation or a serialization failure
+/// (drv_pgsql.c, `pgsql_check_status`); on MySQL its default `--mysql-ignore-errors`,
+/// 1213 (deadlock), 1020 (record changed) and 1205 (lock wait timeout). An oltp-*
+/// workload's client counts them failed and goes on, as sysbench's thread does.
+pub const IGNORABLE: &[&str] = &["40P01", "23505", "40001", "1213", "1020", "1205"];
+
 /// sysbench's `c` value: 10 groups of 11 random digits (119 characters).
 const C_TEMPLATE: &str = "###########-###########-###########-###########-###########-\
                           ###########-###########-###########-###########-###########";

@@ -422,7 +422,13 @@ impl Parser<'_> {
             } else {
                 format!("at {near:?}")
             };
-            self.err(line, format!("{what}: {} ({near} in {text:?})", e.why))
+            // A long expression is cut in the message, which stays one readable line.
+            let whole = if text.chars().count() > 60 {
+                format!("{}...", text.chars().take(60).collect::<String>())
+            } else {
+                text.to_string()
+            };
+            self.err(line, format!("{what}: {} ({near} in {whole:?})", e.why))
         })?;
         if let Some(n) = unset {
             self.never_set(line, what, &n);
@@ -791,6 +797,7 @@ pub(super) fn parse_many(
             warnings: std::mem::take(&mut p.warnings),
             number: 0,
             lines,
+            goes_on_after: &[],
         });
     }
     for s in &mut parsed {

@@ -8,7 +8,7 @@
 //! `debug()` and IS); AND, OR and CASE evaluate lazily. Nothing here allocates: the
 //! built-in scripts' `\set aid random(1, 100000 * :scale)` runs once per transaction.
 
-use super::parser::{BinOp, Expr, Func, MAX_ARGS};
+use super::parser::{BinOp, Expr, Func, MAX_ARGS, MAX_DEPTH};
 use super::prng::{self, Prng};
 use super::value::{EvalError, IntOp, Value};
 
@@ -95,24 +95,40 @@ impl Vars {
 
 /// Evaluates `e`; `debug` receives what each `debug()` call prints.
 pub fn eval(e: &Expr, vars: &Vars, rng: &mut Prng, debug: &mut dyn FnMut(Value)) -> Result<Value, EvalError> {
+    eval_at(e, vars, rng, debug, 1)
+}
+
+/// Evaluates `e`, found `depth` levels down its tree. The parser builds no tree deeper
+/// than [`MAX_DEPTH`]; the bound is kept here too, so a tree made any other way fails
+/// with an error rather than overflowing a worker thread's stack.
+fn eval_at(
+    e: &Expr,
+    vars: &Vars,
+    rng: &mut Prng,
+    debug: &mut dyn FnMut(Value),
+    depth: usize,
+) -> Result<Value, EvalError> {
+    if depth > MAX_DEPTH {
+        return Err(EvalError::TooDeep);
+    }
     match e {
         Expr::Const(v) => Ok(*v),
         Expr::Var(i) => vars.get(*i),
         Expr::Binary(op, l, r) => {
-            let l = eval(l, vars, rng, debug)?;
-            let r = eval(r, vars, rng, debug)?;
+            let l = eval_at(l, vars, rng, debug, depth + 1)?;
+            let r = eval_at(r, vars, rng, debug, depth + 1)?;
             if matches!(l, Value::Null) || matches!(r, Value::Null) {
                 return Ok(Value::Null);
             }
             binary(*op, l, r)
         }
-        Expr::Not(x) => match eval(x, vars, rng, debug)? {
+        Expr::Not(x) => match eval_at(x, vars, rng, debug, depth + 1)? {
             Value::Null => Ok(Value::Null),
             v => Ok(Value::Bool(!v.to_bool()?)),
         },
         Expr::And(l, r) | Expr::Or(l, r) => {
             let is_and = matches!(e, Expr::And(..));
-            let a = eval(l, vars, rng, debug)?;
+            let a = eval_at(l, vars, rng, debug, depth + 1)?;
             if matches!(a, Value::Null) {
                 return Ok(Value::Null);
             }
@@ -120,13 +136,13 @@ pub fn eval(e: &Expr, vars: &Vars, rng: &mut Prng, debug: &mut dyn FnMut(Value))
             if a.to_bool()? != is_and {
                 return Ok(Value::Bool(!is_and));
             }
-            match eval(r, vars, rng, debug)? {
+            match eval_at(r, vars, rng, debug, depth + 1)? {
                 Value::Null => Ok(Value::Null),
                 b => Ok(Value::Bool(b.to_bool()?)),
             }
         }
         Expr::Is(x, what) => {
-            let v = eval(x, vars, rng, debug)?;
+            let v = eval_at(x, vars, rng, debug, depth + 1)?;
             // pgbench's "!is": the same type and, for booleans, the same value.
             Ok(Value::Bool(match (v, what) {
                 (Value::Null, Value::Null) => true,
@@ -136,18 +152,18 @@ pub fn eval(e: &Expr, vars: &Vars, rng: &mut Prng, debug: &mut dyn FnMut(Value))
         }
         Expr::Case(arms, otherwise) => {
             for (cond, then) in arms {
-                if eval(cond, vars, rng, debug)?.truth() {
-                    return eval(then, vars, rng, debug);
+                if eval_at(cond, vars, rng, debug, depth + 1)?.truth() {
+                    return eval_at(then, vars, rng, debug, depth + 1);
                 }
             }
-            eval(otherwise, vars, rng, debug)
+            eval_at(otherwise, vars, rng, debug, depth + 1)
         }
         // Most calls take at most three arguments: a small array for them keeps the
         // hot path's random(lo, hi) from clearing room for sixteen.
-        Expr::Fast(f) => f.eval(vars, rng),
-        Expr::Call(f, args) if args.len() <= 3 => call_with::<3>(*f, args, vars, rng, debug),
+        Expr::Fast(f) => f.eval(vars, rng, depth),
+        Expr::Call(f, args) if args.len() <= 3 => call_with::<3>(*f, args, vars, rng, debug, depth),
         Expr::Call(_, args) if args.len() > MAX_ARGS => Err(EvalError::TooManyArguments),
-        Expr::Call(f, args) => call_with::<MAX_ARGS>(*f, args, vars, rng, debug),
+        Expr::Call(f, args) => call_with::<MAX_ARGS>(*f, args, vars, rng, debug, depth),
     }
 }
 
@@ -158,11 +174,12 @@ fn call_with<const N: usize>(
     vars: &Vars,
     rng: &mut Prng,
     debug: &mut dyn FnMut(Value),
+    depth: usize,
 ) -> Result<Value, EvalError> {
     let mut vals = [Value::Null; N];
     let mut has_null = false;
     for (slot, a) in vals.iter_mut().zip(args) {
-        *slot = eval(a, vars, rng, debug)?;
+        *slot = eval_at(a, vars, rng, debug, depth + 1)?;
         has_null |= matches!(*slot, Value::Null);
     }
     let vals = &vals[..args.len().min(N)];
@@ -247,13 +264,13 @@ pub fn compile(e: Expr) -> Expr {
 }
 
 impl FastInt {
-    fn eval(&self, vars: &Vars, rng: &mut Prng) -> Result<Value, EvalError> {
+    fn eval(&self, vars: &Vars, rng: &mut Prng, depth: usize) -> Result<Value, EvalError> {
         let all_ints = self
             .vars
             .iter()
             .all(|&v| matches!(vars.slots[v], Slot::Value(Value::Int(_))));
         if !all_ints {
-            return eval(&self.general, vars, rng, &mut |_| {});
+            return eval_at(&self.general, vars, rng, &mut |_| {}, depth);
         }
         let mut stack = [0i64; FAST_STACK];
         let mut n = 0;
@@ -667,6 +684,57 @@ mod tests {
         );
         let (v, printed) = run("debug(NULL)");
         assert_eq!((v, printed), (Ok(Value::Null), vec!["null".to_string()]));
+    }
+
+    /// An expression `MAX_DEPTH` deep, of each kind of node that recurses, evaluates on a
+    /// thread with a worker's stack (2 MiB, std's default), in this build; one level
+    /// more, made without the parser, is an error, not an overflow.
+    #[test]
+    fn the_deepest_expression_evaluates_on_a_worker_s_stack() {
+        let n = MAX_DEPTH - 1;
+        let texts = [
+            format!("{}debug(1)", "-".repeat(n - 1)),
+            format!("{}debug(1){}", "least(1, 2, 3, ".repeat(n - 1), ")".repeat(n - 1)),
+            format!(
+                "{}debug(1){}",
+                "CASE WHEN true THEN ".repeat(n - 1),
+                " END".repeat(n - 1)
+            ),
+            format!("{}debug(true)", "NOT NOT ".repeat((n - 1) / 2)),
+            format!("debug(1){}", " + 1".repeat(n - 1)),
+        ];
+        // Parsed on a stack the main thread's size, where connbench parses scripts.
+        let main = std::thread::Builder::new().stack_size(8 << 20);
+        let trees = main
+            .spawn(move || {
+                let parse = |t: &String| parse_expr(t, &mut |_| 0).unwrap_or_else(|e| panic!("{}", e.why));
+                texts.iter().map(parse).collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let worker = std::thread::Builder::new().stack_size(2 << 20);
+        let printed = worker
+            .spawn(move || {
+                let run = |e: &Expr| {
+                    let mut printed = 0;
+                    eval(e, &Vars::new(1), &mut Prng::new(1), &mut |_| printed += 1).unwrap();
+                    printed
+                };
+                trees.iter().map(run).collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(printed, [1; 5], "debug() at the bottom of each ran once");
+
+        let mut deep = Expr::Const(Value::Int(1));
+        for _ in 0..MAX_DEPTH {
+            deep = Expr::Not(Box::new(deep));
+        }
+        let e = eval(&deep, &Vars::new(0), &mut Prng::new(1), &mut |_| {}).unwrap_err();
+        assert_eq!(e, EvalError::TooDeep);
+        assert!(e.message(&[], |_| None).contains("deeper than 256 levels"));
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct Script {
     pub number: usize,
     /// The line each command starts on, for messages.
     pub lines: Vec<usize>,
+    /// Errors after which a client goes on even without --continue-on-error, by
+    /// SQLSTATE (PostgreSQL) or error number (MySQL): the errors sysbench rolls back and
+    /// goes on from, for its workloads. Empty for pgbench's scripts and files.
+    pub goes_on_after: &'static [&'static str],
 }
 
 /// The variables every client has before the script runs, at these indices.

@@ -92,6 +92,17 @@ enum Arity {
 /// pgbench's limit on a function's arguments (MAX_FARGS).
 pub const MAX_ARGS: usize = 16;
 
+/// How deep an expression may nest: parentheses, unary operators and calls inside one
+/// another, and the depth of the tree it builds (a chain of `+` is as deep as it is
+/// long). The parser recurses once per level on the main thread (8 MiB of stack), the
+/// evaluator once per level on a client's worker thread (2 MiB); pgbench's parser gives
+/// up near 10,000 levels (bison's stack: "memory exhausted"). The deepest expression in
+/// pgbench's own test suite is 19 levels (its test of every operator), pgbench's and
+/// sysbench's built-in scripts need 3; 256 leaves more than ten times the deepest. At
+/// the limit, measured: parsing takes 0.35 MiB of stack optimised (2.5 MiB in a debug
+/// build), evaluating 0.19 MiB (0.85 MiB), so a script at the limit runs in any build.
+pub const MAX_DEPTH: usize = 256;
+
 impl Func {
     const ALL: [(&'static str, Func); 24] = [
         ("abs", Func::Abs),
@@ -161,11 +172,12 @@ pub fn parse_expr(text: &str, var: &mut dyn FnMut(&str) -> usize) -> Result<Expr
         pos: 0,
         end: text.len(),
         var,
+        nesting: 0,
     };
     if p.tokens.is_empty() {
         return Err(p.error("an expression is missing"));
     }
-    let e = p.expr(0)?;
+    let (e, _) = p.expr(0)?;
     if p.pos < p.tokens.len() {
         return Err(p.error(format!("unexpected {} after a complete expression", p.describe())));
     }
@@ -188,6 +200,16 @@ struct Parser<'a> {
     pos: usize,
     end: usize,
     var: &'a mut dyn FnMut(&str) -> usize,
+    /// How many `expr` calls are active: the parser's own recursion.
+    nesting: usize,
+}
+
+/// An expression and the depth of its tree (a constant is 1).
+type Node = (Expr, usize);
+
+/// A node over `children`: one level deeper than the deepest of them.
+fn over(e: Expr, children: impl IntoIterator<Item = usize>) -> Node {
+    (e, 1 + children.into_iter().max().unwrap_or(0))
 }
 
 impl Parser<'_> {
@@ -232,10 +254,37 @@ impl Parser<'_> {
         }
     }
 
-    /// Precedence climbing: an operand, then every operator binding at least `min`.
-    fn expr(&mut self, min: u8) -> Result<Expr, ParseError> {
+    /// The error for an expression nested past [`MAX_DEPTH`], found here.
+    fn too_deep(&self) -> ParseError {
+        self.error(format!(
+            "the expression nests deeper than {MAX_DEPTH} levels (connbench's limit: each level \
+             costs stack on the client's thread); split it over several \\set commands"
+        ))
+    }
+
+    /// Precedence climbing: an operand, then every operator binding at least `min`. The
+    /// parser's recursion and the tree's depth are both bounded by [`MAX_DEPTH`].
+    fn expr(&mut self, min: u8) -> Result<Node, ParseError> {
+        if self.nesting >= MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        self.nesting += 1;
+        let result = self.climb(min);
+        self.nesting -= 1;
+        let node = result?;
+        if node.1 > MAX_DEPTH {
+            return Err(self.too_deep());
+        }
+        Ok(node)
+    }
+
+    fn climb(&mut self, min: u8) -> Result<Node, ParseError> {
         let mut left = self.prefix()?;
         while let Some(tok) = self.peek().cloned() {
+            // A chain of operators builds a tree as deep as it is long, without recursing.
+            if left.1 >= MAX_DEPTH {
+                return Err(self.too_deep());
+            }
             let (level, op) = match &tok {
                 Tok::Or => (OR, None),
                 Tok::And => (AND, None),
@@ -253,11 +302,18 @@ impl Parser<'_> {
                 break;
             }
             self.pos += 1;
+            let (l, ld) = left;
             left = match tok {
-                Tok::Or => Expr::Or(Box::new(left), Box::new(self.expr(OR + 1)?)),
-                Tok::And => Expr::And(Box::new(left), Box::new(self.expr(AND + 1)?)),
-                Tok::IsNull => Expr::Is(Box::new(left), Value::Null),
-                Tok::NotNull => Expr::Not(Box::new(Expr::Is(Box::new(left), Value::Null))),
+                Tok::Or => {
+                    let (r, rd) = self.expr(OR + 1)?;
+                    over(Expr::Or(Box::new(l), Box::new(r)), [ld, rd])
+                }
+                Tok::And => {
+                    let (r, rd) = self.expr(AND + 1)?;
+                    over(Expr::And(Box::new(l), Box::new(r)), [ld, rd])
+                }
+                Tok::IsNull => over(Expr::Is(Box::new(l), Value::Null), [ld]),
+                Tok::NotNull => (Expr::Not(Box::new(Expr::Is(Box::new(l), Value::Null))), ld + 2),
                 Tok::Is => {
                     let negated = self.peek() == Some(&Tok::Not);
                     if negated {
@@ -274,17 +330,17 @@ impl Parser<'_> {
                         }
                     };
                     self.pos += 1;
-                    let is = Expr::Is(Box::new(left), what);
+                    let is = Expr::Is(Box::new(l), what);
                     if negated {
-                        Expr::Not(Box::new(is))
+                        (Expr::Not(Box::new(is)), ld + 2)
                     } else {
-                        is
+                        (is, ld + 1)
                     }
                 }
                 _ => {
                     let op = op.expect("operators carry their spelling");
-                    let right = self.expr(level + 1)?;
-                    let e = binary(op, left, right);
+                    let (r, rd) = self.expr(level + 1)?;
+                    let e = over(binary(op, l, r), [ld, rd]);
                     if level == CMP {
                         // Comparisons are %nonassoc: `a < b < c` is a syntax error.
                         if let Some(Tok::Op(o)) = self.peek() {
@@ -303,11 +359,12 @@ impl Parser<'_> {
         Ok(left)
     }
 
-    fn prefix(&mut self) -> Result<Expr, ParseError> {
+    fn prefix(&mut self) -> Result<Node, ParseError> {
         let Some(tok) = self.peek().cloned() else {
             return Err(self.error("the expression ends where a value is expected"));
         };
         self.pos += 1;
+        let leaf = |e| (e, 1);
         Ok(match tok {
             Tok::Open => {
                 let e = self.expr(0)?;
@@ -318,29 +375,34 @@ impl Parser<'_> {
             Tok::Op("-") => {
                 if self.peek() == Some(&Tok::MaxIntPlusOne) {
                     self.pos += 1;
-                    Expr::Const(Value::Int(i64::MIN))
+                    leaf(Expr::Const(Value::Int(i64::MIN)))
                 } else {
-                    let e = self.expr(UNARY)?;
-                    Expr::Binary(BinOp::Sub, Box::new(Expr::Const(Value::Int(0))), Box::new(e))
+                    let (e, d) = self.expr(UNARY)?;
+                    let zero = Box::new(Expr::Const(Value::Int(0)));
+                    (Expr::Binary(BinOp::Sub, zero, Box::new(e)), d + 1)
                 }
             }
             // `~` takes the bit operators' level (exprparse.y gives the rule no %prec).
             Tok::Op("~") => {
-                let e = self.expr(BIT + 1)?;
-                Expr::Binary(BinOp::BitXor, Box::new(Expr::Const(Value::Int(-1))), Box::new(e))
+                let (e, d) = self.expr(BIT + 1)?;
+                let ones = Box::new(Expr::Const(Value::Int(-1)));
+                (Expr::Binary(BinOp::BitXor, ones, Box::new(e)), d + 1)
             }
-            Tok::Not => Expr::Not(Box::new(self.expr(NOT)?)),
-            Tok::Null => Expr::Const(Value::Null),
-            Tok::Bool(b) => Expr::Const(Value::Bool(b)),
-            Tok::Int(n) => Expr::Const(Value::Int(n)),
-            Tok::Double(d) => Expr::Const(Value::Double(d)),
+            Tok::Not => {
+                let (e, d) = self.expr(NOT)?;
+                (Expr::Not(Box::new(e)), d + 1)
+            }
+            Tok::Null => leaf(Expr::Const(Value::Null)),
+            Tok::Bool(b) => leaf(Expr::Const(Value::Bool(b))),
+            Tok::Int(n) => leaf(Expr::Const(Value::Int(n))),
+            Tok::Double(d) => leaf(Expr::Const(Value::Double(d))),
             Tok::MaxIntPlusOne => {
                 self.pos -= 1;
                 return Err(self.error(
                     "bigint constant overflow (9223372036854775808); only -9223372036854775808 fits",
                 ));
             }
-            Tok::Var(name) => Expr::Var((self.var)(&name)),
+            Tok::Var(name) => leaf(Expr::Var((self.var)(&name))),
             Tok::Ident(name) => self.call(&name)?,
             Tok::Case => self.case()?,
             _ => {
@@ -350,7 +412,7 @@ impl Parser<'_> {
         })
     }
 
-    fn call(&mut self, name: &str) -> Result<Expr, ParseError> {
+    fn call(&mut self, name: &str) -> Result<Node, ParseError> {
         self.pos -= 1;
         let Some(f) = Func::named(name) else {
             return Err(self.error(format!(
@@ -362,9 +424,12 @@ impl Parser<'_> {
         self.pos += 1;
         self.expect(Tok::Open, &format!("\"(\" after {name}"))?;
         let mut args = Vec::new();
+        let mut depth = 1;
         if self.peek() != Some(&Tok::Close) {
             loop {
-                args.push(self.expr(0)?);
+                let (a, d) = self.expr(0)?;
+                args.push(a);
+                depth = depth.max(d);
                 if self.peek() == Some(&Tok::Comma) {
                     self.pos += 1;
                 } else {
@@ -396,28 +461,31 @@ impl Parser<'_> {
             self.pos -= 1;
             return Err(self.error(format!("{name}() takes {want}, not {n}")));
         }
-        Ok(Expr::Call(f, args))
+        Ok(over(Expr::Call(f, args), [depth]))
     }
 
-    fn case(&mut self) -> Result<Expr, ParseError> {
+    fn case(&mut self) -> Result<Node, ParseError> {
         let mut arms = Vec::new();
+        let mut depth = 1;
         while self.peek() == Some(&Tok::When) {
             self.pos += 1;
-            let cond = self.expr(0)?;
+            let (cond, cd) = self.expr(0)?;
             self.expect(Tok::Then, "THEN")?;
-            arms.push((cond, self.expr(0)?));
+            let (then, td) = self.expr(0)?;
+            arms.push((cond, then));
+            depth = depth.max(cd).max(td);
         }
         if arms.is_empty() {
             return Err(self.error(format!("CASE needs WHEN ... THEN ..., found {}", self.describe())));
         }
-        let otherwise = if self.peek() == Some(&Tok::Else) {
+        let (otherwise, od) = if self.peek() == Some(&Tok::Else) {
             self.pos += 1;
             self.expr(0)?
         } else {
-            Expr::Const(Value::Null)
+            (Expr::Const(Value::Null), 1)
         };
         self.expect(Tok::End, "WHEN, ELSE or END")?;
-        Ok(Expr::Case(arms, Box::new(otherwise)))
+        Ok(over(Expr::Case(arms, Box::new(otherwise)), [depth, od]))
     }
 }
 
@@ -530,6 +598,70 @@ mod tests {
         assert!(matches!(parse("pi()").unwrap(), Expr::Call(Func::Pi, a) if a.is_empty()));
         assert!(
             matches!(parse("CASE WHEN 1 THEN 2 END").unwrap(), Expr::Case(arms, e) if arms.len() == 1 && *e == Expr::Const(Value::Null))
+        );
+    }
+
+    /// `text` with `(`, `-` or a call nested `n` deep around `1`, or `1` followed by `n`
+    /// additions (a tree `n + 1` deep built without recursing).
+    fn nested(shape: &str, n: usize) -> String {
+        match shape {
+            "paren" => format!("{}1{}", "(".repeat(n), ")".repeat(n)),
+            "minus" => format!("{}1", "-".repeat(n)),
+            "not" => format!("{}1", "NOT ".repeat(n)),
+            "abs" => format!("{}1{}", "abs(".repeat(n), ")".repeat(n)),
+            "least" => format!("{}1{}", "least(1, 2, 3, ".repeat(n), ")".repeat(n)),
+            "case" => format!("{}1{}", "CASE WHEN true THEN ".repeat(n), " END".repeat(n)),
+            _ => format!("1{}", " + 1".repeat(n)),
+        }
+    }
+
+    /// Runs `f` on a thread with the main thread's stack (8 MiB), where connbench parses
+    /// scripts; a test thread has 2 MiB, and a debug build's parser needs up to 10 KiB a
+    /// level.
+    fn on_main_sized_stack(f: impl FnOnce() + Send + 'static) {
+        let main = std::thread::Builder::new().stack_size(8 << 20);
+        main.spawn(f).unwrap().join().unwrap();
+    }
+
+    #[test]
+    fn nesting_is_bounded_in_depth_and_recursion() {
+        on_main_sized_stack(nesting_bounds);
+    }
+
+    fn nesting_bounds() {
+        // The top level is one level: 255 more fit, 256 more do not, whatever nests.
+        for shape in ["paren", "minus", "not", "abs", "least", "case", "chain"] {
+            let deepest = nested(shape, MAX_DEPTH - 1);
+            assert!(
+                parse(&deepest).is_ok(),
+                "{shape} at the limit: {:?}",
+                parse(&deepest).err()
+            );
+            let e = parse(&nested(shape, MAX_DEPTH)).expect_err(shape);
+            assert!(
+                e.why.contains("nests deeper than 256 levels"),
+                "{shape}: {}",
+                e.why
+            );
+        }
+        // Where the limit is passed: the 257th "(" is at offset 256.
+        assert_eq!(parse(&nested("paren", MAX_DEPTH)).unwrap_err().at, MAX_DEPTH);
+        // pgbench's "memory exhausted" cases are refused, not a stack overflow.
+        for text in [
+            nested("paren", 10_000),
+            nested("minus", 300_000),
+            nested("chain", 300_000),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.why.contains("nests deeper than"), "{}", e.why);
+        }
+        // Wide but shallow is fine: a long CASE and many calls side by side.
+        let wide = format!("CASE {} ELSE 0 END", "WHEN false THEN 1 ".repeat(5_000));
+        assert!(parse(&wide).is_ok());
+        let side_by_side = vec!["abs(1)"; 5_000].join(" * 0 + ");
+        assert!(
+            parse(&side_by_side).is_err(),
+            "a chain of 10,000 operators is 10,000 deep"
         );
     }
 

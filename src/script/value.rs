@@ -237,6 +237,8 @@ pub enum EvalError {
     TooManyArguments,
     /// A variable whose text is not a value (by its index).
     Malformed(usize),
+    /// A tree nested past [`super::parser::MAX_DEPTH`] (the parser builds none).
+    TooDeep,
 }
 
 impl EvalError {
@@ -255,6 +257,7 @@ impl EvalError {
             EvalError::Undefined(_) => "undefined-variable",
             EvalError::Malformed(_) => "malformed-variable",
             EvalError::TooManyArguments => "too-many-arguments",
+            EvalError::TooDeep => "too-deep",
         }
     }
 
@@ -287,6 +290,10 @@ impl EvalError {
             EvalError::TooManyArguments => {
                 "too many function arguments, maximum is 16; split the call, e.g. least(least(...), least(...))".into()
             }
+            EvalError::TooDeep => format!(
+                "the expression nests deeper than {} levels (connbench's limit); split it over several \\set commands",
+                super::parser::MAX_DEPTH
+            ),
             EvalError::Malformed(i) => format!(
                 "malformed variable \"{}\" value: \"{}\" (not an int, a double, a boolean or null)",
                 name(i),

@@ -141,6 +141,117 @@ proptest! {
     }
 }
 
+/// One layer of a deep expression: how it wraps the expression inside it.
+#[derive(Debug, Clone)]
+enum Layer {
+    Paren,
+    Minus,
+    Not,
+    Tilde,
+    Abs,
+    /// A call that takes more than three arguments (the evaluator's larger frame).
+    Least,
+    Case,
+    /// `x + 1 + ... + 1`: a tree this much deeper, built without the parser recursing.
+    Chain(usize),
+}
+
+impl Layer {
+    fn wrap(&self, inner: &str) -> String {
+        match self {
+            Layer::Paren => format!("({inner})"),
+            Layer::Minus => format!("-{inner}"),
+            Layer::Not => format!("NOT {inner}"),
+            Layer::Tilde => format!("~{inner}"),
+            Layer::Abs => format!("abs({inner})"),
+            Layer::Least => format!("least({inner}, 2, 3, 4)"),
+            Layer::Case => format!("CASE WHEN true THEN {inner} ELSE 0 END"),
+            Layer::Chain(k) => format!("({inner}){}", " + 1".repeat(*k)),
+        }
+    }
+
+    /// (levels of the parser's recursion, levels of the tree) this layer adds.
+    fn depth(&self) -> (usize, usize) {
+        match self {
+            Layer::Paren => (1, 0),
+            Layer::Chain(k) => (1, *k),
+            _ => (1, 1),
+        }
+    }
+}
+
+fn layer() -> impl Strategy<Value = Layer> {
+    prop_oneof![
+        Just(Layer::Paren),
+        Just(Layer::Minus),
+        Just(Layer::Not),
+        Just(Layer::Tilde),
+        Just(Layer::Abs),
+        Just(Layer::Least),
+        Just(Layer::Case),
+        (0usize..300).prop_map(Layer::Chain),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Deep and wide expressions (up to 600 layers, chains up to 300 long) in `\set`
+    /// and `\if`: each parses (on a stack the main thread's size) and evaluates on a
+    /// thread with a worker's stack (2 MiB), or is refused before the run naming the
+    /// file, the line and the limit; never a stack overflow. It parses exactly when both
+    /// its nesting and its tree are within the limit.
+    #[test]
+    fn deep_and_wide_expressions_run_or_are_refused_never_overflow(
+        layers in prop::collection::vec(layer(), 0..600),
+        at_if in any::<bool>(),
+    ) {
+        let expr = layers.iter().fold("1".to_string(), |inner, l| l.wrap(&inner));
+        let (nesting, tree) = layers.iter().fold((1, 1), |(n, t), l| {
+            let (dn, dt) = l.depth();
+            (n + dn, t + dt)
+        });
+        let text = if at_if {
+            format!("SELECT 1;\n\\if {expr}\nSELECT 2;\n\\endif\n")
+        } else {
+            format!("SELECT 1;\n\\set x {expr}\n")
+        };
+        let limit = connbench::script::parser::MAX_DEPTH;
+        // Parsed on a stack the main thread's size (8 MiB), where connbench parses scripts.
+        let main = std::thread::Builder::new().stack_size(8 << 20);
+        let parsed = main.spawn(move || Script::parse("deep.sql", &text)).unwrap().join().unwrap();
+        match parsed {
+            Ok(script) => {
+                prop_assert!(nesting <= limit && tree <= limit, "parsed at {nesting}/{tree}");
+                let worker = std::thread::Builder::new().stack_size(2 << 20);
+                let evaluated = worker
+                    .spawn(move || {
+                        use connbench::script::{eval::eval, Command, EvalError, Prng, Vars};
+                        let vars = Vars::new(script.variables.len());
+                        // A value or an error (NOT 1 cannot coerce), never past the limit.
+                        script.commands.iter().all(|c| match c {
+                            Command::Set { expr, .. } | Command::If { cond: expr, .. } => {
+                                eval(expr, &vars, &mut Prng::new(1), &mut |_| {}) != Err(EvalError::TooDeep)
+                            }
+                            _ => true,
+                        })
+                    })
+                    .unwrap()
+                    .join()
+                    .unwrap();
+                prop_assert!(evaluated, "{} layers", layers.len());
+            }
+            Err(e) => {
+                prop_assert!(nesting > limit || tree > limit, "refused at {nesting}/{tree}: {e}");
+                let e = e.to_string();
+                prop_assert!(e.starts_with("deep.sql line 2: "), "{e}");
+                prop_assert!(e.contains(&format!("nests deeper than {limit} levels")), "{e}");
+                prop_assert!(!e.contains('\n') && e.len() < 400, "one short line: {e}");
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(config(1024))]
 

@@ -387,7 +387,16 @@ fn a_postgres_restart_mid_run_is_counted_by_the_servers_reason() {
 #[test]
 fn every_transaction_failing_exits_1_with_the_first_error() {
     let script = TempFile::new("bad.sql", "SELECT * FROM no_such_table;\n");
-    let o = connbench(&["load", &conninfo("unix"), "-f", script.path(), "-t", "5"]);
+    // --continue-on-error: each of the five fails (without it the first aborts the client).
+    let o = connbench(&[
+        "load",
+        &conninfo("unix"),
+        "-f",
+        script.path(),
+        "-t",
+        "5",
+        "--continue-on-error",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("error: every transaction failed; the first error: query: relation \"no_such_table\" does not exist (42P01)"),
@@ -609,7 +618,18 @@ fn per_command_report_times_each_command_and_puts_failures_where_they_happened()
         "\\set x random(1, 10)\nSELECT pg_sleep(0.002);\nSELECT 1 /\n  (:x % 2);\n",
     );
     let path = script.path();
-    let v = load_json(&[&conninfo("unix"), "-f", path, "-r", "-c", "2", "-t", "40"]);
+    // --continue-on-error: a failed transaction's client goes on (else it would abort).
+    let v = load_json(&[
+        &conninfo("unix"),
+        "-f",
+        path,
+        "-r",
+        "-c",
+        "2",
+        "-t",
+        "40",
+        "--continue-on-error",
+    ]);
     let s = &v["summary"];
     let (ok, failed) = (
         s["transactions"].as_u64().unwrap(),

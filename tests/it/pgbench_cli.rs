@@ -440,11 +440,12 @@ fn progress_timestamps_are_unix_epoch_seconds() {
     }
 }
 
-/// --exit-on-abort: client 0's first transaction fails, which stops client 1 long before
-/// its 100,000 transactions; the run ends early with an error, and the report covers
-/// what ran. Without the option client 1 runs on, checked with a run short enough to end.
+/// --exit-on-abort: client 0's first transaction fails and aborts it, which stops client
+/// 1 long before its 100,000 transactions; the run ends early with an error, and the
+/// report covers what ran. Without the option client 1 runs on, checked with a run short
+/// enough to end.
 #[test]
-fn exit_on_abort_stops_every_client_at_the_first_failure() {
+fn exit_on_abort_stops_every_client_at_the_first_abort() {
     let db = pgbench_db();
     let dir = crate::common::scratch("exit-on-abort");
     let script = dir.join("fail0.sql");
@@ -474,16 +475,21 @@ fn exit_on_abort_stops_every_client_at_the_first_failure() {
     let done = v["summary"]["transactions"].as_u64().unwrap();
     assert!(done < 100_000, "client 1 ran on: {done}");
     assert!(v["summary"]["failed_transactions"].as_u64().unwrap() >= 1);
-    // Without it: client 0 fails every transaction and client 1 runs all of its own.
-    let o = connbench(&["load", db, "-c", "2", "-t", "50", "-f", f, "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(
-        (
-            v["summary"]["transactions"].as_u64(),
-            v["summary"]["failed_transactions"].as_u64()
-        ),
-        (Some(50), Some(50)),
-        "{}",
-        stderr(&o)
-    );
+    // Without it: client 0 aborts at its first transaction and client 1 runs all of its
+    // own; with --continue-on-error client 0 fails each of its transactions and goes on.
+    for (extra, failed) in [(None, 1), (Some("--continue-on-error"), 50)] {
+        let mut args = vec!["load", db, "-c", "2", "-t", "50", "-f", f, "--json"];
+        args.extend(extra);
+        let o = connbench(&args);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (
+                v["summary"]["transactions"].as_u64(),
+                v["summary"]["failed_transactions"].as_u64()
+            ),
+            (Some(50), Some(failed)),
+            "{extra:?}: {}",
+            stderr(&o)
+        );
+    }
 }

@@ -4,10 +4,11 @@
 //! `--random-seed`, even the random functions' values agree: connbench draws from
 //! pgbench's generator), and process the same transactions.
 //!
-//! Where connbench deliberately differs, the test says so: pgbench aborts a client on
-//! any run-time error (exit 2), connbench counts the transaction failed and goes on
-//! (exit 1 when all fail); a few mistakes pgbench only finds while running (a variable
-//! nothing sets, unbalanced pipelines) connbench refuses before the run.
+//! A run-time error aborts the client in both (pgbench exits 2, connbench 1 with the
+//! failing transaction counted by its cause); with --continue-on-error (pgbench 19's)
+//! connbench counts an SQL error and goes on. Where connbench deliberately differs, the
+//! test says so: a few mistakes pgbench only finds while running (a variable nothing
+//! sets, unbalanced pipelines) connbench also warns of before the run.
 
 use std::process::{Command, Output};
 
@@ -287,7 +288,7 @@ SELECT 4 AS fin;
 }
 
 #[test]
-fn gset_without_exactly_one_row_fails_each_transaction() {
+fn gset_without_exactly_one_row_aborts_the_client() {
     for text in [
         "SELECT 1 AS a FROM generate_series(1, 2) \\gset\n",
         "SELECT 1 AS a WHERE false \\gset\n",
@@ -295,15 +296,18 @@ fn gset_without_exactly_one_row_fails_each_transaction() {
     ] {
         let f = script_file(text);
         let (p, c) = (pgbench(&f, &["-t", "3"]), load(&f, &["-t", "3"]));
-        // pgbench aborts the client at the first; connbench fails each transaction.
+        // Both abort the client at the first, even with --continue-on-error (a
+        // meta-command's error, as pgbench 19 says).
         assert_eq!((p.code, p.processed), (Some(2), 0), "{}", p.stderr);
         assert!(p.stderr.contains("expected one row"), "{}", p.stderr);
         assert_eq!(
             (c.code, c.processed, c.failed),
-            (Some(1), 0, 3),
+            (Some(1), 0, 1),
             "{text}: {}",
             c.stderr
         );
+        let c = load(&f, &["-t", "3", "--continue-on-error"]);
+        assert_eq!((c.code, c.failed), (Some(1), 1), "{text}: {}", c.stderr);
         assert!(c.stderr.contains("\\gset expected one row, got"), "{}", c.stderr);
     }
 }
@@ -335,7 +339,7 @@ fn shell_and_setshell_run_through_sh() {
         assert_eq!((p.code, p.processed), (Some(2), 0), "{text}: {}", p.stderr);
         assert_eq!(
             (c.code, c.processed, c.failed),
-            (Some(1), 0, 2),
+            (Some(1), 0, 1),
             "{text}: {}",
             c.stderr
         );
@@ -351,11 +355,18 @@ fn pipelines_run_in_extended_and_prepared_modes_and_abort_in_simple() {
         let c = agree(script, &["-t", "5", "-M", mode]);
         assert_eq!(c.processed, 5);
     }
-    // A failing statement fails the pipeline's transaction (pgbench aborts the client).
+    // A failing statement fails the pipeline's transaction and aborts the client, as in
+    // pgbench; with --continue-on-error each transaction fails and the client goes on.
     let f = script_file("\\startpipeline\nSELECT 1;\nSELECT 1/0;\nSELECT 2;\n\\endpipeline\n");
-    let c = load(&f, &["-t", "3", "-M", "extended"]);
-    assert_eq!((c.code, c.failed), (Some(1), 3), "{}", c.stderr);
+    let (p, c) = (
+        pgbench(&f, &["-t", "3", "-M", "extended"]),
+        load(&f, &["-t", "3", "-M", "extended"]),
+    );
+    assert_eq!((p.code, p.processed), (Some(2), 0), "{}", p.stderr);
+    assert_eq!((c.code, c.failed), (Some(1), 1), "{}", c.stderr);
     assert!(c.stderr.contains("division by zero"), "{}", c.stderr);
+    let c = load(&f, &["-t", "3", "-M", "extended", "--continue-on-error"]);
+    assert_eq!((c.code, c.failed), (Some(1), 3), "{}", c.stderr);
     // Simple mode: both abort the client at \startpipeline (connbench warns first).
     let f = script_file(script);
     let (p, c) = (pgbench(&f, &["-t", "1"]), load(&f, &["-t", "1"]));
@@ -384,7 +395,7 @@ fn pipelines_run_in_extended_and_prepared_modes_and_abort_in_simple() {
 }
 
 #[test]
-fn run_time_errors_fail_transactions_where_pgbench_aborts() {
+fn run_time_errors_abort_the_client_as_in_pgbench() {
     for (text, want) in [
         ("\\set x 1 / 0\n", "division by zero"),
         ("\\set x 5 % 0\n", "division by zero"),
@@ -418,15 +429,41 @@ fn run_time_errors_fail_transactions_where_pgbench_aborts() {
             w => w.split(" \"").next().unwrap(),
         };
         assert!(p.stderr.contains(pgbench_words), "{text}: {}", p.stderr);
-        // connbench counts each failure and goes on.
+        // connbench aborts the client too, the transaction counted by its cause.
         assert_eq!(
             (c.code, c.processed, c.failed),
-            (Some(1), 0, 3),
+            (Some(1), 0, 1),
             "{text}: {}",
             c.stderr
         );
         assert!(c.stderr.contains(want), "{text}: want {want:?} in {}", c.stderr);
+        assert!(c.stderr.contains("client 0 aborted"), "{text}: {}", c.stderr);
     }
+}
+
+/// A script that fails in one client of four, at its 5th transaction of 20 (division
+/// by zero in SQL): pgbench aborts that client and the three others run on; connbench
+/// does the same by default, processing the same transactions, and with
+/// --continue-on-error (pgbench 19's) it counts the failure and the client goes on.
+#[test]
+fn an_sql_error_aborts_its_client_unless_continue_on_error() {
+    let f =
+        script_file("\\set n :n + 1\nSELECT 1 / CASE WHEN :client_id = 0 AND :n = 5 THEN 0 ELSE 1 END;\n");
+    let args = ["-c", "4", "-t", "20", "-D", "n=0"];
+    let (p, c) = (pgbench(&f, &args), load(&f, &args));
+    // 3 clients x 20 + client 0's first 4.
+    assert_eq!((p.code, p.processed), (Some(2), 64), "{}", p.stderr);
+    assert!(p.stderr.contains("client 0 script 0 aborted"), "{}", p.stderr);
+    assert_eq!((c.code, c.processed, c.failed), (Some(1), 64, 1), "{}", c.stderr);
+    assert!(c.stderr.contains("client 0 aborted"), "{}", c.stderr);
+    assert!(c.stderr.contains("division by zero (22012)"), "{}", c.stderr);
+    assert!(c.stderr.contains("1 client(s) aborted"), "{}", c.stderr);
+
+    let mut on = args.to_vec();
+    on.push("--continue-on-error");
+    let c = load(&f, &on);
+    assert_eq!((c.code, c.processed, c.failed), (Some(0), 79, 1), "{}", c.stderr);
+    assert!(!c.stderr.contains("aborted"), "{}", c.stderr);
 }
 
 #[test]
@@ -528,6 +565,42 @@ fn scripts_pgbench_refuses_are_refused_before_anything_runs() {
         }
         assert!(c.stderr.contains(failure), "{text}: {}", c.stderr);
     }
+}
+
+/// An expression nested 10,000 deep, or 300,000 unary minus signs: pgbench refuses the
+/// file ("memory exhausted in command \"set\""), and so does connbench, in one line
+/// naming the file, the line and its limit, exit 2 (once a stack overflow, exit 134).
+/// Below the limit, deep expressions run in both alike.
+#[test]
+fn expressions_nested_past_the_limit_are_refused_in_one_line() {
+    let deep = format!("\\set x {}1{}\n", "(".repeat(10_000), ")".repeat(10_000));
+    let minus = format!("\\set x {}1\n", "-".repeat(300_000));
+    for text in [deep, minus] {
+        let f = script_file(&text);
+        let (p, c) = (pgbench(&f, &["-t", "1"]), load(&f, &["-t", "1"]));
+        assert_eq!(p.code, Some(1), "{}", p.stderr);
+        assert!(
+            p.stderr.contains("memory exhausted in command \"set\""),
+            "{}",
+            p.stderr
+        );
+        assert_eq!(c.code, Some(2), "{}", c.stderr);
+        let lines: Vec<&str> = c.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {}", c.stderr);
+        let want = format!(
+            "error: {} line 1: \\set: the expression nests deeper than 256 levels",
+            f.path()
+        );
+        assert!(lines[0].starts_with(&want), "{}", lines[0]);
+        assert!(lines[0].len() < 400, "{}", lines[0]);
+    }
+    // 200 parentheses and a tree 250 deep (evaluated on a client's thread) run as in
+    // pgbench.
+    agree(
+        &format!("\\set x {}debug(7){}\n", "(".repeat(200), ")".repeat(200)),
+        &["-t", "1"],
+    );
+    agree(&format!("\\set x {}debug(7)\n", "- ".repeat(250)), &["-t", "2"]);
 }
 
 /// A pgbench client's scripts share its variables: what one script sets, another reads.

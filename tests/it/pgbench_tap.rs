@@ -4,12 +4,23 @@
 //! transactions, and where pgbench refuses before running (options, script syntax),
 //! connbench must refuse too. Where connbench differs on purpose (docs/pgbench.md), the
 //! case says so and connbench must do what the documentation says.
+//!
+//! Agreement is checked, not assumed from an exit code. A refusal is connbench's exit 2,
+//! no report, and a message naming the cause pgbench's TAP expects (its stderr patterns,
+//! or the case's own connbench patterns where connbench words it differently on
+//! purpose); pgbench's stderr must match the TAP's patterns too. A client-abort case
+//! (pgbench exits 2) runs with [`ABORT_CLIENTS`] clients of [`ABORT_TRANSACTIONS`]
+//! transactions instead of the TAP's one of one, where aborting a client and going on
+//! differ: both tools must process the same transactions, abort the same number of
+//! clients, and name the cause. A panic, a signal, a timeout or any other exit is never
+//! agreement.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use regex::Regex;
 use serde::Deserialize;
 
 use crate::common::{conninfo, with_dbname, Scratch};
@@ -28,12 +39,18 @@ struct Case {
     source: String,
     pgbench_status: i32,
     args: Vec<String>,
-    #[serde(default)]
-    #[allow(dead_code)] // the TAP's own patterns, kept for the reader
-    stdout: Vec<String>,
+    /// The TAP's patterns for pgbench's stdout, kept for the reader: the two tools'
+    /// processed counts are compared with each other instead.
     #[serde(default)]
     #[allow(dead_code)]
+    stdout: Vec<String>,
+    /// The TAP's patterns for pgbench's stderr: the cause of a refusal or an abort.
+    #[serde(default)]
     stderr: Vec<String>,
+    /// Where connbench names the same cause in other words (its messages name the flag,
+    /// the value and the fix): the patterns its stderr must match instead, and why.
+    connbench_stderr: Option<Vec<String>>,
+    wording: Option<String>,
     #[serde(default)]
     file: Vec<ScriptFile>,
     database: Option<String>,
@@ -41,9 +58,9 @@ struct Case {
     pgoptions: Option<String>,
     differs: Option<Differs>,
     processed_may_differ: Option<String>,
-    /// The server itself may fail a transaction here, at random (why): pgbench then
-    /// aborts that client and exits 2, connbench counts the failure and goes on, so
-    /// only "connbench ran" is compared.
+    /// The server itself may fail a transaction here, at random (why): either tool then
+    /// aborts that client and exits 2, so only "each ran or aborted a client, never
+    /// refused or crashed" is compared.
     server_race: Option<String>,
 }
 
@@ -62,15 +79,26 @@ struct Differs {
     reason: String,
 }
 
+/// A client-abort case's clients and transactions per client, instead of the TAP's one
+/// of one: enough that a tool which went on after the error would process or fail
+/// transactions that one which aborted never runs.
+const ABORT_CLIENTS: usize = 4;
+const ABORT_TRANSACTIONS: usize = 20;
+
 /// What a tool did with a case.
 #[derive(Debug, Clone, PartialEq)]
 enum Outcome {
     /// Exit 0; the transactions processed, when it ran any (`--help` runs none).
     Ran(Option<u64>),
-    /// It ran and did not exit 0 (pgbench 2: a client aborted; connbench: failures).
+    /// It ran and a client aborted (pgbench 2, connbench 1 with a report): the
+    /// transactions processed.
     Failed(u64),
-    /// It stopped before running: options, script syntax, the connection.
+    /// It stopped before running: options, script syntax, the connection (pgbench 1,
+    /// connbench 2 without a report).
     Refused,
+    /// Anything else: a panic (101), a signal or the time limit (no code), an exit code
+    /// the tool does not document for this. Never agreement.
+    Crashed(Option<i32>),
 }
 
 impl Outcome {
@@ -79,6 +107,7 @@ impl Outcome {
             Outcome::Ran(_) => "ran",
             Outcome::Failed(_) => "failed",
             Outcome::Refused => "refused",
+            Outcome::Crashed(_) => "crashed",
         }
     }
 
@@ -86,25 +115,51 @@ impl Outcome {
         match self {
             Outcome::Ran(p) => *p,
             Outcome::Failed(p) => Some(*p),
-            Outcome::Refused => None,
+            Outcome::Refused | Outcome::Crashed(_) => None,
         }
     }
 }
 
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.processed() {
-            Some(p) => write!(f, "{} ({p})", self.kind()),
-            None => f.write_str(self.kind()),
+        match (self, self.processed()) {
+            (Outcome::Crashed(code), _) => write!(f, "crashed ({code:?})"),
+            (_, Some(p)) => write!(f, "{} ({p})", self.kind()),
+            (_, None) => f.write_str(self.kind()),
         }
     }
 }
 
-/// One tool's run: its outcome, exit code and the end of its stderr (for the table).
+/// One tool's run: its outcome, exit code and stderr.
 struct Run {
     outcome: Outcome,
     code: Option<i32>,
     stderr: String,
+}
+
+impl Run {
+    /// The clients the run says it aborted: "client N aborted ..." (both tools),
+    /// pgbench's "client N script S aborted in command ...", or its "client N script S
+    /// command C query Q: expected one row, got 2" (a `\gset` that fails aborts the client
+    /// without the word).
+    fn aborted_clients(&self) -> BTreeSet<u64> {
+        let re = Regex::new(r"client (\d+) (?:script \d+ )?(?:aborted|command \d+ query \d+: )").unwrap();
+        re.captures_iter(&self.stderr)
+            .map(|c| c[1].parse().unwrap())
+            .collect()
+    }
+}
+
+/// Checks that `stderr` matches each pattern (Perl's syntax, as the TAP writes them);
+/// the first that does not match, if any. A pattern that opens with a negative look-ahead
+/// (`(?!...)`) matches any text in Perl (at its end, if nowhere else), so it checks
+/// nothing and is passed over.
+fn unmatched<'a>(stderr: &str, patterns: &'a [String]) -> Option<&'a str> {
+    patterns
+        .iter()
+        .filter(|p| !p.starts_with("(?!"))
+        .find(|p| !Regex::new(p).unwrap().is_match(stderr))
+        .map(String::as_str)
 }
 
 /// Runs `cmd`, killing it (its own process, by pid) after `limit`: a hung case fails with
@@ -200,7 +255,8 @@ fn pgbench(case: &Case, args: &[String], db: &str, dir: &Path) -> Run {
         // pgbench exits 2 when a client aborted during the run, 1 when it stopped before
         // (bad options or script, no connection).
         Some(2) => Outcome::Failed(processed.unwrap_or(0)),
-        _ => Outcome::Refused,
+        Some(1) => Outcome::Refused,
+        other => Outcome::Crashed(other),
     };
     Run {
         outcome,
@@ -222,10 +278,13 @@ fn connbench(case: &Case, args: &[String], db: &str, dir: &Path) -> Run {
     let processed = report
         .as_ref()
         .and_then(|v| v["summary"]["transactions"].as_u64());
+    // connbench's documented exits: 0 ran, 1 ran and failed (a report), 2 refused
+    // before running (no report).
     let outcome = match (code, report.is_some()) {
         (Some(0), _) => Outcome::Ran(processed),
-        (_, true) => Outcome::Failed(processed.unwrap_or(0)),
-        (_, false) => Outcome::Refused,
+        (Some(1), true) => Outcome::Failed(processed.unwrap_or(0)),
+        (Some(2), false) => Outcome::Refused,
+        (other, _) => Outcome::Crashed(other),
     };
     Run {
         outcome,
@@ -301,6 +360,29 @@ fn the_data_file_holds_pgbench_s_cases_each_named_once() {
             );
             assert!(!d.reason.is_empty(), "{}", c.name);
         }
+        // A refusal or an abort is compared by its cause: the TAP names one, and
+        // connbench's own wording comes with the reason it differs.
+        if c.pgbench_status != 0 {
+            assert!(!c.stderr.is_empty(), "{}: no cause to compare", c.name);
+        }
+        assert_eq!(
+            c.connbench_stderr.is_some(),
+            c.wording.as_deref().is_some_and(|w| !w.is_empty()),
+            "{}: connbench_stderr and wording go together",
+            c.name
+        );
+        let checked = if c.pgbench_status == 0 {
+            &[][..]
+        } else {
+            &c.stderr[..]
+        };
+        for p in checked.iter().chain(c.connbench_stderr.iter().flatten()) {
+            assert!(
+                p.starts_with("(?!") || Regex::new(p).is_ok(),
+                "{}: /{p}/ does not compile",
+                c.name
+            );
+        }
         // every file is named by a -f, and every -f NAME that is not a path is a file
         for f in &c.file {
             assert!(
@@ -342,6 +424,34 @@ fn pgbench_s_tap_cases_run_alike_in_pgbench_and_connbench() {
     assert!(bad == 0, "{bad} of {} cases disagree:\n{table}", cases.len());
 }
 
+/// A client-abort case's arguments: its own, with [`ABORT_CLIENTS`] clients of
+/// [`ABORT_TRANSACTIONS`] transactions in place of its -c and -t.
+fn widened(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        match a.as_str() {
+            "-c" | "-t" | "--client" | "--transactions" => skip = true,
+            a if a.starts_with("--client=") || a.starts_with("--transactions=") => {}
+            a if (a.starts_with("-c") || a.starts_with("-t")) && a[2..].parse::<u64>().is_ok() => {}
+            _ => out.push(a.to_string()),
+        }
+    }
+    out.extend(
+        [
+            "-c",
+            &ABORT_CLIENTS.to_string(),
+            "-t",
+            &ABORT_TRANSACTIONS.to_string(),
+        ]
+        .map(String::from),
+    );
+    out
+}
+
 /// Runs one case with both tools; its line of the table and whether it passed.
 fn run_case(i: usize, case: &Case, dbs: &Databases, dir: &Scratch) -> (String, bool) {
     // Each case's files and logs in a directory of its own.
@@ -355,7 +465,10 @@ fn run_case(i: usize, case: &Case, dbs: &Databases, dir: &Scratch) -> (String, b
         Some("empty") => dbs.empty.clone(),
         Some(name) => with_dbname(&dbs.main, name),
     };
-    let args = arguments(case, &cdir);
+    let mut args = arguments(case, &cdir);
+    if case.pgbench_status == 2 && case.server_race.is_none() {
+        args = widened(&args);
+    }
     let setup = || {
         if let Some(q) = &case.setup {
             psql(&dbs.main, q);
@@ -366,47 +479,9 @@ fn run_case(i: usize, case: &Case, dbs: &Databases, dir: &Scratch) -> (String, b
     setup();
     let c = connbench(case, &args, &db, &cdir);
     let _ = std::fs::remove_dir_all(&cdir);
-
-    // pgbench must do what its own suite expects of it, or the comparison means nothing.
-    let expected_pg = match case.pgbench_status {
-        0 => "ran",
-        1 => "refused",
-        _ => "failed",
-    };
-    let (ok, why) = if let Some(race) = &case.server_race {
-        let ok = c.outcome.kind() == "ran" && matches!(p.outcome.kind(), "ran" | "failed");
-        (ok, format!("server race: {race}"))
-    } else if p.outcome.kind() != expected_pg {
-        (
-            false,
-            format!(
-                "pgbench exited {:?}, its TAP expects {}: {}",
-                p.code,
-                case.pgbench_status,
-                tail(&p.stderr)
-            ),
-        )
-    } else if let Some(d) = &case.differs {
-        // A documented difference: connbench must do what the documentation says.
-        let ok = c.outcome.kind() == d.connbench;
-        (
-            ok,
-            format!(
-                "differs ({}): {}",
-                d.connbench,
-                if ok { d.reason.clone() } else { tail(&c.stderr) }
-            ),
-        )
-    } else if p.outcome.kind() != c.outcome.kind() {
-        (
-            false,
-            format!("connbench exited {:?}: {}", c.code, tail(&c.stderr)),
-        )
-    } else if p.outcome.processed() != c.outcome.processed() && case.processed_may_differ.is_none() {
-        (false, format!("processed differ; connbench: {}", tail(&c.stderr)))
-    } else {
-        (true, String::new())
-    };
+    let verdict = judge(case, &p, &c);
+    let ok = verdict.is_ok();
+    let why = verdict.unwrap_or_else(|e| e);
     let row = format!(
         "{:<3} {:<62} {:<14} {:<14} {}",
         if ok { "" } else { "XX" },
@@ -416,4 +491,83 @@ fn run_case(i: usize, case: &Case, dbs: &Databases, dir: &Scratch) -> (String, b
         why
     );
     (row, ok)
+}
+
+/// Whether the two runs agree: Ok with a note for the table, or Err with the reason.
+fn judge(case: &Case, p: &Run, c: &Run) -> Result<String, String> {
+    if let Outcome::Crashed(code) = c.outcome {
+        return Err(format!("connbench crashed (exit {code:?}): {}", tail(&c.stderr)));
+    }
+    if let Some(race) = &case.server_race {
+        let ran = |o: &Outcome| matches!(o, Outcome::Ran(_) | Outcome::Failed(_));
+        return if ran(&c.outcome) && ran(&p.outcome) {
+            Ok(format!("server race: {race}"))
+        } else {
+            Err(format!(
+                "server race, and connbench exited {:?}: {}",
+                c.code,
+                tail(&c.stderr)
+            ))
+        };
+    }
+    // pgbench must do what its own suite expects of it, for the reason the suite expects,
+    // or the comparison means nothing.
+    let expected_pg = match case.pgbench_status {
+        0 => "ran",
+        1 => "refused",
+        _ => "failed",
+    };
+    if p.outcome.kind() != expected_pg {
+        return Err(format!(
+            "pgbench exited {:?}, its TAP expects {}: {}",
+            p.code,
+            case.pgbench_status,
+            tail(&p.stderr)
+        ));
+    }
+    if case.pgbench_status != 0 {
+        if let Some(pattern) = unmatched(&p.stderr, &case.stderr) {
+            return Err(format!("pgbench's stderr lacks /{pattern}/: {}", tail(&p.stderr)));
+        }
+    }
+    if let Some(d) = &case.differs {
+        // A documented difference: connbench must do what the documentation says.
+        return if c.outcome.kind() == d.connbench {
+            Ok(format!("differs ({}): {}", d.connbench, d.reason))
+        } else {
+            Err(format!("differs ({}): {}", d.connbench, tail(&c.stderr)))
+        };
+    }
+    if p.outcome.kind() != c.outcome.kind() {
+        return Err(format!("connbench exited {:?}: {}", c.code, tail(&c.stderr)));
+    }
+    if case.pgbench_status != 0 {
+        let patterns = case.connbench_stderr.as_ref().unwrap_or(&case.stderr);
+        if let Some(pattern) = unmatched(&c.stderr, patterns) {
+            return Err(format!(
+                "connbench's stderr names another cause (lacks /{pattern}/): {}",
+                tail(&c.stderr)
+            ));
+        }
+    }
+    if p.outcome.processed() != c.outcome.processed() && case.processed_may_differ.is_none() {
+        return Err(format!("processed differ; connbench: {}", tail(&c.stderr)));
+    }
+    if case.pgbench_status == 2 {
+        let (pa, ca) = (p.aborted_clients(), c.aborted_clients());
+        if pa.is_empty() {
+            return Err(format!(
+                "pgbench exited 2 naming no aborted client: {}",
+                tail(&p.stderr)
+            ));
+        }
+        if pa != ca {
+            return Err(format!(
+                "aborted clients differ: pgbench {pa:?}, connbench {ca:?}: {}",
+                tail(&c.stderr)
+            ));
+        }
+        return Ok(format!("{} of {ABORT_CLIENTS} clients aborted in both", pa.len()));
+    }
+    Ok(case.wording.clone().unwrap_or_default())
 }
