@@ -145,6 +145,7 @@ const RELAY_EXAMPLES: &str = "\
 Examples:
   connbench relay --listen 127.0.0.1:6543 --upstream 127.0.0.1:5432 --rtt 50ms
   connbench relay --listen /tmp/proxy/.s.PGSQL.5432 --upstream db.internal:5432   # a sidecar (mkdir -p /tmp/proxy first)
+  connbench relay --listen 127.0.0.1:6543 --upstream tcp --upstream-tls   # a sidecar to the running sandbox's PostgreSQL
   connbench relay --listen 127.0.0.1:6543 --upstream /var/run/postgresql/.s.PGSQL.5432 --rtt 2ms --jitter 200us --bandwidth 100Mbit";
 
 #[derive(Debug, Args)]
@@ -152,7 +153,8 @@ pub struct RelayArgs {
     /// Where clients connect: host:port (port 0 picks one) or a Unix socket path.
     #[arg(long, value_name = "ADDR")]
     pub listen: String,
-    /// Where every connection goes: host:port or a Unix socket path.
+    /// Where every connection goes: host:port, a Unix socket path, or a running
+    /// sandbox's target name (tcp, unix, tcp@NAME): its server's address.
     #[arg(long, value_name = "ADDR")]
     pub upstream: String,
     /// Round trip to add: half in each direction (e.g. 50ms, 500us).

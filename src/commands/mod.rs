@@ -16,7 +16,7 @@ pub mod man;
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
 use crate::connect::Subject;
@@ -82,11 +82,17 @@ pub fn parse_target(text: Option<&str>) -> Result<Target> {
 
 /// A sandbox target name as typed: `unix`, `mariadb_tcp`, ... (the sandbox named by
 /// CONNBENCH_SANDBOX, else `default`), `unix@NAME` (the sandbox NAME), either behind
-/// `LABEL=`. Returns the label, the target's name and the sandbox's name.
-fn sandbox_target_name(text: &str) -> Option<(Option<&str>, &str, String)> {
+/// `LABEL=` and followed by conninfo keys that override the target's (`tcp host=/tmp/sc
+/// port=5432`: its database, user and passfile at another address, a relay's). Returns
+/// the label, the target's name, the sandbox's name and the overriding keys ("" if none).
+fn sandbox_target_name(text: &str) -> Option<(Option<&str>, &str, String, &str)> {
     let (label, rest) = match text.trim().split_once('=') {
         Some((l, r)) if crate::target::is_target_name(l) => (Some(l), r),
         _ => (None, text.trim()),
+    };
+    let (rest, keys) = match rest.trim().split_once(char::is_whitespace) {
+        Some((name, keys)) => (name, keys.trim()),
+        None => (rest.trim(), ""),
     };
     let (target, sandbox) = match rest.split_once('@') {
         Some((t, n)) => (t, n.to_string()),
@@ -94,22 +100,41 @@ fn sandbox_target_name(text: &str) -> Option<(Option<&str>, &str, String)> {
     };
     let known = crate::sandbox::TARGET_NAMES.contains(&target)
         || crate::sandbox::mariadb::TARGET_NAMES.contains(&target);
-    known.then_some((label, target, sandbox))
+    known.then_some((label, target, sandbox, keys))
+}
+
+/// The conninfo of the running sandbox's target `name` with `keys` after it (a
+/// conninfo's later keys override its earlier ones); MariaDB's URIs take none.
+fn sandbox_conninfo(info: &crate::sandbox::SandboxInfo, name: &str, keys: &str) -> Result<String> {
+    let conninfo = info.target(name)?.conninfo.clone();
+    if keys.is_empty() {
+        return Ok(conninfo);
+    }
+    if !keys.split_whitespace().all(|k| k.contains('=')) {
+        bail!(
+            "after the target name {name}, {:?} is not key=value: give keys to override, as in \
+             `tcp host=/tmp/sc port=5432`",
+            crate::target::redact(keys)
+        );
+    }
+    if crate::sandbox::mariadb::TARGET_NAMES.contains(&name) {
+        bail!("{name} is a MariaDB URI: keys after its name cannot override it; give the URI itself");
+    }
+    Ok(format!("{conninfo} {keys}"))
 }
 
 /// The running sandbox's target `text` names (see [`sandbox_target_name`]), labelled as
 /// typed; `None` when `text` is no sandbox target name.
 pub fn sandbox_target(text: &str) -> Result<Option<Target>> {
-    let Some((label, name, sandbox)) = sandbox_target_name(text) else {
+    let Some((label, name, sandbox, keys)) = sandbox_target_name(text) else {
         return Ok(None);
     };
+    let redacted = crate::target::redact(text.trim());
     let info = crate::sandbox::registry::running(&sandbox)
-        .with_context(|| format!("target {text:?} is a target of connbench's sandbox"))?;
-    let mut t = info
-        .target(name)
-        .with_context(|| format!("sandbox {sandbox:?}"))?
-        .target()?;
-    t.label = Some(label.unwrap_or(text.trim()).to_string());
+        .with_context(|| format!("target {redacted:?} is a target of connbench's sandbox"))?;
+    let conninfo = sandbox_conninfo(&info, name, keys).with_context(|| format!("target {redacted:?}"))?;
+    let mut t = Target::parse(&conninfo).with_context(|| format!("target {redacted:?}"))?;
+    t.label = Some(label.map(str::to_string).unwrap_or(redacted));
     Ok(Some(t))
 }
 
@@ -146,10 +171,16 @@ pub fn own_sandbox(target: &Target) -> Option<crate::sandbox::SandboxInfo> {
 /// `--target` of `run`: `NAME=CONNINFO` or a bare CONNINFO, where CONNINFO may be a
 /// running sandbox's target name; returns the name and the conninfo text.
 pub fn target_override(text: &str) -> Result<(Option<String>, String)> {
-    if let Some((label, name, sandbox)) = sandbox_target_name(text) {
-        let info = crate::sandbox::registry::running(&sandbox)
-            .with_context(|| format!("--target {text:?}: {name} is a target of connbench's sandbox"))?;
-        return Ok((label.map(str::to_string), info.target(name)?.conninfo.clone()));
+    if let Some((label, name, sandbox, keys)) = sandbox_target_name(text) {
+        let info = crate::sandbox::registry::running(&sandbox).with_context(|| {
+            format!(
+                "--target {:?}: {name} is a target of connbench's sandbox",
+                crate::target::redact(text)
+            )
+        })?;
+        let conninfo = sandbox_conninfo(&info, name, keys).with_context(|| format!("--target {name}"))?;
+        resolve_target(&conninfo).with_context(|| format!("--target {:?}", crate::target::redact(text)))?;
+        return Ok((label.map(str::to_string), conninfo));
     }
     let (name, conninfo) = crate::target::split_label(text);
     resolve_target(conninfo).with_context(|| format!("--target {:?}", crate::target::redact(text)))?;
@@ -288,14 +319,26 @@ mod tests {
     fn sandbox_target_names_are_told_from_conninfo_strings() {
         // `default`, unless CONNBENCH_SANDBOX names another.
         let d = &crate::sandbox::registry::current_name();
-        let name =
-            |t: &str| sandbox_target_name(t).map(|(l, t, s)| (l.map(str::to_string), t.to_string(), s));
-        let some =
-            |l: Option<&str>, t: &str, s: &str| Some((l.map(str::to_string), t.to_string(), s.to_string()));
-        assert_eq!(name("unix"), some(None, "unix", d));
-        assert_eq!(name("mariadb_tls@b"), some(None, "mariadb_tls", "b"));
-        assert_eq!(name("sidecar_unix=tcp"), some(Some("sidecar_unix"), "tcp", d));
-        assert_eq!(name(" pgbouncer_tx_unix "), some(None, "pgbouncer_tx_unix", d));
+        let name = |t: &str| {
+            sandbox_target_name(t)
+                .map(|(l, t, s, k)| (l.map(str::to_string), t.to_string(), s, k.to_string()))
+        };
+        let some = |l: Option<&str>, t: &str, s: &str, k: &str| {
+            Some((l.map(str::to_string), t.to_string(), s.to_string(), k.to_string()))
+        };
+        assert_eq!(name("unix"), some(None, "unix", d, ""));
+        assert_eq!(name("mariadb_tls@b"), some(None, "mariadb_tls", "b", ""));
+        assert_eq!(name("sidecar_unix=tcp"), some(Some("sidecar_unix"), "tcp", d, ""));
+        assert_eq!(
+            name(" pgbouncer_tx_unix "),
+            some(None, "pgbouncer_tx_unix", d, "")
+        );
+        // Keys after the name override the target's: a relay's address, say.
+        assert_eq!(
+            name("sidecar_unix=tcp host=/tmp/sc port=5432"),
+            some(Some("sidecar_unix"), "tcp", d, "host=/tmp/sc port=5432")
+        );
+        assert_eq!(name("tcp@b  port=6543 "), some(None, "tcp", "b", "port=6543"));
         // A conninfo key is no label, and a word that is no target name is no target.
         for not in [
             "dbname=unix",

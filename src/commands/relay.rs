@@ -8,7 +8,7 @@ use crate::Exit;
 
 pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     let listen: crate::net::relay::Addr = args.listen.parse().context("--listen")?;
-    let upstream: crate::net::relay::Addr = args.upstream.parse().context("--upstream")?;
+    let upstream = upstream_addr(&args.upstream)?;
     let shape = crate::net::relay::Shape {
         one_way: args.rtt / 2,
         jitter: args.jitter,
@@ -79,6 +79,15 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     ));
     drop(r);
     Ok(Exit::Interrupted)
+}
+
+/// `--upstream`: host:port, a socket path, or a running sandbox's target by name (`tcp`,
+/// `unix@b`): the address of that target's server.
+fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {
+    match super::sandbox_target(text).context("--upstream")? {
+        Some(t) => Ok(crate::net::route::upstream_of(&t)),
+        None => text.parse().context("--upstream"),
+    }
 }
 
 /// The faults in force, for the relay's first line ("" when none).

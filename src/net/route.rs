@@ -97,7 +97,7 @@ impl Route {
 }
 
 /// The server's address as a relay's upstream.
-fn upstream_of(t: &Target) -> Addr {
+pub fn upstream_of(t: &Target) -> Addr {
     match &t.host {
         Host::Unix(_) => Addr::Unix(t.socket_path().expect("a Unix target has a socket path")),
         Host::Tcp(h) => {
