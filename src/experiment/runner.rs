@@ -851,7 +851,7 @@ pub fn summarize(
     }
     if suite.kind == Kind::Load {
         for i in 0..cells.len() {
-            cells[i].prediction = predict_from_local(suite, &cells, i);
+            cells[i].prediction = predict_from_local(suite, &cells, i, environment.cpus);
         }
     }
     let stopped = stop_reason(suite, &cells, interrupted, last_round);
@@ -866,12 +866,13 @@ pub fn summarize(
 }
 
 /// The round-trip model for cell `i` when it has a distance: the same cell without
-/// distance (every other axis equal), its mean latency and round trips per transaction,
-/// plus the distance times those round trips.
+/// distance (every other axis equal), its mean latency (and connect time), plus the
+/// distance times the round trips counted in cell `i` (see `stats::model::explain`).
 fn predict_from_local(
     suite: &Suite,
     cells: &[CellResult],
     i: usize,
+    cpus: usize,
 ) -> Option<crate::stats::model::DistancePrediction> {
     let zero = |v: &str| crate::units::parse_duration(v).is_ok_and(|d| d.is_zero());
     let axes = &suite.cells[i].axes;
@@ -885,21 +886,23 @@ fn predict_from_local(
                 .all(|((k, v), (k2, v2))| k == k2 && if k == "distance" { zero(v) } else { v == v2 })
     })?;
     let mean = |c: &CellResult, f: &str| c.described.get(f).map(|d| d.mean.point);
-    let local = mean(&cells[j], "latency_mean_ms")?;
-    let rts = mean(&cells[j], "round_trips_per_transaction")?;
-    let measured = mean(&cells[i], "latency_mean_ms")?;
-    let rtt_ms = rtt.as_secs_f64() * 1e3;
-    let predicted = crate::stats::model::at_distance(local, rtt_ms, rts);
-    Some(crate::stats::model::DistancePrediction {
-        from_cell: cells[j].name.clone(),
-        rtt_requested_ms: rtt_ms,
+    // Connects per transaction: all the counted repetitions' connects over their
+    // transactions (the means share their n).
+    let per_tx = |c: &CellResult| Some(mean(c, "connects")? / mean(c, "transactions")?);
+    let inputs = crate::stats::model::DistanceInputs {
+        rtt_ms: rtt.as_secs_f64() * 1e3,
         rtt_achieved_ms: mean(&cells[i], "rtt_achieved_ms"),
-        round_trips_per_transaction: rts,
-        local_ms: local,
-        predicted_ms: predicted,
-        measured_ms: measured,
-        ratio: measured / predicted,
-    })
+        local_ms: mean(&cells[j], "latency_mean_ms")?,
+        round_trips_local: mean(&cells[j], "round_trips_per_transaction")?,
+        connects_local: per_tx(&cells[j])?,
+        connect_ms_local: mean(&cells[j], "connect_mean_ms"),
+        round_trips: mean(&cells[i], "round_trips_per_transaction")?,
+        connects: per_tx(&cells[i])?,
+        measured_ms: mean(&cells[i], "latency_mean_ms")?,
+        busy_cores: mean(&cells[i], "busy_cores"),
+        cpus,
+    };
+    Some(crate::stats::model::explain(&cells[j].name, &inputs))
 }
 
 pub type Figures = BTreeMap<String, f64>;
@@ -1161,6 +1164,9 @@ fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary
     f.insert("transactions".into(), summary.transactions as f64);
     f.insert("failed_transactions".into(), summary.failed_transactions as f64);
     f.insert("connects".into(), summary.connects as f64);
+    if let Some(c) = &summary.connect {
+        f.insert("connect_mean_ms".into(), ms(c.mean_ns));
+    }
     if let Some(rt) = summary.round_trips_per_transaction {
         f.insert("round_trips_per_transaction".into(), rt);
     }
