@@ -343,6 +343,7 @@ pub async fn run(
                 .with_context(|| format!("suite {}, cell {}", suite.name, c.name))
         })
         .collect::<Result<_>>()?;
+    make_datasets(suite, ctx).await?;
     // Distances are measured before anything else: the results carry the round trip the
     // relays achieved beside the one requested.
     let mut verified: BTreeMap<(String, RouteSpec), Verified> = BTreeMap::new();
@@ -913,6 +914,43 @@ struct Measured {
     figures: Figures,
     histogram: Option<hdrhistogram::Histogram<u64>>,
     detail: Option<serde_json::Value>,
+}
+
+/// The datasets of the cells that ask for a `scale`: connbench's tables at that scale in
+/// a schema of their own on each cell's target, made once, before anything is measured
+/// (and before a cell sets a CPU quota), and found again by later runs.
+async fn make_datasets(suite: &Suite, ctx: &Context) -> Result<()> {
+    let mut done = std::collections::BTreeSet::new();
+    for c in &suite.cells {
+        let Some(scale) = options::dataset_scale(&c.settings)? else {
+            continue;
+        };
+        let direct = ctx.direct_endpoint(&c.settings)?;
+        let schema = options::scaled_schema(&ctx.schema, scale);
+        if !done.insert((direct.target.conninfo(), scale)) {
+            continue;
+        }
+        let made = crate::load::init::ensure(&direct, &schema, scale)
+            .await
+            .with_context(|| {
+                format!(
+                    "suite {}, cell {}: the tables at scale {scale}",
+                    suite.name, c.name
+                )
+            })?;
+        if let Some(r) = made {
+            eprintln!(
+                "{}: made connbench's tables at scale {scale} in schema {schema} on {} ({} rows, {:.1} s); \
+                 a later run on this target reuses them (`connbench init TARGET --drop --schema {schema}` \
+                 removes them)",
+                suite.name,
+                direct.target.name(),
+                r.rows,
+                r.elapsed.as_secs_f64()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A load cell's plan, with its client count and series interval.

@@ -760,7 +760,7 @@ fn method(o: &mut String, r: &SuiteResult) {
     };
     let _ = writeln!(
         o,
-        r#"<h3>How it was measured</h3><p class="method">{} Figures are means over the counted repetitions with Student-t 95% confidence intervals. Comparisons: {}. "Faster" or "slower" needs the whole interval beyond the noise threshold, "no difference" needs it wholly inside; anything else is "inconclusive". Outliers (MAD) are flagged, never dropped. See docs/statistics.md.</p>"#,
+        r#"<h3>How it was measured</h3><p class="method">{} Figures are means over the counted repetitions with Student-t 95% confidence intervals. Comparisons: {}. "Faster" or "slower" needs the whole interval beyond the noise threshold, "the same within" it needs it wholly inside; anything else is "inconclusive". Outliers (MAD) are flagged, never dropped. See docs/statistics.md.</p>"#,
         esc(&what),
         esc(&crate::report::suite::method_line(r))
     );

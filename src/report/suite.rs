@@ -45,6 +45,12 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
             None => c.comparison.as_ref().map(|cmp| cmp.sentence.clone()),
         })
         .collect();
+    // More clients with less throughput than fewer at a size: said with its causes.
+    lines.extend(
+        super::size::fewer_clients_faster(r)
+            .into_iter()
+            .map(|n| format!("more clients, less tps: {n}")),
+    );
     if !sizes.is_empty() && super::size::by_quota(r) {
         lines.push(super::size::LIMITS.to_string());
     }
