@@ -329,6 +329,9 @@ pub async fn run(
     ctx: &Context,
     mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<SuiteResult> {
+    // A budget counts from here: the suite's set-up (distances, datasets, probes) spends
+    // it too.
+    let started = Instant::now();
     // Every cell must resolve before anything runs: a typo fails in a second, not after
     // an hour of measurements.
     check(suite, &ctx.schema)?;
@@ -416,7 +419,6 @@ pub async fn run(
     }
     let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     let mut interrupted = false;
-    let started = Instant::now();
     // Seconds each cell's counted steps took, to estimate what another round costs.
     let mut step_s: Vec<Vec<f64>> = vec![Vec::new(); suite.cells.len()];
     let mut todo: std::collections::VecDeque<Step> = suite.plan().into();
@@ -426,6 +428,7 @@ pub async fn run(
     // looks an adaptive run's budget has room for.
     let first_round = if suite.prewarm { 0 } else { 1 };
     let mut first_s: Vec<Option<f64>> = vec![None; suite.cells.len()];
+    let mut begun = 0;
     loop {
         let Some(step) = todo.pop_front() else {
             // The planned rounds are done: an adaptive run adds a round for the answers
@@ -477,6 +480,18 @@ pub async fn run(
         if *ctx.stop.borrow() {
             interrupted = true;
             break;
+        }
+        // A budget bounds the planned rounds too, beyond the fewest an answer is read
+        // from: a planned round that would not fit is not begun, nor any after it. Time
+        // alone decides, never an answer, so the looks' shares of α stand.
+        if let (Some(budget), true) = (suite.budget_s, step.repetition != begun) {
+            begun = step.repetition;
+            let planned = (MIN_PLANNED_ROUNDS + 1..=suite.repetitions).contains(&step.repetition);
+            if planned && !round_fits(&step, &todo, &step_s, budget - started.elapsed().as_secs_f64()) {
+                todo.clear();
+                round = step.repetition - 1;
+                continue;
+            }
         }
         // A connect suite measures a round's cells in one run, their connections
         // interleaved sample by sample (A B C A B C ...), so every cell of the round sees
@@ -640,6 +655,27 @@ pub async fn run(
     Ok(summarize(suite, run_id, outcomes, interrupted, environment))
 }
 
+/// Whether the round `step` begins (its other steps first in `todo`) fits in `left_s`
+/// seconds, by the mean time of each of its cells' steps so far.
+fn round_fits(
+    step: &Step,
+    todo: &std::collections::VecDeque<Step>,
+    step_s: &[Vec<f64>],
+    left_s: f64,
+) -> bool {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let estimate: f64 = std::iter::once(step)
+        .chain(todo.iter())
+        .filter(|s| s.repetition == step.repetition)
+        .map(|s| mean(&step_s[s.cell]))
+        .sum();
+    estimate <= left_s
+}
+
+/// The planned rounds a budget never cuts: the fewest an answer is read from (the first
+/// look of docs/statistics.md's adaptive runs at a minimum of 5).
+const MIN_PLANNED_ROUNDS: u32 = 5;
+
 /// How often a repetition disturbed by steal is measured again before it is kept as is.
 const MAX_RETAKES: u32 = 2;
 
@@ -741,6 +777,12 @@ fn stop_reason(suite: &Suite, cells: &[CellResult], interrupted: bool, last_roun
         "interrupted (Ctrl-C)".into()
     } else if suite.budget_s.is_none() {
         format!("fixed: {} rounds, as the suite says", suite.repetitions)
+    } else if last_round < suite.repetitions {
+        format!(
+            "the budget of {:.0} s ended the planned rounds at {last_round} of {}",
+            suite.budget_s.unwrap_or_default(),
+            suite.repetitions
+        )
     } else if undecided == 0 {
         match suite.precision {
             Some(p) => format!("every answer decided, each interval within ±{:.0}%", p * 100.0),

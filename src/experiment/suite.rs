@@ -628,7 +628,9 @@ impl Suite {
                     })
                     .sum::<f64>()
                     / self.cells.len().max(1) as f64;
-                steps * samples * 0.002
+                // About 2.5 ms a connect on 2 cores, averaged over the paths (SCRAM and
+                // TLS a few ms, PgBouncer a fraction).
+                steps * samples * 0.0025
             }
         }
     }

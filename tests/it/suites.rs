@@ -291,7 +291,7 @@ target = ["unix"]
 
 #[test]
 fn dry_run_and_bad_suites() {
-    let o = connbench(&["run", "transport", "--quick", "--dry-run"]);
+    let o = connbench(&["run", "transport", "--dry-run"]);
     assert!(o.status.success());
     let plan = stdout(&o);
     assert!(
@@ -299,6 +299,12 @@ fn dry_run_and_bad_suites() {
         "{plan}"
     );
     assert!(plan.contains("0:0 1:0 2:0 3:0"), "a pre-warm pass first: {plan}");
+    // The quick profile spends the lab's budget on counted rounds only.
+    let quick = stdout(&connbench(&["run", "transport", "--quick", "--dry-run"]));
+    assert!(
+        !quick.contains(":0 ") && !quick.contains(":0\n") && quick.contains(":8"),
+        "{quick}"
+    );
     let o = connbench(&["suites"]);
     for name in [
         "connect",
@@ -700,4 +706,39 @@ clients = [1, 3]
     assert!(!stderr(&at_scale).contains(warning), "{}", stderr(&at_scale));
     let dropped = connbench(&["init", &unix, "--drop", "--schema", "cbtscale_scale3"]);
     assert!(dropped.status.success(), "{}", stderr(&dropped));
+}
+
+#[test]
+fn a_budget_too_short_for_the_planned_rounds_ends_them_after_the_fifth() {
+    dataset();
+    let dir = scratch("boxed");
+    // 8 planned rounds of two 300 ms cells need about 5 s; a 1 s budget leaves room for
+    // none beyond the 5 a budget never cuts.
+    let suite = r#"
+name = "boxed"
+question = "Does a short budget end the planned rounds?"
+kind = "load"
+duration = "300ms"
+repetitions = 8
+prewarm = false
+baseline = "per-transaction"
+[defaults]
+workload = "select-only"
+target = "unix"
+[[cells]]
+name = "per-transaction"
+connection = "per-transaction"
+[[cells]]
+name = "persistent"
+connection = "persistent"
+"#;
+    let (_, args) = suite_args(&dir, suite, &["unix"], &["--budget", "1s", "--json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for c in v["cells"].as_array().unwrap() {
+        assert_eq!(c["values"]["tps"].as_array().unwrap().len(), 5, "{}", c["name"]);
+    }
+    let stopped = v["stopped"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(stopped, "the budget of 1 s ended the planned rounds at 5 of 8");
 }
