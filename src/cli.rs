@@ -273,9 +273,10 @@ pub struct MetricsArgs {
 #[derive(Debug, Args)]
 pub struct AdaptiveArgs {
     /// Wall-clock limit for the whole run (e.g. 4m; a lab shares it among its suites);
-    /// rounds are added for undecided answers while it allows. Without one, a suite runs
-    /// exactly its repetitions, unless its file sets a `budget` for `run` (the built-in
-    /// transport suite: 25m) [default: 230s for lab --quick, else the suite's or none].
+    /// rounds are added for undecided answers while it allows, and planned rounds beyond
+    /// the fifth are not begun when it does not. Without one, a suite runs exactly its
+    /// repetitions, unless its file sets a `budget` for `run` (the built-in transport
+    /// suite: 25m) [default: 220s for lab --quick, else the suite's or none].
     #[arg(long, value_name = "DURATION", value_parser = options::parse_length)]
     pub budget: Option<Duration>,
     /// With a budget: also add rounds until every ratio's interval is within ± this

@@ -243,6 +243,22 @@ pub fn parse_clients(v: &str) -> Result<usize, String> {
     whole("clients", v, 1, 100_000, "")
 }
 
+/// A suite cell's `scale`: connbench's tables at this scale, 1 to 10,000.
+pub fn parse_scale(v: &str) -> Result<u32, String> {
+    whole("scale", v, 1, 10_000, " (each unit is 100,000 accounts)")
+}
+
+/// The schema of connbench's tables at `scale` for a suite cell that asks for one:
+/// beside the run's `schema`, so the scale-1 tables other cells use stay as they are.
+pub fn scaled_schema(schema: &str, scale: u32) -> String {
+    format!("{schema}_scale{scale}")
+}
+
+/// A cell's `scale`, when it asks for one.
+pub fn dataset_scale(s: &Settings) -> Result<Option<u32>> {
+    get(s, "scale", parse_scale)
+}
+
 /// Worker threads: 1 to 1,024.
 pub fn parse_threads(v: &str) -> Result<usize, String> {
     whole("threads", v, 1, 1024, "")
@@ -578,8 +594,21 @@ impl LoadOptions {
                 idle_timeout: get(s, "pool_idle_timeout", parse_period)?,
             },
             interval: get(s, "interval", parse_period)?.unwrap_or(d.interval),
-            schema: schema.to_string(),
-            tables: get(s, "tables", parse_tables)?.unwrap_or(d.tables),
+            // A cell with a scale runs on connbench's tables of that scale, in their own
+            // schema (the runner makes them once, `experiment::runner`).
+            schema: match dataset_scale(s)? {
+                Some(n) => scaled_schema(schema, n),
+                None => schema.to_string(),
+            },
+            tables: match (dataset_scale(s)?, get(s, "tables", parse_tables)?) {
+                (Some(_), None | Some(TableChoice::Connbench)) => TableChoice::Connbench,
+                (Some(_), Some(_)) => bail!(
+                    "setting scale: a scale asks for connbench's tables at that scale, not tables = {:?}; \
+                     drop one of the two",
+                    s.get("tables").map(String::as_str).unwrap_or_default()
+                ),
+                (None, t) => t.unwrap_or(d.tables),
+            },
             sysbench: match get(s, "sysbench", crate::load::sysbench::parse_settings)? {
                 Some(pairs) => {
                     SysbenchOptions::from_pairs(&pairs).map_err(|e| anyhow!("setting sysbench: {e}"))?
@@ -648,6 +677,28 @@ impl LoadOptions {
     /// Whether any script runs on the tables (and so needs their scale).
     pub fn reads_dataset(&self) -> bool {
         self.workloads.iter().any(|w| w.workload.reads_dataset())
+    }
+
+    /// A warning when tpcb-like runs with more `clients` (all of the run's) than the
+    /// tables' `scale`: each of its transactions updates one of `scale` branches rows, so
+    /// the clients queue on those rows' locks, and the run measures the queue rather than
+    /// the server (pgbench's documentation asks for a scale at least the clients).
+    pub fn scale_warning(&self, clients: usize, scale: i64) -> Option<String> {
+        let tpcb = self
+            .workloads
+            .iter()
+            .any(|w| w.workload == Workload::Builtin(Builtin::TpcbLike));
+        (tpcb && clients as i64 > scale).then(|| {
+            format!(
+                "tpcb-like with {clients} clients on scale {scale}: every transaction updates one of {scale} \
+                 branches row{}, so the clients queue on {} lock{} and the run measures that queue, not the \
+                 server; make the scale at least the clients (connbench init TARGET -s {clients}), as pgbench's \
+                 documentation asks",
+                if scale == 1 { "" } else { "s" },
+                if scale == 1 { "its" } else { "their" },
+                if scale == 1 { "" } else { "s" },
+            )
+        })
     }
 
     /// How a report names the workload: the script's name, or each `NAME@W`, in order.
@@ -1151,6 +1202,43 @@ mod tests {
         s.insert("pool_size".into(), "0".into());
         let e = LoadOptions::from_settings(&s, None, None, "connbench").unwrap_err();
         assert!(e.to_string().contains("pool_size"), "{e}");
+    }
+
+    #[test]
+    fn a_cell_s_scale_names_its_own_tables_and_tpcb_like_above_the_scale_warns() {
+        let mut s = Settings::new();
+        s.insert("scale".into(), "8".into());
+        let o = LoadOptions::from_settings(&s, None, None, "connbench").unwrap();
+        assert_eq!(
+            (o.schema.as_str(), o.tables),
+            ("connbench_scale8", TableChoice::Connbench)
+        );
+        s.insert("tables".into(), "pgbench".into());
+        let e = LoadOptions::from_settings(&s, None, None, "connbench").unwrap_err();
+        assert!(e.to_string().contains("not tables = \"pgbench\""), "{e}");
+        s.insert("scale".into(), "0".into());
+        let e = LoadOptions::from_settings(&s, None, None, "connbench").unwrap_err();
+        assert!(
+            e.to_string().starts_with("setting scale: invalid scale \"0\""),
+            "{e}"
+        );
+        // The warning: tpcb-like only, and only above the scale.
+        let tpcb = LoadOptions::default();
+        let w = tpcb.scale_warning(8, 1).unwrap();
+        assert!(w.starts_with("tpcb-like with 8 clients on scale 1: "), "{w}");
+        assert!(
+            w.contains("connbench init TARGET -s 8") && !w.contains('\n'),
+            "{w}"
+        );
+        assert_eq!(tpcb.scale_warning(8, 8), None);
+        let select = LoadOptions {
+            workloads: vec![Weighted {
+                workload: Workload::Builtin(Builtin::SelectOnly),
+                weight: 1,
+            }],
+            ..LoadOptions::default()
+        };
+        assert_eq!(select.scale_warning(8, 1), None);
     }
 
     #[test]

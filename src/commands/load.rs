@@ -157,6 +157,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let endpoint = routed_subjects.remove(0).endpoint;
     let dataset = options.dataset(&direct, i64::from(args.scale)).await?;
     let scale = dataset.scale;
+    if let Some(w) = options.scale_warning(total_clients, scale) {
+        eprintln!("warning: {w}");
+    }
     let mut plan = options.plan(endpoint, &dataset, None, args.progress)?;
     plan.log = log_files;
     let warmup = plan.warmup;

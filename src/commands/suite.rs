@@ -340,6 +340,19 @@ pub fn failure_text(
     // Not wrapped: the error may end in a command to paste (`connbench init '...'`).
     format!("error: run {} failed: {}\n  {again}\n", r.run_id, f.sentence())
 }
+/// "scaling 42 s (share 48 s)": a part of the lab and the time it took since `from`.
+fn took(what: &str, from: Instant, share: Option<std::time::Duration>) -> String {
+    let share = share.map(|b| format!(" (share {:.0} s)", b.as_secs_f64()));
+    format!(
+        "{what} {:.0} s{}",
+        from.elapsed().as_secs_f64(),
+        share.unwrap_or_default()
+    )
+}
+
+/// The quick lab's budget for its suites, from its start: 4 minutes in all with the
+/// report and the sandbox's removal, and a margin.
+pub const LAB_QUICK_BUDGET_S: u64 = 220;
 
 pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     let profile = if args.full {
@@ -423,13 +436,14 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     let store = open_store(&args.store)?;
     let store_path = store.location().to_string();
     let started = Instant::now();
-    // The quick lab adds rounds within 4 minutes in all (230 s from its start, the rest
-    // for the report and the sandbox's removal); the full lab runs each suite's
-    // repetitions.
+    // The quick lab ends within 4 minutes: its suites within 220 s of its start (a
+    // suite's share bounds its planned rounds beyond 5 as well as the rounds it adds),
+    // the rest for the report, the sandbox's removal and a batch that ran over its
+    // estimate; the full lab runs each suite's repetitions.
     let budget = args
         .adaptive
         .budget
-        .or((!args.full).then(|| std::time::Duration::from_secs(230)));
+        .or((!args.full).then(|| std::time::Duration::from_secs(LAB_QUICK_BUDGET_S)));
     let precision = args.adaptive.precision.or(Some(0.05));
     let (sb, ctx) = suite_context(&suites, &[], "connbench", store, &args.server).await?;
     let mut answers = Vec::new();
@@ -437,7 +451,11 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     // A suite that failed leaves the others to run; the lab exits 1 at the end.
     let mut failed = false;
     let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();
+    // Where the lab's time went: the sandbox and its tables, each suite against its
+    // share of the budget, the report (printed at the end).
+    let mut timings = vec![took("set-up", started, None)];
     for (i, s) in suites.iter().enumerate() {
+        let suite_started = Instant::now();
         // What is left of the budget, shared by the suites still to run in proportion to
         // their estimated minimum; a suite that needs less leaves more for the next.
         let share = budget.map(|b| {
@@ -447,6 +465,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         });
         let s = s.clone().adaptive(share, precision);
         let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await?;
+        timings.push(took(&s.name, suite_started, share));
         emit(&(crate::report::suite::text(&result, &store_path) + "\n"));
         if let Some(f) = &result.failed {
             eprint!("{}", failure_text(&result, f, None));
@@ -462,6 +481,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
             break;
         }
     }
+    let closing = Instant::now();
     drop(sb);
     let html = if args.no_html || answers.is_empty() {
         None
@@ -515,6 +535,10 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
             path.display()
         ));
     }
+    timings.push(took("sandbox removal and report", closing, None));
+    let budget = budget.map(|b| format!("; budget {:.0} s", b.as_secs_f64()));
+    let time = format!("time: {}{}", timings.join(", "), budget.unwrap_or_default());
+    out.push_str(&crate::report::style::wrap(&time, "", "      ", 80));
     emit(&out);
     Ok(if interrupted {
         Exit::Interrupted

@@ -334,6 +334,9 @@ pub async fn run(
     ctx: &Context,
     mut progress: impl FnMut(usize, usize, &str),
 ) -> Result<SuiteResult> {
+    // A budget counts from here: the suite's set-up (distances, datasets, probes) spends
+    // it too.
+    let started = Instant::now();
     // Every cell must resolve before anything runs: a typo fails in a second, not after
     // an hour of measurements.
     check(suite, &ctx.schema)?;
@@ -348,6 +351,7 @@ pub async fn run(
                 .with_context(|| format!("suite {}, cell {}", suite.name, c.name))
         })
         .collect::<Result<_>>()?;
+    make_datasets(suite, ctx).await?;
     // Distances are measured before anything else: the results carry the round trip the
     // relays achieved beside the one requested.
     let mut verified: BTreeMap<(String, RouteSpec), Verified> = BTreeMap::new();
@@ -428,7 +432,6 @@ pub async fn run(
     }
     let mut outcomes: Outcomes = vec![Vec::new(); suite.cells.len()];
     let mut interrupted = false;
-    let started = Instant::now();
     // Seconds each cell's counted steps took, to estimate what another round costs.
     let mut step_s: Vec<Vec<f64>> = vec![Vec::new(); suite.cells.len()];
     let mut todo: std::collections::VecDeque<Step> = suite.plan().into();
@@ -438,6 +441,7 @@ pub async fn run(
     // looks an adaptive run's budget has room for.
     let first_round = if suite.prewarm { 0 } else { 1 };
     let mut first_s: Vec<Option<f64>> = vec![None; suite.cells.len()];
+    let mut begun = 0;
     loop {
         let Some(step) = todo.pop_front() else {
             // The planned rounds are done: an adaptive run adds a round for the answers
@@ -489,6 +493,18 @@ pub async fn run(
         if *ctx.stop.borrow() {
             interrupted = true;
             break;
+        }
+        // A budget bounds the planned rounds too, beyond the fewest an answer is read
+        // from: a planned round that would not fit is not begun, nor any after it. Time
+        // alone decides, never an answer, so the looks' shares of α stand.
+        if let (Some(budget), true) = (suite.budget_s, step.repetition != begun) {
+            begun = step.repetition;
+            let planned = (MIN_PLANNED_ROUNDS + 1..=suite.repetitions).contains(&step.repetition);
+            if planned && !round_fits(&step, &todo, &step_s, budget - started.elapsed().as_secs_f64()) {
+                todo.clear();
+                round = step.repetition - 1;
+                continue;
+            }
         }
         // A connect suite measures a round's cells in one run, their connections
         // interleaved sample by sample (A B C A B C ...), so every cell of the round sees
@@ -654,6 +670,27 @@ pub async fn run(
     Ok(result)
 }
 
+/// Whether the round `step` begins (its other steps first in `todo`) fits in `left_s`
+/// seconds, by the mean time of each of its cells' steps so far.
+fn round_fits(
+    step: &Step,
+    todo: &std::collections::VecDeque<Step>,
+    step_s: &[Vec<f64>],
+    left_s: f64,
+) -> bool {
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let estimate: f64 = std::iter::once(step)
+        .chain(todo.iter())
+        .filter(|s| s.repetition == step.repetition)
+        .map(|s| mean(&step_s[s.cell]))
+        .sum();
+    estimate <= left_s
+}
+
+/// The planned rounds a budget never cuts: the fewest an answer is read from (the first
+/// look of docs/statistics.md's adaptive runs at a minimum of 5).
+const MIN_PLANNED_ROUNDS: u32 = 5;
+
 /// How often a repetition disturbed by steal is measured again before it is kept as is.
 const MAX_RETAKES: u32 = 2;
 
@@ -761,6 +798,12 @@ fn stop_reason(
         "interrupted (Ctrl-C)".into()
     } else if suite.budget_s.is_none() {
         format!("fixed: {} rounds, as the suite says", suite.repetitions)
+    } else if last_round < suite.repetitions {
+        format!(
+            "the budget of {:.0} s ended the planned rounds at {last_round} of {}",
+            suite.budget_s.unwrap_or_default(),
+            suite.repetitions
+        )
     } else if undecided == 0 {
         // No answer left undecided: say so only of answers there are.
         let compared = cells.iter().any(|c| c.comparison.is_some());
@@ -882,7 +925,7 @@ pub fn summarize(
     }
     if suite.kind == Kind::Load {
         for i in 0..cells.len() {
-            cells[i].prediction = predict_from_local(suite, &cells, i);
+            cells[i].prediction = predict_from_local(suite, &cells, i, environment.cpus);
         }
     }
     let failed = Failure::of_cells(
@@ -903,12 +946,13 @@ pub fn summarize(
 }
 
 /// The round-trip model for cell `i` when it has a distance: the same cell without
-/// distance (every other axis equal), its mean latency and round trips per transaction,
-/// plus the distance times those round trips.
+/// distance (every other axis equal), its mean latency (and connect time), plus the
+/// distance times the round trips counted in cell `i` (see `stats::model::explain`).
 fn predict_from_local(
     suite: &Suite,
     cells: &[CellResult],
     i: usize,
+    cpus: usize,
 ) -> Option<crate::stats::model::DistancePrediction> {
     let zero = |v: &str| crate::units::parse_duration(v).is_ok_and(|d| d.is_zero());
     let axes = &suite.cells[i].axes;
@@ -922,21 +966,23 @@ fn predict_from_local(
                 .all(|((k, v), (k2, v2))| k == k2 && if k == "distance" { zero(v) } else { v == v2 })
     })?;
     let mean = |c: &CellResult, f: &str| c.described.get(f).map(|d| d.mean.point);
-    let local = mean(&cells[j], "latency_mean_ms")?;
-    let rts = mean(&cells[j], "round_trips_per_transaction")?;
-    let measured = mean(&cells[i], "latency_mean_ms")?;
-    let rtt_ms = rtt.as_secs_f64() * 1e3;
-    let predicted = crate::stats::model::at_distance(local, rtt_ms, rts);
-    Some(crate::stats::model::DistancePrediction {
-        from_cell: cells[j].name.clone(),
-        rtt_requested_ms: rtt_ms,
+    // Connects per transaction: all the counted repetitions' connects over their
+    // transactions (the means share their n).
+    let per_tx = |c: &CellResult| Some(mean(c, "connects")? / mean(c, "transactions")?);
+    let inputs = crate::stats::model::DistanceInputs {
+        rtt_ms: rtt.as_secs_f64() * 1e3,
         rtt_achieved_ms: mean(&cells[i], "rtt_achieved_ms"),
-        round_trips_per_transaction: rts,
-        local_ms: local,
-        predicted_ms: predicted,
-        measured_ms: measured,
-        ratio: measured / predicted,
-    })
+        local_ms: mean(&cells[j], "latency_mean_ms")?,
+        round_trips_local: mean(&cells[j], "round_trips_per_transaction")?,
+        connects_local: per_tx(&cells[j])?,
+        connect_ms_local: mean(&cells[j], "connect_mean_ms"),
+        round_trips: mean(&cells[i], "round_trips_per_transaction")?,
+        connects: per_tx(&cells[i])?,
+        measured_ms: mean(&cells[i], "latency_mean_ms")?,
+        busy_cores: mean(&cells[i], "busy_cores"),
+        cpus,
+    };
+    Some(crate::stats::model::explain(&cells[j].name, &inputs))
 }
 
 pub type Figures = BTreeMap<String, f64>;
@@ -947,6 +993,43 @@ struct Measured {
     figures: Figures,
     histogram: Option<hdrhistogram::Histogram<u64>>,
     detail: Option<serde_json::Value>,
+}
+
+/// The datasets of the cells that ask for a `scale`: connbench's tables at that scale in
+/// a schema of their own on each cell's target, made once, before anything is measured
+/// (and before a cell sets a CPU quota), and found again by later runs.
+async fn make_datasets(suite: &Suite, ctx: &Context) -> Result<()> {
+    let mut done = std::collections::BTreeSet::new();
+    for c in &suite.cells {
+        let Some(scale) = options::dataset_scale(&c.settings)? else {
+            continue;
+        };
+        let direct = ctx.direct_endpoint(&c.settings)?;
+        let schema = options::scaled_schema(&ctx.schema, scale);
+        if !done.insert((direct.target.conninfo(), scale)) {
+            continue;
+        }
+        let made = crate::load::init::ensure(&direct, &schema, scale)
+            .await
+            .with_context(|| {
+                format!(
+                    "suite {}, cell {}: the tables at scale {scale}",
+                    suite.name, c.name
+                )
+            })?;
+        if let Some(r) = made {
+            eprintln!(
+                "{}: made connbench's tables at scale {scale} in schema {schema} on {} ({} rows, {:.1} s); \
+                 a later run on this target reuses them (`connbench init TARGET --drop --schema {schema}` \
+                 removes them)",
+                suite.name,
+                direct.target.name(),
+                r.rows,
+                r.elapsed.as_secs_f64()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A load cell's plan, with its client count and series interval.
@@ -1212,6 +1295,9 @@ fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary
     f.insert("transactions".into(), summary.transactions as f64);
     f.insert("failed_transactions".into(), summary.failed_transactions as f64);
     f.insert("connects".into(), summary.connects as f64);
+    if let Some(c) = &summary.connect {
+        f.insert("connect_mean_ms".into(), ms(c.mean_ns));
+    }
     if let Some(rt) = summary.round_trips_per_transaction {
         f.insert("round_trips_per_transaction".into(), rt);
     }

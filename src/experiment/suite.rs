@@ -69,6 +69,7 @@ pub const SETTINGS: &[&str] = &[
     "threads",
     "workload",
     "tables",
+    "scale",
     "sysbench",
     "mode",
     "rate",
@@ -112,7 +113,7 @@ struct SuiteFile {
     seed: Option<u64>,
     #[serde(default)]
     figure: Option<String>,
-    /// A ratio within 1 ± this is "no difference" (a fraction: 0.02 is 2%).
+    /// A ratio within 1 ± this is "the same" (a fraction: 0.02 is 2%).
     #[serde(default)]
     noise_threshold: Option<f64>,
     /// The most rounds an adaptive run (`--budget`) may reach.
@@ -280,7 +281,7 @@ pub struct Suite {
     /// The figure compared between cells, and which way is better.
     pub figure: String,
     pub better: crate::stats::compare::Better,
-    /// A ratio within 1 ± this is "no difference".
+    /// A ratio within 1 ± this is "the same".
     #[serde(default = "default_noise_threshold")]
     pub noise_threshold: f64,
     /// The wall-clock budget of an adaptive run (`--budget`); `None` runs exactly
@@ -650,7 +651,9 @@ impl Suite {
                     })
                     .sum::<f64>()
                     / self.cells.len().max(1) as f64;
-                steps * samples * 0.002
+                // About 2.5 ms a connect on 2 cores, averaged over the paths (SCRAM and
+                // TLS a few ms, PgBouncer a fraction).
+                steps * samples * 0.0025
             }
         }
     }
@@ -1044,6 +1047,24 @@ pool_max_lifetime = "5s"
             .unwrap_err()
             .to_string()
             .contains("built-in suites: connect, transport"));
+    }
+
+    #[test]
+    fn the_scaling_suite_runs_every_client_count_on_tables_whose_scale_holds_it() {
+        // tpcb-like updates one of `scale` branches rows per transaction: more clients
+        // than that queue on the rows' locks. The full profile at the experiment's 100.
+        for (profile, want) in [(Profile::Full, 100), (Profile::Quick, 8)] {
+            let s = Suite::parse_profile(BUILTIN[2].1, "scaling", profile).unwrap();
+            for c in &s.cells {
+                let o =
+                    crate::options::LoadOptions::from_settings(&c.settings, None, None, "connbench").unwrap();
+                let scale = crate::options::dataset_scale(&c.settings).unwrap();
+                assert_eq!(scale, Some(want), "{}", c.name);
+                assert!(want as usize >= o.clients, "{}", c.name);
+                assert_eq!(o.schema, format!("connbench_scale{want}"));
+                assert_eq!(o.scale_warning(o.clients, i64::from(want)), None);
+            }
+        }
     }
 
     #[test]

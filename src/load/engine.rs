@@ -5,7 +5,7 @@
 //! its share of the `-c` clients as local tasks and owning one [`Recorder`] (no atomics or
 //! locks while a transaction is timed). The run has three stretches on one shared clock:
 //! connecting (persistent connections are opened before anything is timed, as pgbench
-//! does), warm-up (transactions run but are not recorded), and the measurement. Workers
+//! does, and so are a pool's), warm-up (transactions run but are not recorded), and the measurement. Workers
 //! hand their recorders to the coordinator, which merges them.
 //!
 //! Timing: a transaction's latency runs from its start to its last ReadyForQuery, and
@@ -197,7 +197,7 @@ pub struct LoadRun {
     /// How the whole machine's CPUs were spent during the measurement (steal above all);
     /// `None` where `/proc/stat` cannot be read.
     pub machine: Option<MachineUse>,
-    /// Connections opened before the measurement (persistent policy), and their time.
+    /// Connections opened before the measurement (persistent clients, a pool's), and their time.
     pub setup_connects: u64,
     pub setup_connect_ns: u64,
     pub interrupted: bool,
@@ -640,6 +640,23 @@ fn worker(
             } else {
                 sessions.resize_with(n, || None);
             }
+            // A pool opens its connections before the clock too, as an application's
+            // pool does when it starts: the measured window holds pooled queries and the
+            // lifetime's reconnects, not the first connects (which a short run would
+            // otherwise spread over few transactions).
+            if let Some(pool) = &shared.pool {
+                let opens: Vec<_> = (0..n.min(pool.size))
+                    .map(|_| {
+                        let shared = shared.clone();
+                        tokio::task::spawn_local(async move { open_setup(&shared).await })
+                    })
+                    .collect();
+                for o in opens {
+                    if let Some(s) = o.await.ok().flatten() {
+                        pool.add(s);
+                    }
+                }
+            }
             sessions
         }
     });
@@ -835,7 +852,7 @@ fn worker(
     result.map(|r| *r)
 }
 
-/// A connection before the clock starts (persistent policy).
+/// A connection before the clock starts (a persistent client's or a pool's).
 async fn open_setup(shared: &WorkerShared) -> Option<Session> {
     match open(shared).await {
         Ok((s, t)) => {
@@ -1468,6 +1485,21 @@ impl Pool {
                 None => self.freed.notified().await,
             }
         }
+    }
+
+    /// A connection opened before the clock (see `worker`), idle and young.
+    fn add(&self, session: Session) {
+        let now = Instant::now();
+        let mut st = self.state.borrow_mut();
+        st.open += 1;
+        st.next_id += 1;
+        let id = st.next_id;
+        st.idle.push(Pooled {
+            id,
+            session,
+            created: now,
+            last_used: now,
+        });
     }
 
     /// Gives a connection back; a broken or too-old one is closed instead.

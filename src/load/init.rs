@@ -166,6 +166,20 @@ fn refuse_foreign(tables: &[(String, Option<u32>)], schema: &str) -> Result<()> 
     Ok(())
 }
 
+/// connbench's tables at `scale` in `schema`: `None` when all four are there, marked at
+/// that scale (made by an earlier run, kept); else made now, as [`init`] makes them
+/// (replacing marked tables, refusing a table connbench did not create).
+pub async fn ensure(ep: &Endpoint, schema: &str, scale: u32) -> Result<Option<InitReport>> {
+    check_schema(schema)?;
+    let mut s = open(ep).await?;
+    let tables = existing(&mut s, ep.engine(), schema).await?;
+    s.close().await;
+    if tables.len() == TABLES.len() && tables.iter().all(|(_, s)| *s == Some(scale)) {
+        return Ok(None);
+    }
+    init(ep, schema, scale).await.map(Some)
+}
+
 /// Creates and fills the tables at `scale` in `schema`, replacing marked ones.
 pub async fn init(ep: &Endpoint, schema: &str, scale: u32) -> Result<InitReport> {
     check_schema(schema)?;

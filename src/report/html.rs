@@ -373,7 +373,7 @@ fn predictions(o: &mut String, r: &SuiteResult) {
         return;
     }
     o.push_str(
-        "<h3>Round-trip model against the measurement</h3>\n<p class=\"caption\">Predicted: the same configuration measured without distance, plus the requested RTT times the round trips per transaction counted on its socket. Achieved RTT: measured through the relays before the run.</p>\n<table><thead><tr><th>configuration</th><th>RTT requested / achieved, ms</th><th>predicted mean, ms</th><th>measured mean, ms</th><th>measured / predicted</th></tr></thead><tbody>",
+        "<h3>Round-trip model against the measurement</h3>\n<p class=\"caption\">Predicted: the same configuration's mean latency measured without distance, plus the local time of the connects this cell made beyond it, plus the requested RTT times the round trips per transaction counted on this cell's socket. Beyond 10% the ratio names the term the model lacks. Achieved RTT: measured through the relays before the run.</p>\n<table><thead><tr><th>configuration</th><th>RTT requested / achieved, ms</th><th>predicted mean, ms</th><th>measured mean, ms</th><th>measured / predicted</th></tr></thead><tbody>",
     );
     for (c, p) in rows {
         let cols = super::suite::prediction_columns(p);
@@ -760,7 +760,7 @@ fn method(o: &mut String, r: &SuiteResult) {
     };
     let _ = writeln!(
         o,
-        r#"<h3>How it was measured</h3><p class="method">{} Figures are means over the counted repetitions with Student-t 95% confidence intervals. Comparisons: {}. "Faster" or "slower" needs the whole interval beyond the noise threshold, "no difference" needs it wholly inside; anything else is "inconclusive". Outliers (MAD) are flagged, never dropped. See docs/statistics.md.</p>"#,
+        r#"<h3>How it was measured</h3><p class="method">{} Figures are means over the counted repetitions with Student-t 95% confidence intervals. Comparisons: {}. "Faster" or "slower" needs the whole interval beyond the noise threshold, "the same within" it needs it wholly inside; anything else is "inconclusive". Outliers (MAD) are flagged, never dropped. See docs/statistics.md.</p>"#,
         esc(&what),
         esc(&crate::report::suite::method_line(r))
     );

@@ -112,7 +112,7 @@ pub fn verdict_word(v: Verdict) -> &'static str {
     match v {
         Verdict::Faster => "faster",
         Verdict::Slower => "slower",
-        Verdict::NoDifference => "no difference beyond the noise threshold",
+        Verdict::NoDifference => "the same within the noise threshold",
         Verdict::Inconclusive => "inconclusive",
     }
 }

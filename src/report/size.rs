@@ -198,10 +198,10 @@ pub fn answer_lines(r: &SuiteResult) -> Vec<(usize, String)> {
                 format!("{}, ", c.name)
             };
             let verdict = match cmp.verdict {
-                Verdict::Faster => "faster",
-                Verdict::Slower => "slower",
-                Verdict::NoDifference => "no difference",
-                Verdict::Inconclusive => "undecided",
+                Verdict::Faster => "faster".to_string(),
+                Verdict::Slower => "slower".to_string(),
+                Verdict::NoDifference => format!("the same within {:.0}%", r.suite.noise_threshold * 100.0),
+                Verdict::Inconclusive => "undecided".to_string(),
             };
             out.push((
                 p.cell,
@@ -210,6 +210,79 @@ pub fn answer_lines(r: &SuiteResult) -> Vec<(usize, String)> {
                     scaling_phrase(&r.suite.figure, &p.label, &smallest, s),
                     crate::stats::compare::format_p(cmp.p_value)
                 ),
+            ));
+        }
+    }
+    out
+}
+
+/// Where more clients gave less throughput than fewer at the same size (every other
+/// axis equal), one line each with the causes the run measured in the cell with more
+/// clients: its server at its quota, or the machine's cores all busy (client, server
+/// and every other process share them), and whether the two intervals overlap (then the
+/// run cannot tell them apart). "No cause measured" where neither holds.
+pub fn fewer_clients_faster(r: &SuiteResult) -> Vec<String> {
+    let clients = |i: usize| -> Option<u64> {
+        r.suite.cells[i]
+            .axes
+            .iter()
+            .find(|(k, _)| k == "clients")
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    let others = |i: usize| -> Vec<&(String, String)> {
+        r.suite.cells[i]
+            .axes
+            .iter()
+            .filter(|(k, _)| k != "clients")
+            .collect()
+    };
+    let tps = |i: usize| r.cells[i].described.get("tps").map(|d| &d.mean);
+    let mean = |i: usize, k: &str| {
+        let v = r.cells[i].figures.get(k).filter(|v| !v.is_empty())?;
+        Some(v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let mut out = Vec::new();
+    for more in 0..r.cells.len() {
+        for fewer in 0..r.cells.len() {
+            let (Some(m), Some(f)) = (clients(more), clients(fewer)) else {
+                continue;
+            };
+            let (Some(tm), Some(tf)) = (tps(more), tps(fewer)) else {
+                continue;
+            };
+            if m <= f || others(more) != others(fewer) || tm.point >= tf.point {
+                continue;
+            }
+            let mut causes = Vec::new();
+            if let Some((used, quota, true)) = super::suite::server_bound(&r.cells[more]) {
+                causes.push(format!(
+                    "its server used its quota ({used:.2} of {quota} cores), so more clients only queue for it"
+                ));
+            }
+            let cpus = r.environment.cpus as f64;
+            if let Some(busy) = mean(more, "busy_cores").filter(|&b| b >= 0.9 * cpus) {
+                causes.push(format!(
+                    "the machine's {cpus} cores were busy ({busy:.2}, every process counted): clients, server \
+                     and other processes competed for them"
+                ));
+            }
+            if causes.is_empty() {
+                causes.push("no cause measured".into());
+            }
+            if tm.ci_high >= tf.ci_low {
+                causes.push(format!(
+                    "the intervals overlap ({:.1} to {:.1} against {:.1} to {:.1} tps), so this run cannot tell \
+                     the two apart",
+                    tm.ci_low, tm.ci_high, tf.ci_low, tf.ci_high
+                ));
+            }
+            out.push(format!(
+                "{} ran {:.2}x the tps of clients={f} ({:.1} against {:.1}): {}",
+                r.cells[more].name,
+                tm.point / tf.point,
+                tm.point,
+                tf.point,
+                causes.join("; ")
             ));
         }
     }
@@ -306,6 +379,14 @@ pub fn text(r: &SuiteResult) -> String {
         };
         let _ = writeln!(o, "{}{bound}", line.trim_end());
     }
+    for note in fewer_clients_faster(r) {
+        o.push_str(&super::style::wrap(
+            &note,
+            "  more clients, less tps: ",
+            "          ",
+            80,
+        ));
+    }
     if by_quota(r) {
         o.push_str(&super::style::wrap(LIMITS, "  limits: ", "          ", 80));
     }
@@ -334,6 +415,9 @@ pub fn markdown(r: &SuiteResult) -> String {
             row.linear,
             if row.server_bound { "server-bound" } else { "" }
         );
+    }
+    for note in fewer_clients_faster(r) {
+        let _ = writeln!(o, "\nMore clients, less tps: {note}.");
     }
     if by_quota(r) {
         let _ = writeln!(o, "\nLimits: {LIMITS}.");
@@ -405,4 +489,83 @@ pub fn size_json(r: &SuiteResult) -> Vec<Option<SizeJson>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::runner::Outcome;
+    use std::collections::BTreeMap;
+
+    /// 1 and 8 clients at one size, five rounds of the given tps and busy cores.
+    fn run(one: [f64; 5], eight: [f64; 5], busy: f64) -> SuiteResult {
+        let text = r#"
+name = "scaling"
+question = "Do more clients get more done?"
+kind = "load"
+duration = "1s"
+repetitions = 5
+baseline = "server_cpus=0.5 clients=1"
+[axes]
+server_cpus = [0.5]
+clients = [1, 8]
+"#;
+        let suite = crate::experiment::suite::Suite::parse(text, "t").unwrap();
+        let series = |tps: [f64; 5]| -> Vec<Outcome> {
+            (0..5)
+                .map(|i| Outcome {
+                    round: i as u32 + 1,
+                    result: Ok(BTreeMap::from([
+                        ("tps".to_string(), tps[i]),
+                        ("busy_cores".to_string(), busy),
+                        ("server_cores".to_string(), 0.2),
+                        ("server_quota_cores".to_string(), 0.5),
+                    ])),
+                })
+                .collect()
+        };
+        let env = crate::experiment::store::Environment {
+            connbench_version: "0.1.0".into(),
+            server_version: None,
+            pgbouncer_version: None,
+            cpus: 2,
+            kernel: "Linux".into(),
+            tls: None,
+            server_settings: vec![],
+        };
+        crate::experiment::runner::summarize(&suite, 1, vec![series(one), series(eight)], false, env)
+    }
+
+    #[test]
+    fn more_clients_with_less_tps_is_said_with_its_measured_cause() {
+        let fewer = [1000.0, 1010.0, 990.0, 1005.0, 995.0];
+        // More clients, more tps: nothing to say.
+        assert!(fewer_clients_faster(&run(fewer, fewer.map(|t| t * 2.0), 1.0)).is_empty());
+        // Less, on a quiet machine with the server under its quota: no cause measured,
+        // and the intervals apart.
+        let notes = fewer_clients_faster(&run(fewer, fewer.map(|t| t * 0.5), 1.0));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("server_cpus=0.5 clients=8 ran 0.50x the tps of clients=1 (500.0 against 1000.0): no cause measured"),
+            "{}",
+            notes[0]
+        );
+        assert!(!notes[0].contains("overlap"), "{}", notes[0]);
+        // Less on a machine whose cores were all busy: that is the cause, said, and the
+        // answer lines carry it.
+        let busy = run(fewer, fewer.map(|t| t * 0.5), 1.98);
+        let notes = fewer_clients_faster(&busy);
+        assert!(
+            notes[0].contains("the machine's 2 cores were busy (1.98"),
+            "{}",
+            notes[0]
+        );
+        assert!(
+            crate::report::suite::answer(&busy)
+                .iter()
+                .any(|l| l.starts_with("more clients, less tps: server_cpus=0.5 clients=8")),
+            "{:?}",
+            crate::report::suite::answer(&busy)
+        );
+    }
 }

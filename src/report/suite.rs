@@ -45,6 +45,12 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
             None => c.comparison.as_ref().map(|cmp| cmp.sentence.clone()),
         })
         .collect();
+    // More clients with less throughput than fewer at a size: said with its causes.
+    lines.extend(
+        super::size::fewer_clients_faster(r)
+            .into_iter()
+            .map(|n| format!("more clients, less tps: {n}")),
+    );
     if !sizes.is_empty() && super::size::by_quota(r) {
         lines.push(super::size::LIMITS.to_string());
     }
@@ -100,7 +106,7 @@ pub fn predicted(r: &SuiteResult) -> Vec<(&CellResult, &DistancePrediction)> {
 }
 
 /// A prediction as table cells: RTT requested / achieved, predicted (with its terms),
-/// measured, measured / predicted.
+/// measured, measured / predicted (with the term the model lacks, beyond 10%).
 pub fn prediction_columns(p: &DistancePrediction) -> [String; 4] {
     [
         format!(
@@ -110,13 +116,55 @@ pub fn prediction_columns(p: &DistancePrediction) -> [String; 4] {
                 .map(|a| format!("{a:.2}"))
                 .unwrap_or_else(|| "-".into())
         ),
-        format!(
-            "{:.2} ({:.2} + {:.1} × RTT)",
-            p.predicted_ms, p.local_ms, p.round_trips_per_transaction
-        ),
+        format!("{:.2} ({})", p.predicted_ms, prediction_terms(p, "RTT")),
         format!("{:.2}", p.measured_ms),
-        format!("{:.2}", p.ratio),
+        match &p.lacks {
+            Some(l) => format!("{:.2}; lacks {l}", p.ratio),
+            None => format!("{:.2}", p.ratio),
+        },
     ]
+}
+
+/// "1.14 + 0.60 connecting + 1.75 × RTT": the prediction's terms, the RTT written as `rtt`.
+fn prediction_terms(p: &DistancePrediction, rtt: &str) -> String {
+    let connecting = match p.connect_local_ms {
+        Some(c) if c != 0.0 => format!(" {} {:.2} connecting", if c < 0.0 { "−" } else { "+" }, c.abs()),
+        _ => String::new(),
+    };
+    format!(
+        "{:.2}{connecting} + {:.2} round trips × {rtt}",
+        p.local_ms, p.round_trips_per_transaction
+    )
+}
+
+/// A prediction as one sentence for the terminal: its terms, the measurement and, where
+/// they differ, this cell's round trips against the cell without distance, and what the
+/// model lacks.
+pub fn prediction_line(name: &str, p: &DistancePrediction) -> String {
+    let mut o = format!(
+        "{name}: predicted {:.2} ms ({} ms), measured {:.2} ms ({:.2}× the prediction{})",
+        p.predicted_ms,
+        prediction_terms(p, &super::chart::fmt_num(p.rtt_requested_ms)),
+        p.measured_ms,
+        p.ratio,
+        p.rtt_achieved_ms
+            .map(|a| format!("; achieved RTT {a:.2} ms"))
+            .unwrap_or_default()
+    );
+    if (p.round_trips_per_transaction - p.round_trips_per_transaction_local).abs() >= 0.005 {
+        o.push_str(&format!(
+            "; {:.2} round trips a transaction here against {:.2} without distance, as connects went \
+             from {:.3} to {:.3} a transaction",
+            p.round_trips_per_transaction,
+            p.round_trips_per_transaction_local,
+            p.connects_per_transaction_local,
+            p.connects_per_transaction
+        ));
+    }
+    if let Some(l) = &p.lacks {
+        o.push_str(&format!("; the model lacks {l}"));
+    }
+    o
 }
 
 /// The width the terminal summaries are laid out for.
@@ -309,27 +357,16 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
     o.push_str(&super::size::text(r));
     let predicted = predicted(r);
     if !predicted.is_empty() {
-        o.push_str("\n  round-trip model: local mean + RTT × round trips per transaction\n");
+        o.push('\n');
+        o.push_str(&wrap(
+            "round-trip model: local mean (+ local time of extra connects) + RTT × round trips \
+             per transaction counted in the cell",
+            "  ",
+            "      ",
+            COLUMNS,
+        ));
         for (c, p) in predicted {
-            o.push_str(&wrap(
-                &format!(
-                    "{}: predicted {:.2} ms ({:.2} ms + {:.1} round trips × {} ms), measured {:.2} ms \
-                     ({:.2}× the prediction{})",
-                    c.name,
-                    p.predicted_ms,
-                    p.local_ms,
-                    p.round_trips_per_transaction,
-                    super::chart::fmt_num(p.rtt_requested_ms),
-                    p.measured_ms,
-                    p.ratio,
-                    p.rtt_achieved_ms
-                        .map(|a| format!("; achieved RTT {a:.2} ms"))
-                        .unwrap_or_default()
-                ),
-                "  ",
-                "      ",
-                COLUMNS,
-            ));
+            o.push_str(&wrap(&prediction_line(&c.name, p), "  ", "      ", COLUMNS));
         }
     }
     let mut warnings = Vec::new();

@@ -24,9 +24,9 @@
 //!   `6/(π² j²)` with no cap; the shares sum to 1, so stopping when an answer looks
 //!   decided does not inflate false verdicts.
 //! - **Verdict** (criterion's rule): faster or slower only when the whole interval lies
-//!   beyond the noise threshold; "no difference beyond the noise threshold" only when it
-//!   lies wholly inside; otherwise inconclusive, with an estimate of the rounds that
-//!   would decide it.
+//!   beyond the noise threshold; "the same within N%" (equivalence, said as such) only
+//!   when it lies wholly inside; otherwise inconclusive, with an estimate of the rounds
+//!   that would decide it.
 
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
@@ -150,7 +150,8 @@ pub enum Better {
 pub enum Verdict {
     Faster,
     Slower,
-    /// The whole interval lies inside the noise threshold.
+    /// The whole interval lies inside the noise threshold: the two are the same within
+    /// it (equivalence, said as such).
     NoDifference,
     /// The interval reaches both inside and beyond the noise threshold.
     Inconclusive,
@@ -175,7 +176,7 @@ pub struct Rule {
     pub confidence: f64,
     /// Family-wise error rate of the comparisons, e.g. 0.05.
     pub alpha: f64,
-    /// Noise threshold as a fraction: a ratio within 1 ± this is no difference (0.02 = 2%).
+    /// Noise threshold as a fraction: a ratio within 1 ± this is the same (0.02 = 2%).
     pub threshold: f64,
     /// Whether the run looked repeatedly (adaptive rounds), so each look spends a share
     /// of α.
@@ -555,7 +556,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                 // "x as fast" names the direction: for a lower-is-better figure the number
                 // is the baseline's figure over the cell's, which a bare "ratio" hid.
                 Verdict::NoDifference => format!(
-                    "no difference beyond {band_pct:.0}% ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})"
+                    "the same within {band_pct:.0}% ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})"
                 ),
                 Verdict::Inconclusive => {
                     format!("inconclusive ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})")
@@ -565,7 +566,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
             let base_name = c.versus.as_deref().unwrap_or(base_name);
             let sentence = match verdict {
                 Verdict::Faster | Verdict::Slower => format!("{} is {phrase} than {base_name} ({p})", c.name),
-                Verdict::NoDifference => format!("{} vs {base_name}: {phrase}, {p}", c.name),
+                Verdict::NoDifference => format!("{} and {base_name} are {phrase}, {p}", c.name),
                 Verdict::Inconclusive => format!(
                     "{} vs {base_name}: {phrase}, {p}; {}",
                     c.name,
@@ -1012,6 +1013,26 @@ mod tests {
         assert_eq!(c.p_value, 0.0);
         let same = one(&[93.0, 93.0], &[93.0, 93.0], rule(Better::Higher, 0.02, false));
         assert_eq!(same.verdict, Verdict::NoDifference);
+    }
+
+    #[test]
+    fn an_interval_wholly_inside_the_threshold_reads_the_same_within_it() {
+        // 0.5% apart, steadily: significant (p < 0.05), yet wholly inside 2%, so the
+        // answer is equivalence, said as such, not "inconclusive".
+        let a = [100.5, 201.1, 150.7, 120.6, 180.95];
+        let b = [100.0, 200.0, 150.0, 120.0, 180.0];
+        let c = one(&a, &b, rule(Better::Higher, 0.02, false));
+        assert_eq!(c.verdict, Verdict::NoDifference, "{}", c.sentence);
+        assert!(c.ratio.ci_low > 0.98 && c.ratio.ci_high < 1.02, "{c:?}");
+        assert!(c.sentence.contains(" are the same within 2% ("), "{}", c.sentence);
+        assert!(!c.sentence.contains("inconclusive"), "{}", c.sentence);
+        // Reaching beyond the threshold on one side: inconclusive, with the rounds to decide.
+        let wide = one(
+            &[103.0, 99.0, 101.0],
+            &[100.0, 100.0, 100.0],
+            rule(Better::Higher, 0.02, false),
+        );
+        assert_eq!(wide.verdict, Verdict::Inconclusive, "{}", wide.sentence);
     }
 
     #[test]

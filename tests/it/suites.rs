@@ -291,7 +291,7 @@ target = ["unix"]
 
 #[test]
 fn dry_run_and_bad_suites() {
-    let o = connbench(&["run", "transport", "--quick", "--dry-run"]);
+    let o = connbench(&["run", "transport", "--dry-run"]);
     assert!(o.status.success());
     let plan = stdout(&o);
     assert!(
@@ -307,6 +307,12 @@ fn dry_run_and_bad_suites() {
     assert!(
         plan.contains("0  sidecar via unix\n         clients=5 path=sidecar-unix target=tls threads=1 workload=tpcb-like\n"),
         "{plan}"
+    );
+    // The quick profile spends the lab's budget on counted rounds only.
+    let quick = stdout(&connbench(&["run", "transport", "--quick", "--dry-run"]));
+    assert!(
+        !quick.contains(":0 ") && !quick.contains(":0\n") && quick.contains(":8"),
+        "{quick}"
     );
     let o = connbench(&["suites"]);
     for name in [
@@ -755,4 +761,117 @@ size = "8 vCPU"
         "the size table"
     );
     assert!(page.contains("Throughput against the server"), "the size chart");
+}
+
+#[test]
+fn a_cell_with_a_scale_gets_tables_of_its_own_made_once_and_load_warns_below_the_clients() {
+    dataset();
+    let dir = scratch("scale");
+    // The scaling suite's shape: tpcb-like with a scale of at least the clients.
+    let suite = r#"
+name = "scaled"
+question = "Do three clients run on tables of scale 3?"
+kind = "load"
+duration = "300ms"
+repetitions = 2
+prewarm = false
+[defaults]
+workload = "tpcb-like"
+target = "unix"
+scale = 3
+[axes]
+clients = [1, 3]
+"#;
+    // A schema of the test's own, so the tables it makes are its alone.
+    let (_, args) = suite_args(&dir, suite, &["unix"], &["--schema", "cbtscale"]);
+    let first = run(&args);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(
+        stderr(&first).contains("made connbench's tables at scale 3 in schema cbtscale_scale3"),
+        "{}",
+        stderr(&first)
+    );
+    // Marked as connbench's at that scale, 3 branches: the scale is the tables', not a label.
+    let unix = crate::common::conninfo("unix");
+    let ep = connbench::proto::Endpoint::new(connbench::target::Target::parse(&unix).unwrap()).unwrap();
+    let (branches, comment) = crate::common::runtime().block_on(async {
+        let (mut s, _) = connbench::proto::connect(&ep, &Default::default()).await.unwrap();
+        let b = s
+            .query_column("SELECT count(*) FROM cbtscale_scale3.branches")
+            .await
+            .unwrap();
+        let c = s
+            .query_column("SELECT obj_description('cbtscale_scale3.accounts'::regclass, 'pg_class')")
+            .await
+            .unwrap();
+        s.close().await;
+        (b, c)
+    });
+    assert_eq!(branches, vec!["3"]);
+    assert_eq!(comment, vec!["connbench dataset; scale=3"]);
+    // A second run finds them and makes nothing.
+    let store2 = dir.join("r2.sqlite");
+    let mut again = args.clone();
+    let at = again.iter().position(|a| a == "--store").unwrap();
+    again[at + 1] = store2.display().to_string();
+    let second = run(&again);
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert!(
+        !stderr(&second).contains("made connbench's"),
+        "{}",
+        stderr(&second)
+    );
+    // `load`: tpcb-like with more clients than the scale warns in one line; at the scale
+    // it does not.
+    let warning = "tpcb-like with 3 clients on scale";
+    let below = connbench(&["load", &unix, "-c", "3", "-t", "2"]);
+    assert!(below.status.success(), "{}", stderr(&below));
+    let below_err = stderr(&below);
+    let lines: Vec<&str> = below_err.lines().filter(|l| l.contains(warning)).collect();
+    assert_eq!(lines.len(), 1, "{}", stderr(&below));
+    assert!(
+        lines[0].starts_with("warning: tpcb-like with 3 clients on scale 1:"),
+        "{}",
+        lines[0]
+    );
+    let at_scale = connbench(&["load", &unix, "-c", "3", "-t", "2", "--schema", "cbtscale_scale3"]);
+    assert!(at_scale.status.success(), "{}", stderr(&at_scale));
+    assert!(!stderr(&at_scale).contains(warning), "{}", stderr(&at_scale));
+    let dropped = connbench(&["init", &unix, "--drop", "--schema", "cbtscale_scale3"]);
+    assert!(dropped.status.success(), "{}", stderr(&dropped));
+}
+
+#[test]
+fn a_budget_too_short_for_the_planned_rounds_ends_them_after_the_fifth() {
+    dataset();
+    let dir = scratch("boxed");
+    // 8 planned rounds of two 300 ms cells need about 5 s; a 1 s budget leaves room for
+    // none beyond the 5 a budget never cuts.
+    let suite = r#"
+name = "boxed"
+question = "Does a short budget end the planned rounds?"
+kind = "load"
+duration = "300ms"
+repetitions = 8
+prewarm = false
+baseline = "per-transaction"
+[defaults]
+workload = "select-only"
+target = "unix"
+[[cells]]
+name = "per-transaction"
+connection = "per-transaction"
+[[cells]]
+name = "persistent"
+connection = "persistent"
+"#;
+    let (_, args) = suite_args(&dir, suite, &["unix"], &["--budget", "1s", "--json"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for c in v["cells"].as_array().unwrap() {
+        assert_eq!(c["values"]["tps"].as_array().unwrap().len(), 5, "{}", c["name"]);
+    }
+    let stopped = v["stopped"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(stopped, "the budget of 1 s ended the planned rounds at 5 of 8");
 }
