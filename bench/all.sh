@@ -1,47 +1,126 @@
 #!/usr/bin/env bash
-# Every benchmark with short settings, one after the other (never two at once: they
-# measure the same 2 cores), in about 15 minutes (4 of them the quick lab). Each script
-# prints its bars with PASS or MISS and exits non-zero on a miss or a failed run; this
-# one prints a summary line per script, keeps everything they printed in bench/results/DATE-HOST.txt (the figures the
-# README quotes come from there), and exits 1 when any script did not pass.
+# Every benchmark script that has a bar, with short settings, one after the other (never
+# two at once: they measure the same 2 cores). Each script prints its bars with PASS or
+# MISS and exits 0 (every bar passed), 1 (a bar missed) or 2 (a run failed); this one
+# prints a line per script, keeps everything they printed in bench/results/DATE-HOST.txt
+# (the figures docs/benchmarks.md quotes come from there), and its exit status is the
+# regression signal:
 #
-# Usage: bench/all.sh            (CONNBENCH=path/to/connbench to test another build)
+#   0  every bar passed, or missed only as bench/known_misses lists (each printed as KNOWN
+#      with its reason: the one place where a miss on this VM is explained and excused);
+#   1  a bar missed that bench/known_misses does not list;
+#   2  no unlisted miss, but a run failed (a script exited 2, or 1 without a MISS line).
+#
+# Not here: bench/thread_shape.sh (figures, no bar) and bench/fuzz.sh (the property tests
+# run for minutes: a robustness run, not a performance bar; the test suite runs them too).
+#
+# Usage: bench/all.sh [--quick]   (CONNBENCH=path/to/connbench to test another build)
+#   full:    about 26 minutes on this 2-core VM, the quick lab (bench/verdicts.sh) 4 of them;
+#   --quick: about 10 minutes: fewer pairs, shorter runs, three of sysbench's eight
+#            workloads, and no lab. Its bars are noisier; use it to catch a regression,
+#            the full run to quote figures.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+QUICK=0
+case "${1:-}" in
+--quick) QUICK=1 ;;
+"") ;;
+*) echo "usage: bench/all.sh [--quick]" >&2; exit 2 ;;
+esac
 if [ -z "${CONNBENCH:-}" ]; then cargo build --release --quiet || exit 2; fi
 export CONNBENCH=${CONNBENCH:-$PWD/target/release/connbench}
 mkdir -p bench/results
-out="bench/results/$(date -u +%Y-%m-%dT%H%MZ)-$(hostname -s).txt"
+out="bench/results/$(date -u +%Y-%m-%dT%H%MZ)-$(hostname -s)$([ "$QUICK" = 1 ] && echo -quick).txt"
 {
-    echo "bench/all.sh on $(hostname -s), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(uname -sr)"
+    echo "bench/all.sh$([ "$QUICK" = 1 ] && echo " --quick") on $(hostname -s), $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(uname -sr)"
     echo "$("$CONNBENCH" --version), $(pgbench --version)"
 } >"$out"
-failed=0
+started=$(date +%s)
+passed=0 known=0 missed=0 failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# The reason bench/known_misses gives for MISS line $2 of script $1; fails when none does.
+known_reason() {
+    local script=$1 line=$2 s pattern reason
+    while IFS=$'\t' read -r s pattern reason; do
+        case $s in '' | '#'*) continue ;; esac
+        if [ "$s" = "$script" ] && grep -qE -- "$pattern" <<<"$line"; then
+            echo "$reason"
+            return 0
+        fi
+    done <bench/known_misses
+    return 1
+}
+
+# run NAME SCRIPT [VAR=value ...] [ARGS ...]: runs bench/SCRIPT with the variables in its
+# environment and the arguments, and judges its exit status and MISS lines.
 run() {
-    local name=$1 status
-    shift
-    echo "== $name: $*" >>"$out"
-    "$@" >>"$out" 2>&1
+    local name=$1 script=$2 status line reason unknown=0 misses=0
+    shift 2
+    local vars=()
+    while [ $# -gt 0 ] && [[ $1 == [A-Z]*=* ]]; do vars+=("$1"); shift; done
+    echo "== $name: ${vars[*]} bench/$script $*" >>"$out"
+    local t0=$SECONDS
+    env "${vars[@]}" "bench/$script" "$@" >"$log" 2>&1
     status=$?
+    cat "$log" >>"$out"
+    local took="$((SECONDS - t0)) s"
+    local excused=()
+    while IFS= read -r line; do
+        misses=$((misses + 1))
+        if reason=$(known_reason "$script" "$line"); then
+            excused+=("$line -- known: $reason")
+        else
+            unknown=$((unknown + 1))
+        fi
+    done < <(grep -E '(^|[[:space:]])MISS([[:space:]]|$)' "$log")
     if [ "$status" = 0 ]; then
-        echo "PASS  $name" | tee -a "$out"
+        echo "PASS   $name ($took)" | tee -a "$out"
+        passed=$((passed + 1))
+    elif [ "$status" = 1 ] && [ "$misses" -gt 0 ] && [ "$unknown" = 0 ]; then
+        echo "KNOWN  $name ($took): only known misses" | tee -a "$out"
+        printf '         %s\n' "${excused[@]}" | tee -a "$out"
+        known=$((known + 1))
+    elif [ "$status" = 1 ] && [ "$unknown" -gt 0 ]; then
+        echo "MISS   $name ($took): $unknown bar(s) missed that bench/known_misses does not list:" | tee -a "$out"
+        grep -E '(^|[[:space:]])MISS([[:space:]]|$)' "$log" | while IFS= read -r line; do
+            known_reason "$script" "$line" >/dev/null || echo "         $line"
+        done | tee -a "$out"
+        missed=$((missed + 1))
     else
-        echo "MISS  $name (exit $status; see $out)" | tee -a "$out"
+        echo "FAIL   $name ($took): exit $status without a bar missed; see $out" | tee -a "$out"
+        grep -E '^FAIL' "$log" | head -3 | sed 's/^/         /' | tee -a "$out"
         failed=$((failed + 1))
     fi
 }
-run "connect vs pgbench -C" bench/connect_vs_pgbench.sh 3 200
-run "load vs pgbench" env CASES="select tpcb connect" bench/load_vs_pgbench.sh 3 5
-run "relay" bench/relay.sh 2
-run "sidecar" bench/sidecar.sh 5 8
-run "cpu" bench/cpu.sh 3 8
-run "mysql vs sysbench" bench/mysql_vs_sysbench.sh 3 5
-# The server's size: a CPU quota is a cgroup write, so root only.
-if [ "$(id -u)" = 0 ]; then
-    run "server cpus" bench/server_cpus.sh 2 5
+
+root() { [ "$(id -u)" = 0 ]; }
+skip() { echo "SKIP   $1" | tee -a "$out"; }
+if [ "$QUICK" = 1 ]; then
+    run "connect vs pgbench -C" connect_vs_pgbench.sh 2 100
+    run "load vs pgbench" load_vs_pgbench.sh CASES="select tpcb connect" 2 3
+    run "relay" relay.sh 1
+    run "sidecar" sidecar.sh 3 4
+    if root; then run "cpu" cpu.sh 2 4; else skip "cpu (a cgroup needs root)"; fi
+    run "mysql vs sysbench" mysql_vs_sysbench.sh 2 3
+    run "sysbench oltp" sysbench_oltp.sh WORKLOADS="point_select read_only read_write" 2 3
+    if root; then run "server cpus" server_cpus.sh 2 3; else skip "server cpus (a CPU quota needs root)"; fi
+    skip "verdicts (lab --quick, 4 minutes: bench/all.sh without --quick runs it)"
 else
-    echo "SKIP  server cpus (a CPU quota needs root)" | tee -a "$out"
+    run "connect vs pgbench -C" connect_vs_pgbench.sh 3 200
+    run "load vs pgbench" load_vs_pgbench.sh CASES="select tpcb connect" 3 5
+    run "relay" relay.sh 2
+    run "sidecar" sidecar.sh 5 8
+    if root; then run "cpu" cpu.sh 3 8; else skip "cpu (a cgroup needs root)"; fi
+    run "mysql vs sysbench" mysql_vs_sysbench.sh 3 5
+    run "sysbench oltp" sysbench_oltp.sh 3 5
+    if root; then run "server cpus" server_cpus.sh 2 5; else skip "server cpus (a CPU quota needs root)"; fi
+    run "verdicts (lab --quick)" verdicts.sh
 fi
-run "verdicts (lab --quick)" bench/verdicts.sh
+summary="all.sh: $passed passed, $known with known misses only, $missed missed, $failed failed, in $(($(date +%s) - started)) s"
+echo "$summary" | tee -a "$out"
 echo "raw output: $out"
-[ "$failed" = 0 ] || exit 1
+[ "$missed" = 0 ] || exit 1
+[ "$failed" = 0 ] || exit 2
+exit 0

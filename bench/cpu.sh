@@ -18,6 +18,9 @@
 #
 # Needs root (to make the cgroup). Usage: bench/cpu.sh [PAIRS] [SECONDS] (default 3, 8).
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
 SECS=${2:-8}
@@ -26,11 +29,13 @@ if [ -z "${CONNBENCH:-}" ]; then cargo build --release --quiet; fi
 CB=${CONNBENCH:-$PWD/target/release/connbench}
 WORK=$(mktemp -d /tmp/cbc.XXXXXX)
 export TMPDIR=$WORK
-# A cgroup with CPU accounting: v1's cpuacct, or v2 (unified or at the root).
+# A cgroup with CPU accounting: v1's cpuacct, or v2 (unified or at the root). Not named
+# connbench-*: every sandbox start removes the empty connbench-* groups whose sandbox
+# directory is gone, and this one is empty until the server moves in.
 CG=""
 for base in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/unified /sys/fs/cgroup; do
     if [ -e "$base/cpuacct.usage" ] || [ -e "$base/cgroup.procs" ]; then
-        CG="$base/connbench-bench-$$"
+        CG="$base/cbbench-cpu-$$"
         mkdir "$CG" && break
     fi
 done
@@ -73,7 +78,7 @@ for pair in $(seq 1 "$PAIRS"); do
         before=$(cg_cpu)
         if [ "$tool" = connbench ]; then
             "$CB" load "$UNIX" -S -c 4 -j 2 -T "$SECS" --server-pid "$PM" --json >"$WORK/cb.json" 2>"$WORK/cb.err" ||
-                { echo "FAIL  connbench load (exit $?): $(tail -1 "$WORK/cb.err")"; exit 1; }
+                { echo "FAIL  connbench load (exit $?): $(tail -1 "$WORK/cb.err")"; exit 2; }
             after=$(cg_cpu)
             line=$(python3 - "$WORK/cb.json" "$before" "$after" <<'PY'
 import json, sys
@@ -97,7 +102,7 @@ PY
             echo "$per" >>"$WORK/cb_per.txt"
         else
             pgbench -n -c 4 -j 2 -T "$SECS" -D scale=1 -f "$WORK/select-only.sql" "$UNIX" >"$WORK/pgb.out" 2>&1 ||
-                { echo "FAIL  pgbench: $(tail -1 "$WORK/pgb.out")"; exit 1; }
+                { echo "FAIL  pgbench: $(tail -1 "$WORK/pgb.out")"; exit 2; }
             after=$(cg_cpu)
             tps=$(awk '/^tps = / { printf "%.0f\n", $3; exit }' "$WORK/pgb.out")
             tx=$(awk '/number of transactions actually processed/ { split($NF, a, "/"); print a[1]; exit }' "$WORK/pgb.out")

@@ -11,7 +11,7 @@
 #
 # Bars (issue 3): select-only tps ratio >= 1.0 with connbench's CPU per transaction <=
 # pgbench's; the others are printed as figures. Each bar is printed with PASS or MISS;
-# the script exits 1 when a bar is missed or a run failed (exit status, failed
+# the script exits 1 when a bar is missed, 2 when a run failed (exit status, failed
 # transactions, or no figure in its output).
 #
 # Usage: bench/load_vs_pgbench.sh [PAIRS] [SECONDS]   (defaults: 3 pairs, 10 s per run)
@@ -20,6 +20,9 @@
 # every connbench load (e.g. CONNBENCH_ARGS="--metrics-listen 127.0.0.1:0", to price the
 # live metrics endpoint).
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
 SECS=${2:-10}
@@ -67,7 +70,7 @@ cpu_of() {
 failed() {
     echo "FAIL  $1 (exit $(cat "$WORK/status")):" >&2
     tail -5 "$WORK/out" "$WORK/err" >&2
-    exit 1
+    exit 2
 }
 json_key() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["summary"][sys.argv[2]])' "$WORK/out" "$1"; }
 
@@ -140,10 +143,10 @@ while kill -0 "$pid" 2>/dev/null; do
     [ -n "$rss" ] && samples+=("$rss") && peak=$hwm
     sleep 1
 done
-wait "$pid" || { echo "FAIL  connbench load, 1000 clients via PgBouncer:" >&2; tail -5 "$WORK/big.err" >&2; exit 1; }
+wait "$pid" || { echo "FAIL  connbench load, 1000 clients via PgBouncer:" >&2; tail -5 "$WORK/big.err" >&2; exit 2; }
 cp "$WORK/big.json" "$WORK/out"
 echo "transactions $(json_key transactions), failed $(json_key failed_transactions), tps $(json_key tps)"
-[ "$(json_key failed_transactions)" = 0 ] || { echo "FAIL  1000 clients via PgBouncer: failed transactions" >&2; exit 1; }
+[ "$(json_key failed_transactions)" = 0 ] || { echo "FAIL  1000 clients via PgBouncer: failed transactions" >&2; exit 2; }
 echo "RSS per second (MiB): $(printf '%s\n' "${samples[@]}" | awk '{ printf "%.1f ", $1 / 1024 }')"
 echo "peak RSS: $(awk -v p="$peak" 'BEGIN { printf "%.1f MiB", p / 1024 }')"
 [ "$misses" = 0 ] || { echo "load_vs_pgbench: $misses bar(s) missed" >&2; exit 1; }

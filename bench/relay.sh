@@ -26,6 +26,9 @@
 #
 # Usage: bench/relay.sh [PAIRS]   (default 3). RTTS="1 2 5 10 50 100 200" (ms) to change.
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
 RTTS=${RTTS:-"1 2 5 10 50 100 200"}
@@ -57,7 +60,7 @@ start_relay() {
     done
     local rport
     rport=$(awk '/^relay: 127.0.0.1:/ { split($2, a, ":"); print a[2]; exit }' "$WORK/relay.err")
-    [ -n "$rport" ] || { cat "$WORK/relay.err" >&2; exit 1; }
+    [ -n "$rport" ] || { echo "FAIL  connbench relay did not start:" >&2; cat "$WORK/relay.err" >&2; exit 2; }
     local base=${2:-$CI}
     RCI=${base/port=$PORT/port=$rport}
 }
@@ -65,13 +68,13 @@ start_relay() {
 # connbench: the query phase's p50 in ms (one round trip on a new connection).
 cb_query_p50() {
     "$CB" connect "$1" -n "$2" -q 'select 1' --json >"$WORK/cb.json" 2>"$WORK/cb.err" ||
-        { echo "FAIL  connbench connect -q 'select 1' against $1 (exit $?): $(tail -1 "$WORK/cb.err")" >&2; exit 1; }
+        { echo "FAIL  connbench connect -q 'select 1' against $1 (exit $?): $(tail -1 "$WORK/cb.err")" >&2; exit 2; }
     awk '/"name": "query"/ { q=1 } q && $1=="\"p50_us\":" { gsub(/,/, "", $2); printf "%.4f\n", $2 / 1000; exit }' "$WORK/cb.json"
 }
 # connbench: latency p50 in ms of SELECT 1 from one client on one persistent connection.
 cb_load_p50() {
     "$CB" load "$1" -f "$WORK/select1.sql" -c 1 -T "$2" --json >"$WORK/cbl.json" 2>"$WORK/cbl.err" ||
-        { echo "FAIL  connbench load against $1 (exit $?): $(tail -1 "$WORK/cbl.err")" >&2; exit 1; }
+        { echo "FAIL  connbench load against $1 (exit $?): $(tail -1 "$WORK/cbl.err")" >&2; exit 2; }
     python3 -c "import json; print(json.load(open('$WORK/cbl.json'))['summary']['latency']['p50_ms'])"
 }
 # pgbench: latency average in ms of SELECT 1 from one client.
@@ -134,12 +137,12 @@ printf '  %-10s %6s %14s %14s %8s\n' role rtt predicted measured ratio
 for role in trust scram; do
     ci=$CI; [ "$role" = scram ] && ci=$CI_SCRAM
     "$CB" connect "$ci" -n 200 --predict-rtt 50ms --predict-rtt 100ms --json >"$WORK/pred.json" ||
-        { echo "FAIL  connbench connect --predict-rtt against $ci" >&2; exit 1; }
+        { echo "FAIL  connbench connect --predict-rtt against $ci" >&2; exit 2; }
     for rtt in 50 100; do
         pred=$(python3 -c "import json,sys; t=json.load(open('$WORK/pred.json'))['targets'][0]; print([p for p in t['predictions'] if p['rtt_ms']==$rtt][0]['relay_p50_ms'])")
         start_relay "${rtt}ms" "$ci"
         "$CB" connect "$RCI" -n 20 --json >"$WORK/meas.json" ||
-            { echo "FAIL  connbench connect through the relay at ${rtt} ms" >&2; exit 1; }
+            { echo "FAIL  connbench connect through the relay at ${rtt} ms" >&2; exit 2; }
         stop_relay
         meas=$(python3 -c "import json; print(json.load(open('$WORK/meas.json'))['targets'][0]['total']['p50_us'] / 1000)")
         bar "$(awk -v r="$role" -v q="$rtt" -v p="$pred" -v m="$meas" 'BEGIN {

@@ -11,11 +11,14 @@
 # cores the server used: at 0.5 it should sit at the quota when saturated.
 #
 # Bar (issue 34's acceptance): tps at 0.5 core <= 0.6 x tps at 2 cores. Prints PASS or
-# MISS and exits 1 on a miss or a failed run. Needs root (the quota is a cgroup write).
+# MISS and exits 1 on a miss, 2 on a failed run. Needs root (the quota is a cgroup write).
 #
 # Usage: bench/server_cpus.sh [PAIRS] [SECONDS]   (defaults: 3 pairs, 10 s per run)
 # CLIENTS=8 sets pgbench's -c (and -j 2); CONNBENCH=path/to/connbench tests another build.
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
 SECS=${2:-10}
@@ -55,12 +58,12 @@ run() { # size pair
     local before after start end
     before=$(usage_us); start=$(date +%s.%N)
     pgbench -n -S -c "$CLIENTS" -j 2 -T "$SECS" "$UNIX" >"$WORK/out" 2>&1 ||
-        { echo "FAIL  pgbench at $1 cores, pair $2:" >&2; tail -5 "$WORK/out" >&2; exit 1; }
+        { echo "FAIL  pgbench at $1 cores, pair $2:" >&2; tail -5 "$WORK/out" >&2; exit 2; }
     after=$(usage_us); end=$(date +%s.%N)
     local tps cores
     tps=$(awk '/^tps = / { print $3; exit }' "$WORK/out")
     cores=$(awk -v a="$before" -v b="$after" -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", (b - a) / 1e6 / (e - s) }')
-    [ -n "$tps" ] || { echo "FAIL  pgbench at $1 cores, pair $2: no tps in its output" >&2; exit 1; }
+    [ -n "$tps" ] || { echo "FAIL  pgbench at $1 cores, pair $2: no tps in its output" >&2; exit 2; }
     printf '  pair %d  %4s cores  tps %10.1f  server used %s cores\n' "$2" "$1" "$tps" "$cores"
     TPS[$1]="${TPS[$1]:-} $tps"
     CORES[$1]="${CORES[$1]:-} $cores"

@@ -15,9 +15,12 @@
 #    connbench's, with the ratio of the means (pgbench runs its own client, so the relay is
 #    the only shared part).
 #
-# Usage: bench/sidecar.sh [RUNS] [SECS]   (defaults: 5 runs, 8 s). Exits 1 on a missed bar
-# or a failed run. CONNBENCH=path/to/connbench tests another build.
+# Usage: bench/sidecar.sh [RUNS] [SECS]   (defaults: 5 runs, 8 s). Exits 1 on a missed bar,
+# 2 on a failed run. CONNBENCH=path/to/connbench tests another build.
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 RUNS=${1:-5}
 SECS=${2:-8}
@@ -38,7 +41,7 @@ cb_run() {
     local arm=$1 run=$2 retakes=0 line
     while :; do
         "$CB" load --sandbox tls --path "$arm" -c 5 -j 1 -T "$SECS" --json >"$WORK/run.json" 2>"$WORK/run.err" ||
-            { echo "FAIL  connbench load --path $arm (exit $?): $(tail -1 "$WORK/run.err")"; exit 1; }
+            { echo "FAIL  connbench load --path $arm (exit $?): $(tail -1 "$WORK/run.err")"; exit 2; }
         line=$(python3 - "$WORK/run.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
@@ -50,7 +53,7 @@ relay = s["relay_cpu_per_transaction_us"]
 print(f"{s['tps']:.1f} {steal if steal is not None else -1:.1f} {s['cpu_per_transaction_us']:.1f} {relay if relay is not None else -1:.1f}")
 PY
 )
-        [ "$line" != FAIL ] || { echo "FAIL  connbench load --path $arm: failed transactions"; exit 1; }
+        [ "$line" != FAIL ] || { echo "FAIL  connbench load --path $arm: failed transactions"; exit 2; }
         read -r tps steal client relay <<<"$line"
         if python3 -c "import sys; sys.exit(0 if float('$steal') > 5 else 1)" && [ "$retakes" -lt 2 ]; then
             retakes=$((retakes + 1))
@@ -112,7 +115,7 @@ for run in $(seq 1 "$RUNS"); do
     for arm in $arms; do
         if [ "$arm" = sidecar-unix ]; then start_relay "$WORK/s/.s.PGSQL.6432"; else start_relay 127.0.0.1:0; fi
         pgbench -n -c 5 -j 1 -T "$SECS" -D scale=1 -f "$WORK/tpcb-like.sql" "$RCI" >"$WORK/pgb.out" 2>&1 ||
-            { echo "FAIL  pgbench through the relay ($arm): $(tail -1 "$WORK/pgb.out")"; exit 1; }
+            { echo "FAIL  pgbench through the relay ($arm): $(tail -1 "$WORK/pgb.out")"; exit 2; }
         stop_relay
         tps=$(awk '/^tps = / { print $3; exit }' "$WORK/pgb.out")
         printf '%-13s %4s %9s\n' "$arm" "$run" "$tps"
@@ -121,7 +124,7 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 echo
-python3 - "$WORK/cb.txt" "$WORK/pgb.txt" <<'PY'
+python3 - "$WORK/cb.txt" "$WORK/pgb.txt" <<'PY' || { [ $? = 3 ] && exit 1; exit 2; }
 import statistics as st, sys
 def load(path):
     out = {}
@@ -145,5 +148,5 @@ u, t = st.mean(cb["sidecar-unix"]), st.mean(cb["sidecar-tcp"])
 print(f"figure: sidecar via unix / sidecar via tcp, connbench {u / t:.3f}, pgbench "
       f"{st.mean(pgb['sidecar-unix']) / st.mean(pgb['sidecar-tcp']):.3f} (means of the runs; "
       f"`connbench run transport` gives the verdict with its interval)")
-sys.exit(1 if misses else 0)
+sys.exit(3 if misses else 0)  # 3: a bar missed; a crash exits 1
 PY

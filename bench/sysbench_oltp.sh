@@ -14,7 +14,7 @@
 # A run's per-connection set-up (connbench reading the tables, both preparing) is in
 # those counts, spread over thousands of transactions; tests/it/sysbench.rs checks the
 # per-transaction counts exactly. Bar (issue 35): the mean tps ratio connbench/sysbench
-# >= 0.95 per workload and engine, PASS or MISS; exit 1 on a miss or a failed run.
+# >= 0.95 per workload and engine, PASS or MISS; exit 1 on a miss, 2 on a failed run.
 # Transactions that fail (a duplicate key when two clients delete and insert the same
 # id at once: sysbench counts them as "ignored errors", connbench as failed) are
 # printed per run beside the tps of the transactions that succeeded.
@@ -27,6 +27,9 @@
 # (issue 35's bar) compares 2 threads against 4, and THREADS=$CLIENTS the same shape;
 # CONNBENCH=path/to/connbench tests another build. Needs sysbench (Debian's package).
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 PAIRS=${1:-3}
 SECS=${2:-5}
@@ -55,15 +58,17 @@ MCNF=$(python3 -c "import json; print(json.load(open('$WORK/sandbox.json'))['mar
 MSOCK=$(python3 -c "import json; print(json.load(open('$WORK/sandbox.json'))['mariadb']['socket'])")
 SB_MY=(--db-driver=mysql --mysql-socket="$MSOCK" --mysql-user=connbench --mysql-password="$(sed -n 's/^password=//p' "$MCNF")" --mysql-db=connbench)
 
-fail() { echo "FAIL  $1" >&2; exit 1; }
+fail() { echo "FAIL  $1" >&2; exit 2; }
 misses=0
 bar() { if [ "$2" = 1 ]; then echo "PASS  $1"; else echo "MISS  $1"; misses=$((misses + 1)); fi; }
 
-# Runs a command; its output goes to $WORK/out; prints user+sys seconds.
+# Runs a command; its standard output goes to $WORK/out (the result: connbench's JSON is
+# parsed from it, so a note on stderr cannot spoil it), its standard error to $WORK/err;
+# prints user+sys seconds.
 cpu_of() {
     local TIMEFORMAT='%U %S' status=0
-    { time "$@" >"$WORK/out" 2>&1 || status=$?; } 2>"$WORK/time"
-    [ "$status" -eq 0 ] || { cat "$WORK/out" >&2; fail "$* (exit $status)"; }
+    { time "$@" >"$WORK/out" 2>"$WORK/err" || status=$?; } 2>"$WORK/time"
+    [ "$status" -eq 0 ] || { cat "$WORK/out" "$WORK/err" >&2; fail "$* (exit $status)"; }
     awk '{ print $1 + $2 }' "$WORK/time"
 }
 

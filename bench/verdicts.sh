@@ -9,12 +9,15 @@
 #   - the median relative half-width of the ratio intervals is at most 5%;
 #   - at most 3 answers are inconclusive.
 # Prints each bar with its figure and PASS/MISS, the coefficient of variation per suite,
-# and exits 1 when a bar is missed (2 when connbench itself failed).
+# and exits 1 when a bar is missed (2 when a run failed).
 #
 # Usage: bench/verdicts.sh            (CONNBENCH=path/to/connbench to test another build;
 #        KEEP=DIR keeps the lab's output, store and report JSON in DIR)
 # Needs python3 to read the JSON.
 set -euo pipefail
+set -E # the ERR trap below also in functions and command substitutions
+# Exit status: 0 every bar passed, 1 a bar missed, 2 a run failed (bench/all.sh tells them apart).
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
 cd "$(dirname "$0")/.."
 CB=${CONNBENCH:-target/release/connbench}
 [ -n "${CONNBENCH:-}" ] || cargo build --release --quiet
@@ -31,7 +34,7 @@ runs=$(awk '/^  [a-z]+ \(run [0-9]+\):/ { sub(/.*\(run /, ""); sub(/\).*/, ""); 
 [ -n "$runs" ] || { echo "verdicts: the lab printed no runs" >&2; cat "$WORK/lab.txt" >&2; exit 2; }
 # shellcheck disable=SC2086
 "$CB" report $runs --store "$WORK/lab.sqlite" --json "$WORK/report.json" 2>/dev/null
-python3 - "$WORK/report.json" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" <<'PY'
+python3 - "$WORK/report.json" "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" <<'PY' || { [ $? = 3 ] && exit 1; exit 2; }
 import json, statistics, sys
 report = json.load(open(sys.argv[1]))
 wall = float(sys.argv[2])
@@ -77,5 +80,5 @@ for d in disagree:
 med = statistics.median(widths) if widths else float("nan")
 bar("median relative half-width <= 5%", f"{100*med:.1f}%", med <= 0.05)
 bar("at most 3 inconclusive", f"{inconclusive} of {total}", inconclusive <= 3)
-sys.exit(1 if misses else 0)
+sys.exit(3 if misses else 0)  # 3: a bar missed; a crash exits 1
 PY

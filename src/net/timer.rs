@@ -86,28 +86,40 @@ impl PreciseTimer {
 mod tests {
     use super::*;
 
+    /// The timer's own lateness, apart from the machine's: each sleep on the timer is
+    /// followed by a sleep of the same length in `std::thread::sleep` (the kernel's
+    /// high-resolution `clock_nanosleep`, which has no tick), and the two latenesses are
+    /// compared pair by pair. A busy machine delays both wake-ups alike (waiting for a
+    /// core: medians of 1.5-2.9 ms for either were seen with two busy loops beside a
+    /// build on the 2 cores), so the median of the differences is the timer's own share:
+    /// about -40 µs for this timer, with the machine shared or its cores all busy, and
+    /// +1.0 to +1.5 ms for tokio's 1 ms wheel (which fires on the tick after the
+    /// deadline, and whose driver's `epoll_wait` timeout is whole milliseconds too). Any
+    /// timer that wakes on a 1 ms tick is late by the distance to that tick, uniform over
+    /// 0-1 ms, so its median difference is near 500 µs or more.
     #[tokio::test]
-    async fn wakes_within_a_fraction_of_a_millisecond() {
+    async fn wakes_within_a_fraction_of_a_millisecond_of_what_the_kernel_allows() {
         let mut t = PreciseTimer::new().unwrap();
-        let mut lateness = Vec::new();
-        for i in 0..50u64 {
-            let deadline = Instant::now() + Duration::from_micros(300 + 97 * i);
+        let mut differences = Vec::new();
+        for i in 0..101u64 {
+            // 0.3 to 5 ms: below and above FINE, at every phase of a millisecond tick.
+            let d = Duration::from_micros(300 + 97 * (i % 50));
+            let deadline = Instant::now() + d;
             t.sleep_until(deadline).await.unwrap();
             let now = Instant::now();
             assert!(now >= deadline, "never early");
-            lateness.push((now - deadline).as_micros());
+            let timer = (now - deadline).as_micros() as i64;
+            let deadline = Instant::now() + d;
+            std::thread::sleep(d);
+            let kernel = (Instant::now() - deadline).as_micros() as i64;
+            differences.push(timer - kernel);
         }
-        lateness.sort();
-        // tokio's own timer rounds every deadline up to its next millisecond tick, so none
-        // of its wake-ups is less than a few hundred µs late on average; the kernel timer
-        // wakes within its 50 µs slack when the thread gets a core at once. On a busy
-        // machine (every core taken by other work) the median wake-up also waits for a
-        // core, so the bound is on the quickest tenth, which still shows the timer's
-        // resolution: a millisecond tick could not put five of fifty under 300 µs.
+        differences.sort();
+        let median = differences[differences.len() / 2];
         assert!(
-            lateness[5] < 300,
-            "10th percentile lateness {} µs: {lateness:?}",
-            lateness[5]
+            median < 250,
+            "the timer wakes {median} µs later than a kernel sleep at the median; a 1 ms tick \
+             puts that near 500 µs or more: {differences:?}"
         );
     }
 }

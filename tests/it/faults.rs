@@ -87,15 +87,17 @@ fn a_bandwidth_cut_mid_run_slows_the_run_from_that_moment() {
     assert_eq!(code, Some(0), "{err}");
     let series = v["series"].as_array().unwrap();
     let tps = |i: usize| series[i]["tps"].as_f64().unwrap();
-    assert!(
-        tps(0) > 120.0 && tps(1) > 120.0,
-        "before the cut, the rate: {series:?}"
-    );
     // 2.0-3.0 s: the window's last second, after the cut (a paced client's backlog then
-    // drains in intervals of their own after the window).
+    // drains in intervals of their own after the window): the link's pace, a few
+    // transactions a second at 2 KiB/s, against the rate before it. Compared within the
+    // run, since a busy machine may not reach the rate at all (56 tps of 200 was seen with
+    // two busy loops beside other builds on the 2 cores): a cut from the start, or none,
+    // leaves the two halves alike.
+    let (before, after) = (tps(0).min(tps(1)), tps(4).max(tps(5)));
+    assert!(after < 50.0, "after it, the link's pace: {series:?}");
     assert!(
-        tps(4) < 50.0 && tps(5) < 50.0,
-        "after it, the link's pace: {series:?}"
+        before > 20.0 && before > 3.0 * after,
+        "before the cut {before} tps, after it {after}: {series:?}"
     );
 }
 
@@ -115,9 +117,18 @@ fn a_slow_close_neither_stalls_the_clients_nor_fails_them() {
     assert_eq!(code, Some(0), "{err}");
     let s = &v["summary"];
     assert_eq!(s["failed_transactions"], 0, "{s}");
-    assert!(s["transactions"].as_u64().unwrap() >= 40, "{s}");
+    // A client that waited for the peer's close after each transaction would complete a
+    // few (12 of the 80 due, with a build that read to the relay's EOF after Terminate).
     assert!(
-        s["latency"]["p99_ms"].as_f64().unwrap() < 500.0,
+        s["transactions"].as_u64().unwrap() >= 40,
+        "the clients did not wait for the late close: {s}"
+    );
+    // One whose transaction's clock ran until the close would take a second and more in
+    // every transaction. The quickest, since under -R the latency runs from the intended
+    // start, and a busy machine that cannot keep up with 40 SCRAM connects a second (two
+    // busy loops beside other builds on the 2 cores) puts its backlog into most of them.
+    assert!(
+        s["latency"]["min_ms"].as_f64().unwrap() < 1000.0,
         "no transaction waited for the late close: {s}"
     );
     assert!(
@@ -142,10 +153,19 @@ fn a_share_of_refused_connections_fails_those_connects_only() {
         s["failed_transactions"].as_u64().unwrap(),
     );
     assert!(failed > 0 && done > 0, "{s}");
-    let share = failed as f64 / (done + failed) as f64;
+    // A count, so the machine's load does not move it: each connection is refused with
+    // probability 0.3, one connection per transaction, so the share is binomial around
+    // 0.3 (about 430 transactions: a standard deviation of 0.022). Four standard
+    // deviations either side: a refusal drawn twice per connection (0.51), or a refused
+    // connect counted as two failures (0.46), fails.
+    let n = done + failed;
+    assert!(n >= 50, "too few transactions to judge the share: {s}");
+    let share = failed as f64 / n as f64;
+    let sd = (0.3f64 * 0.7 / n as f64).sqrt();
     assert!(
-        (0.1..0.55).contains(&share),
-        "refused share {share:.2} of 0.3: {s}"
+        (share - 0.3).abs() < 4.0 * sd,
+        "refused share {share:.3} of {n} against 0.3 ± {:.3}: {s}",
+        4.0 * sd
     );
     assert_eq!(
         failures_of_kind(&v, "reset"),
@@ -218,7 +238,7 @@ fn restarts_and_terminations_mid_run_are_survived_counted_and_marked() {
 name = "faults-mini"
 question = "What do a pooler restart, a database restart and dropped connections cost?"
 kind = "load"
-duration = "5s"
+duration = "7s"
 warmup = "500ms"
 repetitions = 1
 prewarm = false
@@ -230,7 +250,7 @@ clients = 4
 threads = 2
 rate = 300
 interval = "100ms"
-fault_at = "1s"
+fault_at = "2s"
 [[cells]]
 name = "pgbouncer-restart"
 fault = "pgbouncer-restart"
@@ -282,22 +302,63 @@ pool_size = 2
             fig("failed_transactions").unwrap() > 0.0,
             "{kind}: a strike fails something: {cell}"
         );
-        // Four seconds after the strike leave room for a restart on a machine whose cores
-        // are all busy (the recovery took over two seconds there with a 3 s run).
+        let took = fig("fault_took_s").unwrap();
         let recovery = fig("recovery_s").expect("throughput came back before the end");
-        assert!(recovery > 0.0 && recovery < 4.0, "{kind}: recovery {recovery} s");
+        // Not before the server is back: throughput cannot return while it is down (the
+        // clients can reconnect up to about 0.1 s before the restart's own readiness
+        // check returns). A recovery judged on the intervals that completed something
+        // (an empty one skipped) would read 0.1 s here.
+        assert!(
+            recovery >= took - 0.2,
+            "{kind}: recovery {recovery} s, but the strike took {took} s"
+        );
+        // Soon after it: the clients reconnect within 20 ms and catch up the backlog the
+        // outage left (0.02-0.46 s after the server was back with other builds on the 2
+        // cores, up to 0.81 s with two busy loops beside them, where PostgreSQL's restart
+        // took 1.9 s). A recovery timed from the start of the measurement instead of the
+        // strike, 2 s earlier, fails.
+        assert!(
+            recovery - took < 1.5,
+            "{kind}: recovery {recovery} s, {:.2} s after the strike ended ({took} s)",
+            recovery - took
+        );
         assert!(
             fig("reconnects_per_s_peak").unwrap() > 0.0,
             "{kind}: clients reconnected"
         );
         assert_eq!(cell["series"]["fault"]["kind"], kind);
-        assert_eq!(cell["series"]["fault"]["at_s"], 1.0);
+        assert_eq!(cell["series"]["fault"]["at_s"], 2.0);
+        // The series covers the window without a gap (an interval in which nothing
+        // completed is kept, with 0), and the longest stall is its longest run of such
+        // intervals, at the series' resolution.
+        let intervals = cell["series"]["intervals"].as_array().unwrap();
+        let (mut end, mut run, mut longest) = (0.0, 0, 0);
+        for i in intervals {
+            let start = i["start_s"].as_f64().unwrap();
+            assert!((start - end).abs() < 1e-6, "{kind}: a gap at {end} s: {i}");
+            end = i["end_s"].as_f64().unwrap();
+            run = if i["transactions"] == 0 { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        assert!(end >= 7.0 - 1e-6, "{kind}: the series ends at {end} s");
+        let stall = fig("longest_stall_s").unwrap();
+        assert!(
+            (stall - 0.1 * longest as f64).abs() < 1e-9,
+            "{kind}: longest stall {stall} s against {longest} empty intervals in a row"
+        );
+        if kind == "postgres-restart" {
+            // Every connection dies with the server, so nothing completes from the strike
+            // until it is back: the intervals wholly inside that time are empty (bar the
+            // last 0.1 s, in which the clients may already be back).
+            assert!(
+                stall >= took - 0.3,
+                "{kind}: longest stall {stall} s, the restart took {took} s"
+            );
+        }
     }
-    // A restart is timed until the server accepts connections again; stalls are measured
-    // (0 when every 100 ms interval still completed a transaction).
+    // A restart is timed until the server accepts connections again.
     let pg = &cells[1]["values"];
     assert!(pg["fault_took_s"][0].as_f64().unwrap() > 0.0, "{pg}");
-    assert!(pg["longest_stall_s"][0].as_f64().unwrap() >= 0.0, "{pg}");
     let html = dir.join("r.html");
     let o = connbench(&["report", "1", "--store", store, "--html", html.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -224,21 +224,93 @@ fn pool_lifetime_expiry_really_reconnects() {
 #[test]
 fn rate_limiting_achieves_the_target() {
     dataset();
-    let v = load_json(&[&conninfo("unix"), "-S", "-R", "1000", "-c", "4", "-T", "4"]);
+    let dir = crate::common::scratch("rate");
+    let prefix = dir.join("lag");
+    let v = load_json(&[
+        &conninfo("unix"),
+        "-S",
+        "-R",
+        "500",
+        "-c",
+        "4",
+        "-T",
+        "8",
+        "-l",
+        "--log-prefix",
+        prefix.to_str().unwrap(),
+    ]);
     let s = &v["summary"];
     let tps = s["tps"].as_f64().unwrap();
-    // Poisson arrivals: 4,000 expected, standard deviation ~63 (1.6%).
+    // Poisson arrivals: 4,000 expected, standard deviation ~63 (1.6%). At 500 tps, not
+    // 1,000: with two busy loops beside other builds on the 2 cores this debug build and
+    // its server reached 681 tps of 1,000.
     assert!(
-        (tps - 1000.0).abs() / 1000.0 < 0.05,
-        "achieved {tps} tps for a target of 1000"
+        (tps - 500.0).abs() / 500.0 < 0.05,
+        "achieved {tps} tps for a target of 500"
     );
-    let lag = &s["schedule_lag"];
-    // Sub-millisecond on a quiet machine; 0.84 ms was seen with the cores oversubscribed
-    // by builds beside the test. A timer of tokio's 1 ms wheel would sit near 1 ms.
+    assert_eq!(s["schedule_lag"]["n"], s["transactions"], "{s}");
+    let woken = paced_wake_up_lags_us(&dir);
+    // The timer's share of the lag, judged where the timer alone decides it: at a wake-up
+    // (a transaction whose intended start came after its client's previous one ended; a
+    // client behind its schedule starts at once, and its lag is the backlog). The lowest
+    // tenth, because a busy machine delays the rest: with two busy loops beside other
+    // builds on the 2 cores the median wake-up was 1.0-1.3 ms late, while the lowest tenth
+    // stayed at 22-24 µs (26 µs with the builds alone). A timer that fires on a 1 ms tick
+    // is late by the distance from the intended start to the next tick, uniform over 0-1
+    // ms for Poisson starts, so at most 6% of its wake-ups can come within 60 µs however
+    // idle the machine; tokio's wheel put its lowest tenth at 0.49-0.88 ms.
     assert!(
-        lag["p50_ms"].as_f64().unwrap() < 2.0,
-        "a precise timer keeps the lag small: {lag}"
+        woken.len() >= 100,
+        "{} of {} transactions were timer wake-ups: too few to judge the timer",
+        woken.len(),
+        s["transactions"]
     );
+    let p10 = woken[woken.len() / 10];
+    assert!(
+        p10 < 60,
+        "the quickest tenth of {} timer wake-ups came up to {p10} µs after their intended \
+         start (lags, µs: {:?} ...)",
+        woken.len(),
+        &woken[..woken.len().min(40)]
+    );
+}
+
+/// From the per-transaction logs under `dir` (pgbench's format with the schedule lag,
+/// µs): the lag of every transaction whose intended start (its end minus its latency,
+/// which under -R runs from the intended start) came after its client's previous
+/// transaction ended, so the client slept on its timer until then; sorted.
+fn paced_wake_up_lags_us(dir: &std::path::Path) -> Vec<i64> {
+    // Per client: (transaction number, end µs, latency µs, lag µs).
+    let mut per_client: std::collections::BTreeMap<i64, Vec<[i64; 4]>> = Default::default();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            // client_id transaction_no time script_no time_epoch time_us schedule_lag
+            let f: Vec<i64> = line
+                .split_whitespace()
+                .map(|x| {
+                    x.parse()
+                        .unwrap_or_else(|_| panic!("a committed transaction: {line}"))
+                })
+                .collect();
+            assert_eq!(f.len(), 7, "a log line with the schedule lag: {line}");
+            per_client
+                .entry(f[0])
+                .or_default()
+                .push([f[1], f[4] * 1_000_000 + f[5], f[2], f[6]]);
+        }
+    }
+    let mut lags = Vec::new();
+    for tx in per_client.values_mut() {
+        tx.sort();
+        for w in tx.windows(2) {
+            let ([_, previous_end, _, _], [_, end, latency, lag]) = (w[0], w[1]);
+            if end - latency > previous_end {
+                lags.push(lag);
+            }
+        }
+    }
+    lags.sort();
+    lags
 }
 
 /// Runs SQL on the server at `conninfo`; returns the first column of each row.

@@ -126,7 +126,7 @@ fn pings(relay: &Relay, n: usize) -> Vec<Duration> {
 
 #[test]
 fn delay_is_added_to_each_round_trip_and_never_early() {
-    // An echo server; 30 one-byte pings through a 10 ms relay.
+    // An echo server; 30 one-byte pings through a 30 ms relay.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let server = l.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
@@ -136,7 +136,7 @@ fn delay_is_added_to_each_round_trip_and_never_early() {
             s.write_all(&b).unwrap();
         }
     });
-    let rtt = Duration::from_millis(10);
+    let rtt = Duration::from_millis(30);
     let relay = Relay::start(
         &"127.0.0.1:0".parse().unwrap(),
         &server.parse().unwrap(),
@@ -145,11 +145,15 @@ fn delay_is_added_to_each_round_trip_and_never_early() {
     .unwrap();
     let mut rtts = pings(&relay, 30);
     rtts.sort();
+    // Never early: a relay that held one direction only (or each for a quarter of the
+    // round trip) would come back under it in every ping.
     assert!(rtts[0] >= rtt, "a round trip came back early: {:?}", rtts[0]);
-    // Accuracy is the bench script's job (bench/relay.sh); this bounds gross errors only
-    // (a delay paid twice each way would be 20 ms more), loosely enough for a machine
-    // whose cores are busy with more than this test (15.2 ms was seen under a build).
-    assert!(rtts[15] < rtt * 2, "median {:?}", rtts[15]);
+    // Accuracy is the bench script's job (bench/relay.sh). A relay that held each
+    // direction for the whole round trip (the delay paid twice) would take 60 ms or more
+    // in every ping; the median stays under that as long as what the scheduler adds to
+    // the relay's wake-ups does (5 to 22 ms at the median with every core busy), which is
+    // why the round trip is 30 ms and not less.
+    assert!(rtts[15] < rtt * 2, "median {:?}: {rtts:?}", rtts[15]);
 }
 
 /// An echo server on loopback; returns its address.
@@ -171,47 +175,50 @@ fn echo_server() -> String {
     server
 }
 
-/// Jitter has its effect: one-byte round trips through a 20 ms relay with ±5 ms jitter
-/// per direction spread (the sum of two uniform delays: an interquartile range of about
-/// 5.9 ms), stay within the band jitter allows, and without jitter their interquartile
-/// range is narrower by a margin. The quartiles, not the standard deviation: a VM's
-/// late wake-ups put a few outliers into any run, and the rest of the test suite runs
-/// beside this test (about 1 to 1.6 ms of spread without any jitter).
+/// Jitter has its effect: one-byte round trips through a 100 ms relay with ±40 ms
+/// jitter per direction (the sum of two uniform delays, between 20 and 180 ms, an
+/// interquartile range of about 47 ms) spread within the band jitter allows, both ways.
+/// Judged on the low side, which a busy machine leaves alone (it only adds delay), with
+/// a jitter much wider than what load adds: with two busy loops beside other builds on
+/// the 2 cores, the relay's wake-ups waited for the scheduler's 4 ms ticks and most round
+/// trips came back 8-16 ms late (a 40 ms relay with ±10 ms then had 2 of 60 under 40 ms,
+/// where a quiet machine has half).
 #[test]
 fn jitter_spreads_the_round_trip_within_its_band() {
     let server = echo_server();
-    let spread = |jitter: Duration| {
-        let relay = Relay::start(
-            &"127.0.0.1:0".parse().unwrap(),
-            &server.parse().unwrap(),
-            Shape {
-                jitter,
-                ..Shape::rtt(Duration::from_millis(20))
-            },
-        )
-        .unwrap();
-        let mut ms: Vec<f64> = pings(&relay, 60).iter().map(|d| d.as_secs_f64() * 1e3).collect();
-        ms.sort_by(f64::total_cmp);
-        let q = |f: f64| ms[((ms.len() - 1) as f64 * f).round() as usize];
-        (q(0.75) - q(0.25), ms[0], q(0.5))
-    };
-    let (iqr, min, median) = spread(Duration::from_millis(5));
-    assert!(iqr >= 3.5, "±5 ms per direction: round-trip IQR {iqr:.2} ms");
-    // The low side bounds the jitter's size whatever the machine's load (which only adds):
-    // a jitter twice as wide would go under 10 ms in one round trip of eight.
-    assert!(min >= 10.0, "never below 20 - 10 ms: {min:.2} ms");
-    // Centred on 20 ms; a busy machine only ever adds delay (24.2 ms seen with every core
-    // taken), so the upper bound leaves room for it.
-    assert!((18.0..32.0).contains(&median), "centred on 20 ms: {median:.2} ms");
-    // Without jitter the spread is the machine's own: about 1-1.6 ms on a quiet one, 3.4
-    // ms seen with every core busy (against 5.8 ms with jitter in the same run). Jitter
-    // adds its own ~5.9 ms to whatever the machine adds, so the bound is a difference,
-    // which holds however busy the machine is.
-    let (iqr0, _, _) = spread(Duration::ZERO);
+    let relay = Relay::start(
+        &"127.0.0.1:0".parse().unwrap(),
+        &server.parse().unwrap(),
+        Shape {
+            jitter: Duration::from_millis(40),
+            ..Shape::rtt(Duration::from_millis(100))
+        },
+    )
+    .unwrap();
+    let mut ms: Vec<f64> = pings(&relay, 40).iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    ms.sort_by(f64::total_cmp);
+    let q = |f: f64| ms[((ms.len() - 1) as f64 * f).round() as usize];
+    let (iqr, median) = (q(0.75) - q(0.25), q(0.5));
+    // Without jitter the spread is the machine's (1-2 ms quiet, 6.5 ms seen with every
+    // core busy); half the jitter would give about 23 ms.
     assert!(
-        iqr0 + 1.0 < iqr,
-        "jitter widens the spread: IQR {iqr0:.2} ms without against {iqr:.2} ms with"
+        iqr >= 30.0,
+        "±40 ms per direction: round-trip IQR {iqr:.2} ms: {ms:?}"
     );
+    // Never below 100 - 80 ms: a jitter twice as wide would go under 20 ms in one round
+    // trip of eight.
+    assert!(ms[0] >= 20.0, "never below 100 - 80 ms: {ms:?}");
+    // Below 100 ms in half the round trips, under 84 ms in a third: a relay without
+    // jitter, or with jitter that only adds, never comes back under 100 ms, whatever the
+    // load.
+    let quick = ms.iter().filter(|&&x| x < 100.0).count();
+    assert!(
+        quick >= 3,
+        "jitter takes round trips below the 100 ms: {quick} of 40: {ms:?}"
+    );
+    // Centred on 100 ms, whatever the load adds above it (the median of 40 moves by about
+    // 6.5 ms from run to run): jitter that only subtracts would centre it on 60 ms.
+    assert!(median >= 80.0, "centred on 100 ms: {median:.2} ms: {ms:?}");
 }
 
 /// The bandwidth cap has its effect: 4 MiB each way through a 10 MB/s cap takes about
@@ -318,7 +325,7 @@ fn a_refused_upstream_resets_the_client_promptly() {
 
 #[test]
 fn postgres_through_a_relay_pays_the_added_round_trips() {
-    // The sandbox's TCP target behind a 4 ms relay: a trust connect takes 1 round trip
+    // The sandbox's TCP target behind a 50 ms relay: a trust connect takes 1 round trip
     // for TCP (not relayed: the relay accepts locally), then startup and auth (one round
     // trip each, through the relay).
     let info = sandbox();
@@ -332,7 +339,7 @@ fn postgres_through_a_relay_pays_the_added_round_trips() {
     let relay = Relay::start(
         &"127.0.0.1:0".parse().unwrap(),
         &format!("127.0.0.1:{port}").parse().unwrap(),
-        Shape::rtt(Duration::from_millis(4)),
+        Shape::rtt(Duration::from_millis(50)),
     )
     .unwrap();
     let Addr::Tcp(at) = relay.addr().clone() else {
@@ -355,13 +362,16 @@ fn postgres_through_a_relay_pays_the_added_round_trips() {
     };
     let q = phase("query");
     assert_eq!(q["round_trips"], 1);
-    let q50 = q["p50_us"].as_f64().unwrap() / 1e3;
-    // Never under the added round trip; over it by what a busy machine adds (10-11 ms
-    // were seen with the cores oversubscribed by builds).
-    assert!(
-        (4.0..16.0).contains(&q50),
-        "a query through a 4 ms relay: p50 {q50} ms"
+    let (q_min, q50) = (
+        q["min_us"].as_f64().unwrap() / 1e3,
+        q["p50_us"].as_f64().unwrap() / 1e3,
     );
+    // Never under the added round trip: a relay that held one direction only would be.
+    assert!(q_min >= 50.0, "a query through a 50 ms relay: min {q_min} ms");
+    // Over it by what a busy machine adds to the relay's wake-ups (up to 22 ms at the
+    // median with every core busy), but under twice it: a relay that paid the delay
+    // twice would take 100 ms or more for every query.
+    assert!(q50 < 100.0, "a query through a 50 ms relay: p50 {q50} ms");
     assert!(relay.stats.connections.load(std::sync::atomic::Ordering::Relaxed) >= 10);
 }
 
@@ -519,49 +529,87 @@ path = ["direct", "sidecar-tcp"]
         );
         if name.contains("distance=4ms") {
             let achieved = values["rtt_achieved_ms"][0].as_f64().unwrap();
-            // Never under the requested 4 ms (the relay holds every byte for half of it
-            // each way); over it by what the scheduler adds, which on a machine whose
-            // cores are all busy is several ms (7.95 ms seen). Accuracy is bench/relay.sh's.
+            // Never under the requested 4 ms: the relay holds every byte for half of it
+            // each way, and load only adds (achieved is a median of round trips through
+            // the route less one of direct ones, so a little under it is the noise of
+            // two medians). Over it by what the scheduler adds to the relay's wake-ups:
+            // 0.4 ms with other builds on the 2 cores, 7.8 to 15.9 ms more with two busy
+            // loops beside them, so no bound near twice the request holds here (that the
+            // delay is paid once is checked at 50 ms, where it stands out from the load:
+            // `connect_and_load_take_a_distance_...`). The figure in the wrong unit (µs
+            // for ms: 4,000 and more) fails.
             assert!(
-                (3.5..25.0).contains(&achieved),
-                "{name}: achieved RTT {achieved} ms"
+                (3.5..40.0).contains(&achieved),
+                "{name}: achieved RTT {achieved} ms for a requested 4 ms"
             );
             let p = &c["prediction"];
-            assert!(p["from_cell"].as_str().unwrap().contains("distance=0ms"), "{p}");
+            // The model starts from this very cell without distance: the same path.
+            let from = name.replace("distance=4ms", "distance=0ms");
+            assert_eq!(
+                p["from_cell"].as_str(),
+                Some(from.as_str()),
+                "{name}: the model starts from {from}: {p}"
+            );
+            let zero = cells
+                .iter()
+                .find(|z| z["name"] == from.as_str())
+                .unwrap_or_else(|| panic!("no cell {from}"));
+            // Its terms are the figures measured in the suite's rounds, the local term
+            // the 0 ms cell's mean latency over the same rounds as this cell's: exact,
+            // whatever the machine's load, so a local term of 0 or read from another cell
+            // (the other path's, this one's) or another figure fails here.
+            let mean_of = |cell: &serde_json::Value, figure: &str| {
+                let v: Vec<f64> = cell["values"][figure]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{figure}: {cell}"))
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect();
+                v.iter().sum::<f64>() / v.len() as f64
+            };
+            let f = |k: &str| p[k].as_f64().unwrap_or_else(|| panic!("{k}: {p}"));
+            let (local, rts, predicted, measured) = (
+                f("local_ms"),
+                f("round_trips_per_transaction"),
+                f("predicted_ms"),
+                f("measured_ms"),
+            );
+            let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+            let local0 = mean_of(zero, "latency_mean_ms");
+            assert!(
+                same(local, local0),
+                "{name}: local term {local} ms against {from}'s mean latency {local0} ms in the same rounds: {p}"
+            );
+            let rts0 = mean_of(zero, "round_trips_per_transaction");
+            assert!(
+                same(rts, rts0),
+                "{name}: {rts} round trips against {from}'s {rts0}: {p}"
+            );
+            assert!(
+                same(measured, mean_of(c, "latency_mean_ms")),
+                "{name}: measured {measured} ms is not this cell's mean latency: {p}"
+            );
             // SCRAM over TCP per transaction: startup 1 + auth 2 + the query 1, plus the
-            // TCP handshake the counter also sees (local through the relay).
-            let rts = p["round_trips_per_transaction"].as_f64().unwrap();
+            // TCP handshake when the counter sees it (local through the relay).
             assert!(
                 (4.0..=5.0).contains(&rts),
                 "{name}: {rts} round trips per transaction"
             );
-            // The model's arithmetic: local + RTT × round trips.
-            let (local, predicted, measured) = (
-                p["local_ms"].as_f64().unwrap(),
-                p["predicted_ms"].as_f64().unwrap(),
-                p["measured_ms"].as_f64().unwrap(),
-            );
-            assert!((predicted - local - 4.0 * rts).abs() < 1e-6, "{p}");
-            // Tight enough to fail without the local term: here the local time (a SCRAM
-            // connect and a query, 3.4 ms on a quiet machine, 5 to 9 ms on a busy one) is
-            // a sixth or more of the whole, so a model of RTT × round trips alone would be
-            // off by more than 15%.
+            // The model's arithmetic: local + RTT × round trips, and the ratio printed.
+            assert!(same(predicted, local + 4.0 * rts), "{p}");
+            assert!(same(f("ratio"), measured / predicted), "{p}");
+            // The local time (a SCRAM connect and a query) is a sixth or more of the whole
+            // (3.4 ms on a quiet machine, 5 to 23 ms on a busy one, against 4 × 4 ms), so
+            // the local term checked above matters to the prediction.
             assert!(
                 measured / (4.0 * rts) > 1.15,
                 "{name}: the local term must matter in this test: {p}"
             );
             // How close the model comes is bench/relay.sh's bar (within 10% at p50, on a
-            // quiet machine). Here only a band that holds with every core busy: the local
-            // term is measured in the 0 ms cell, at another moment, and under `scripts/
-            // test.sh --stress` it was 19.4 ms there against about 8 ms inside the 4 ms cell
-            // (measured 24.9 ms, predicted 35.4, ratio 0.705), while relay wake-ups late
-            // under load only add time (1.76 seen). The model's arithmetic, its local term
-            // and its round trips are checked exactly above.
-            let ratio = p["ratio"].as_f64().unwrap();
-            assert!(
-                (0.4..2.5).contains(&ratio),
-                "{name}: measured / predicted = {ratio}"
-            );
+            // quiet machine); here the local time moves with the load from one step to the
+            // next (19.4 ms in the 0 ms cell against about 8 ms inside the 4 ms cell was
+            // seen under `scripts/test.sh --stress`), so a band on the ratio would only
+            // bound the machine, and the model's inputs are checked exactly instead.
         } else {
             assert!(c["prediction"].is_null());
             assert!(values.get("rtt_achieved_ms").is_none());
@@ -633,25 +681,36 @@ fn a_sidecar_with_upstream_tls_carries_plaintext_inside_tls() {
 #[test]
 fn connect_and_load_take_a_distance_and_a_sidecar_from_the_command_line() {
     crate::common::dataset();
+    // A distance behind a sidecar: the route's two relays, the long hop's delayed once.
     let o = connbench(&[
         "connect",
         &conninfo("tcp_trust"),
         "--distance",
-        "5ms",
+        "50ms",
+        "--path",
+        "sidecar-tcp",
         "-n",
         "5",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("round trip requested +5.00 ms, achieved +"),
+        stderr(&o).contains("round trip requested +50.00 ms, achieved +"),
         "{}",
         stderr(&o)
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    // Trust over TCP: startup is the one relayed round trip.
-    let p50 = v["targets"][0]["total"]["p50_us"].as_f64().unwrap();
-    assert!(p50 >= 5_000.0, "a connect through a 5 ms relay took {p50} µs");
+    // Trust over TCP: startup is the one relayed round trip. Never under it; under twice
+    // it, which a route that delayed both hops, or gave its relay the round trip as the
+    // one-way delay, would pay on every connect (a busy machine adds up to about 22 ms
+    // to a relayed round trip at the median).
+    let total = &v["targets"][0]["total"];
+    let (min, p50) = (
+        total["min_us"].as_f64().unwrap() / 1e3,
+        total["p50_us"].as_f64().unwrap() / 1e3,
+    );
+    assert!(min >= 50.0, "a connect through a 50 ms distance took {min} ms");
+    assert!(p50 < 100.0, "a connect through a 50 ms distance: p50 {p50} ms");
     let o = connbench(&[
         "load",
         &conninfo("tcp_trust"),
