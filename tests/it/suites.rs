@@ -301,7 +301,7 @@ fn dry_run_and_bad_suites() {
     assert!(plan.contains("0:0 1:0 2:0 3:0"), "a pre-warm pass first: {plan}");
     // The profile's lengths and each cell's settings, as the run takes them.
     assert!(
-        plan.contains("each repetition 600.0 ms, after 150.0 ms warm-up; 8 repetitions per cell"),
+        plan.contains("each repetition 30.00 s, after 2.00 s warm-up; at least 5 rounds"),
         "{plan}"
     );
     assert!(
@@ -312,6 +312,10 @@ fn dry_run_and_bad_suites() {
     let quick = stdout(&connbench(&["run", "transport", "--quick", "--dry-run"]));
     assert!(
         !quick.contains(":0 ") && !quick.contains(":0\n") && quick.contains(":8"),
+        "{quick}"
+    );
+    assert!(
+        quick.contains("each repetition 600.0 ms, after 150.0 ms warm-up; 8 repetitions per cell"),
         "{quick}"
     );
     let o = connbench(&["suites"]);
