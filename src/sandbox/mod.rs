@@ -487,7 +487,9 @@ impl Sandbox {
             self.info.postgres_port
         ))?;
         let ep = crate::proto::Endpoint::new(t)?;
-        let (mut s, _) = postgres::connect_and_query(&ep, "SELECT 1", &PhaseCursor::default()).await?;
+        let (mut s, _) =
+            crate::proto::connect_and_query_as::<postgres::Session>(&ep, "SELECT 1", &PhaseCursor::default())
+                .await?;
         let rows = s
             .query_column(&format!(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -516,7 +518,7 @@ impl Sandbox {
             self.info.postgres_port
         ))?;
         let ep = crate::proto::Endpoint::new(t)?;
-        let (mut s, _) = postgres::connect(&ep, &PhaseCursor::default()).await?;
+        let (mut s, _) = crate::proto::connect_as::<postgres::Session>(&ep, &PhaseCursor::default()).await?;
         for sql in [
             format!("CREATE ROLE {TRUST_ROLE} LOGIN"),
             format!("CREATE DATABASE {DATABASE} OWNER {SUPERUSER}"),
@@ -773,13 +775,14 @@ async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<()
     let deadline = Instant::now() + limit;
     loop {
         let cursor = PhaseCursor::default();
-        let err = match postgres::connect_and_query(&ep, "SELECT 1", &cursor).await {
-            Ok((s, _)) => {
-                s.close().await;
-                return Ok(());
-            }
-            Err(e) => e,
-        };
+        let err =
+            match crate::proto::connect_and_query_as::<postgres::Session>(&ep, "SELECT 1", &cursor).await {
+                Ok((s, _)) => {
+                    s.close().await;
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
         if let Ok(Some(status)) = child.try_wait() {
             bail!("the server exited ({status})");
         }
