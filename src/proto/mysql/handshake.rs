@@ -13,7 +13,8 @@ use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest};
 use mysql_common::proto::MySerialize;
 
-use super::{ok_packet, protocol, server_error, Session};
+use super::codec::{ok_packet, server_error};
+use super::{protocol, Session};
 use crate::net::transport::{self, Stream};
 use crate::proto::socket::{open_socket, tls_cause};
 use crate::proto::{ConnectError, Endpoint, ErrorKind, Phase, PhaseCursor, QueryOutcome, Stopwatch};
