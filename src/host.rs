@@ -251,7 +251,8 @@ impl Source {
         match (self, self.cpu()) {
             (_, Some(_)) => Ok(()),
             (Source::Tree(pid), None) => Err(format!(
-                "--server-pid {pid}: no such process in /proc (give the postmaster's pid: `head -1 $PGDATA/postmaster.pid`)"
+                "--server-pid {pid}: no such process in /proc; give the server's pid (PostgreSQL's postmaster \
+                 or mariadbd): `head -1 $PGDATA/postmaster.pid` or `pidof mariadbd mysqld`"
             )),
             (Source::Cgroup(dir), None) => Err(format!(
                 "--server-cgroup {}: neither cpu.stat (cgroup v2) nor cpuacct.stat (v1) can be read there",

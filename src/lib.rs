@@ -15,6 +15,7 @@
 pub mod units;
 pub mod scratch;
 pub mod host;
+pub mod rng;
 pub mod cli;
 pub mod options;
 pub mod target;
@@ -22,6 +23,7 @@ pub mod sandbox;
 pub mod net;
 pub mod proto;
 pub mod trace;
+pub mod route;
 pub mod connect;
 pub mod load;
 pub mod script;

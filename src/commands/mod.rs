@@ -32,9 +32,9 @@ pub async fn routed(
     subjects: Vec<Subject>,
     path: &str,
     distance: Option<std::time::Duration>,
-) -> Result<(Vec<Subject>, Vec<crate::net::route::Route>)> {
-    let spec = crate::net::route::RouteSpec {
-        path: crate::net::route::PathKind::parse(path).context("--path")?,
+) -> Result<(Vec<Subject>, Vec<crate::route::Route>)> {
+    let spec = crate::route::RouteSpec {
+        path: crate::route::PathKind::parse(path).context("--path")?,
         distance: distance.unwrap_or_default(),
     };
     if spec.is_direct() {
@@ -43,11 +43,11 @@ pub async fn routed(
     let mut out = Vec::new();
     let mut routes = Vec::new();
     for s in subjects {
-        let r = crate::net::route::build(&s.endpoint.target, spec)?;
+        let r = crate::route::build(&s.endpoint.target, spec)?;
         let mut ep = Endpoint::new(r.target.clone())?;
         ep.target.label = Some(format!("{}+{path}", s.endpoint.target.name()));
         if !spec.distance.is_zero() {
-            let v = crate::net::route::verify(&s.endpoint, &ep, spec.distance).await?;
+            let v = crate::route::verify(&s.endpoint, &ep, spec.distance).await?;
             eprintln!(
                 "route: {}: round trip requested +{:.2} ms, achieved +{:.3} ms{}",
                 s.endpoint.target.name(),

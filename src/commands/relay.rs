@@ -85,7 +85,7 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
 /// `unix@b`): the address of that target's server.
 fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {
     match super::sandbox_target(text).context("--upstream")? {
-        Some(t) => Ok(crate::net::route::upstream_of(&t)),
+        Some(t) => Ok(crate::route::upstream_of(&t)),
         None => text.parse().context("--upstream"),
     }
 }

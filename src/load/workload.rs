@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 pub use crate::load::sysbench::Oltp;
 use crate::proto::{ConnectError, ErrorKind, Phase, ResultSet, TransactionStatus};
 use crate::proto::{Session, Statement};
+use crate::rng::Rng;
 use crate::script::command::atoi;
 use crate::script::eval::eval;
 use crate::script::{
@@ -154,32 +155,6 @@ impl Builtin {
     /// Whether the workload reads connbench's tables (and so needs `connbench init`).
     pub fn needs_tables(self) -> bool {
         self != Builtin::ConnectOnly
-    }
-}
-
-/// A random generator for the engine's own choices (arrival gaps under -R, a relay's
-/// jitter, a suite's order): rand's `SmallRng` (xoshiro). `range` draws with rand's
-/// uniform integer sampling, which has no modulo bias. A script's random functions use
-/// pgbench's own generator instead ([`Prng`]), so they repeat pgbench's values.
-#[derive(Debug, Clone)]
-pub struct Rng(rand::rngs::SmallRng);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(rand::SeedableRng::seed_from_u64(seed))
-    }
-
-    /// Uniform in [lo, hi], inclusive; `lo` when the range is empty.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        if hi <= lo {
-            return lo;
-        }
-        rand::RngExt::random_range(&mut self.0, lo..=hi)
-    }
-
-    /// Uniform in (0, 1], so that its logarithm is finite.
-    pub fn unit(&mut self) -> f64 {
-        1.0 - rand::RngExt::random::<f64>(&mut self.0)
     }
 }
 

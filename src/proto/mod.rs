@@ -12,16 +12,22 @@
 //! the measurement loops and the workload executor call one API and never branch on the
 //! engine themselves. A second engine adds a variant and a submodule; an enum rather than
 //! a trait object keeps the per-statement call on the hot path a static dispatch.
+//!
+//! The timed connect itself is written once ([`connect_as`], generic over [`Wire`], what
+//! each engine's session supplies); `socket` holds the phases both engines share
+//! (`resolve`, the socket `connect`).
 
 pub mod mysql;
 pub mod postgres;
+mod socket;
 
 use std::fmt;
+use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::net::transport::{Counters, TlsInfo, TlsSetup};
+use crate::net::transport::{Counters, Stream, TlsInfo, TlsSetup};
 pub use crate::target::Engine;
 use crate::target::Target;
 
@@ -355,11 +361,11 @@ pub async fn connect(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(Session, Ti
     bounded(ep, cursor, async {
         match ep.engine() {
             Engine::Postgres => {
-                let (s, t) = postgres::connect(ep, cursor).await?;
+                let (s, t) = connect_as::<postgres::Session>(ep, cursor).await?;
                 Ok((Session::Postgres(s), t))
             }
             Engine::Mysql => {
-                let (s, t) = mysql::connect(ep, cursor).await?;
+                let (s, t) = connect_as::<mysql::Session>(ep, cursor).await?;
                 Ok((Session::Mysql(s), t))
             }
         }
@@ -377,16 +383,59 @@ pub async fn connect_and_query(
     bounded(ep, cursor, async {
         match ep.engine() {
             Engine::Postgres => {
-                let (s, t) = postgres::connect_and_query(ep, sql, cursor).await?;
+                let (s, t) = connect_and_query_as::<postgres::Session>(ep, sql, cursor).await?;
                 Ok((Session::Postgres(s), t))
             }
             Engine::Mysql => {
-                let (s, t) = mysql::connect_and_query(ep, sql, cursor).await?;
+                let (s, t) = connect_and_query_as::<mysql::Session>(ep, sql, cursor).await?;
                 Ok((Session::Mysql(s), t))
             }
         }
     })
     .await
+}
+
+/// What a timed connect needs of one engine's session: its phases up to ready, a first
+/// query, and its socket. [`connect_as`] and [`connect_and_query_as`] are written once on
+/// it; a generic rather than a trait object, so each engine's connect is compiled as its
+/// own, with no dynamic call.
+pub trait Wire: Sized {
+    /// The phases after the socket's up to ready for queries, each marked on `sw`.
+    fn open(
+        ep: &Endpoint,
+        cursor: &PhaseCursor,
+        sw: &mut Stopwatch,
+    ) -> impl Future<Output = Result<Self, ConnectError>> + Send;
+    /// The engine's simple query.
+    fn first_query(&mut self, sql: &str) -> impl Future<Output = Result<QueryOutcome, ConnectError>> + Send;
+    /// The socket, for its counters and TLS details.
+    fn stream(&self) -> &Stream;
+}
+
+/// Opens a session of engine `S`, timing every phase. `cursor` tracks the phase in
+/// progress, so that a caller's timeout can say where it struck. No time limit of its own
+/// ([`connect`] adds the endpoint's).
+pub async fn connect_as<S: Wire>(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(S, Timeline), ConnectError> {
+    let mut sw = Stopwatch::start();
+    let session = S::open(ep, cursor, &mut sw).await?;
+    let timeline = sw.finish(session.stream().counters(), session.stream().tls_info());
+    Ok((session, timeline))
+}
+
+/// Connects and then runs one query as the `query` phase of the same timeline, on the
+/// same clock, so the phases still add up to the total.
+pub async fn connect_and_query_as<S: Wire>(
+    ep: &Endpoint,
+    sql: &str,
+    cursor: &PhaseCursor,
+) -> Result<(S, Timeline), ConnectError> {
+    let mut sw = Stopwatch::start();
+    let mut session = S::open(ep, cursor, &mut sw).await?;
+    cursor.set(Phase::Query);
+    session.first_query(sql).await?;
+    sw.mark(Phase::Query, session.stream().counters().round_trips);
+    let timeline = sw.finish(session.stream().counters(), session.stream().tls_info());
+    Ok((session, timeline))
 }
 
 fn no_pipelines() -> ConnectError {

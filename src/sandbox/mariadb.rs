@@ -124,26 +124,7 @@ pub(super) async fn start(
         write_owned(&home.join(f), &text, 0o600, run_as)?;
     }
     let data = home.join("data");
-    let log = home.join("install.log");
-    // Temporary files go to its own directory: the caller's TMPDIR may be one the
-    // server's user cannot write.
-    let mut install = server_command(&bins.install_db, run_as, &home);
-    install
-        .env("TMPDIR", &home)
-        .arg("--no-defaults")
-        .arg(format!("--datadir={}", data.display()))
-        .args(["--auth-root-authentication-method=socket", "--skip-test-db"])
-        .stdout(log_file(&log, run_as)?)
-        .stderr(log_file(&log, run_as)?);
-    let status = super::run_helper(install, dir)
-        .await
-        .with_context(|| format!("cannot run {}", bins.install_db.display()))?;
-    if !status.success() {
-        bail!(
-            "cannot start the sandbox's MariaDB: mariadb-install-db failed ({status}); its log ends:\n{}",
-            tail(&log, 20)
-        );
-    }
+    install_db(dir, &home, &data, bins, run_as).await?;
 
     // The roles, made by the server itself before it accepts connections.
     let (native_pw, ed_pw) = (random_token(24), random_token(24));
@@ -235,6 +216,31 @@ pub(super) async fn start(
         }
     }
     unreachable!("the loop returns or bails")
+}
+
+/// `mariadb-install-db` into `data`, its log in `home`.
+async fn install_db(dir: &Path, home: &Path, data: &Path, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+    let log = home.join("install.log");
+    // Temporary files go to its own directory: the caller's TMPDIR may be one the
+    // server's user cannot write.
+    let mut install = server_command(&bins.install_db, run_as, home);
+    install
+        .env("TMPDIR", home)
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", data.display()))
+        .args(["--auth-root-authentication-method=socket", "--skip-test-db"])
+        .stdout(log_file(&log, run_as)?)
+        .stderr(log_file(&log, run_as)?);
+    let status = super::run_helper(install, dir)
+        .await
+        .with_context(|| format!("cannot run {}", bins.install_db.display()))?;
+    if !status.success() {
+        bail!(
+            "cannot start the sandbox's MariaDB: mariadb-install-db failed ({status}); its log ends:\n{}",
+            tail(&log, 20)
+        );
+    }
+    Ok(())
 }
 
 /// Waits for the server's greeting (protocol version 10) on a real TCP connection.

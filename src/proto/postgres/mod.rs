@@ -13,19 +13,21 @@
 //! (or in `startup` for trust), and `ready` is usually near zero. We report what the wire
 //! shows rather than split it by assumption.
 
-use std::net::SocketAddr;
+mod results;
+
+use std::future::Future;
 
 use bytes::{Buf, BytesMut};
 use postgres_protocol::authentication::sasl::{self, ChannelBinding, ScramSha256};
 use postgres_protocol::message::{backend::Message, frontend};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::socket::{closed, open_socket, tls_cause};
 pub use super::Endpoint;
-use super::{
-    ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch, Timeline,
-};
+use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch};
 use crate::net::transport::{self, Stream, TlsSetup};
 use crate::target::{self, Host, SslMode, Target};
+use results::Collect;
 
 /// An open, authenticated session, ready for queries.
 #[derive(Debug)]
@@ -44,158 +46,49 @@ pub struct Session {
     pipeline_syncs: usize,
 }
 
-/// What [`Session::finish_statement`] keeps of the rows it reads. The hot path keeps
-/// nothing, and reads every row in place without parsing it.
-enum Collect<'a> {
-    Nothing,
-    /// The first column of every row.
-    FirstColumn(&'a mut Vec<String>),
-    /// Per result: the column names and the last row (for `\gset` and `\aset`).
-    Results(&'a mut Vec<ResultSet>),
-}
-
-/// Opens a session, timing every phase. `cursor` tracks the phase in progress, so that a
-/// caller's timeout can say where it struck.
-pub async fn connect(ep: &Endpoint, cursor: &PhaseCursor) -> Result<(Session, Timeline), ConnectError> {
-    let mut sw = Stopwatch::start();
-    let session = open(ep, cursor, &mut sw).await?;
-    let timeline = sw.finish(session.stream.counters(), session.stream.tls_info());
-    Ok((session, timeline))
-}
-
-/// Connects and then runs one query as the `query` phase of the same timeline, on the
-/// same clock, so the phases still add up to the total.
-pub async fn connect_and_query(
-    ep: &Endpoint,
-    sql: &str,
-    cursor: &PhaseCursor,
-) -> Result<(Session, Timeline), ConnectError> {
-    let mut sw = Stopwatch::start();
-    let mut session = open(ep, cursor, &mut sw).await?;
-    cursor.set(Phase::Query);
-    session.simple_query(sql).await?;
-    sw.mark(Phase::Query, session.round_trips());
-    let timeline = sw.finish(session.stream.counters(), session.stream.tls_info());
-    Ok((session, timeline))
-}
-
-/// The phases up to ReadyForQuery, each marked on `sw`.
-async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result<Session, ConnectError> {
-    let t = &ep.target;
-    let stream = open_socket(t, cursor, sw).await?;
-    let stream = match &ep.tls {
-        Some(tls) => {
-            cursor.set(Phase::Tls);
-            let s = negotiate_tls(t, stream, tls).await?;
-            sw.mark(Phase::Tls, s.counters().round_trips);
-            s
-        }
-        None => stream,
-    };
-    let mut session = Session {
-        stream,
-        rbuf: BytesMut::with_capacity(8 * 1024),
-        wbuf: BytesMut::with_capacity(1024),
-        backend_pid: 0,
-        server_version: None,
-        transaction_status: b'I',
-        broken: false,
-        pipeline_syncs: 0,
-    };
-    cursor.set(Phase::Startup);
-    let first = session.startup(t).await?;
-    sw.mark(Phase::Startup, session.round_trips());
-    cursor.set(Phase::Auth);
-    session.authenticate(t, first).await?;
-    sw.mark(Phase::Auth, session.round_trips());
-    cursor.set(Phase::Ready);
-    session.await_ready().await?;
-    sw.mark(Phase::Ready, session.round_trips());
-    Ok(session)
-}
-
-/// The engine-neutral first phases: `resolve` (TCP only) and the socket `connect`, each
-/// marked on `sw`.
-pub(super) async fn open_socket(
-    t: &Target,
-    cursor: &PhaseCursor,
-    sw: &mut Stopwatch,
-) -> Result<Stream, ConnectError> {
-    Ok(match &t.host {
-        Host::Unix(_) => {
-            cursor.set(Phase::Connect);
-            let s = connect_socket_unix(t).await?;
-            sw.mark(Phase::Connect, 0);
-            s
-        }
-        Host::Tcp(host) => {
-            cursor.set(Phase::Resolve);
-            let addrs = resolve(t, host).await?;
-            sw.mark(Phase::Resolve, 0);
-            cursor.set(Phase::Connect);
-            let s = connect_socket_tcp(&addrs).await?;
-            sw.mark_network(Phase::Connect, 1);
-            s
-        }
-    })
-}
-
-async fn resolve(t: &Target, host: &str) -> Result<Vec<SocketAddr>, ConnectError> {
-    if let Some(ip) = t.hostaddr {
-        return Ok(vec![SocketAddr::new(ip, t.port)]);
-    }
-    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, t.port)]);
-    }
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, t.port))
-        .await
-        .map_err(|e| {
-            ConnectError::new(
-                Phase::Resolve,
-                ErrorKind::io(e, format!(" resolving host {host:?}")),
-            )
-        })?
-        .collect();
-    if addrs.is_empty() {
-        return Err(ConnectError::new(
-            Phase::Resolve,
-            ErrorKind::Config(format!("host {host:?} has no addresses")),
-        ));
-    }
-    Ok(addrs)
-}
-
-async fn connect_socket_unix(t: &Target) -> Result<Stream, ConnectError> {
-    let path = t.socket_path().expect("a Unix target has a socket path");
-    transport::connect_unix(&path).await.map_err(|e| {
-        let hint = match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                "; is a server running there, and is the port right?"
+impl super::Wire for Session {
+    /// The phases up to ReadyForQuery, each marked on `sw`.
+    async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result<Session, ConnectError> {
+        let t = &ep.target;
+        let stream = open_socket(t, cursor, sw).await?;
+        let stream = match &ep.tls {
+            Some(tls) => {
+                cursor.set(Phase::Tls);
+                let s = negotiate_tls(t, stream, tls).await?;
+                sw.mark(Phase::Tls, s.counters().round_trips);
+                s
             }
-            _ => "",
+            None => stream,
         };
-        ConnectError::new(
-            Phase::Connect,
-            ErrorKind::io(e, format!(" on socket {}{hint}", path.display())),
-        )
-    })
-}
-
-/// Tries each address in turn, as libpq does, and reports the last failure.
-async fn connect_socket_tcp(addrs: &[SocketAddr]) -> Result<Stream, ConnectError> {
-    let mut last = None;
-    for addr in addrs {
-        match transport::connect_tcp(*addr).await {
-            Ok(s) => return Ok(s),
-            Err(e) => {
-                last = Some(ConnectError::new(
-                    Phase::Connect,
-                    ErrorKind::io(e, format!(" on {addr}")),
-                ))
-            }
-        }
+        let mut session = Session {
+            stream,
+            rbuf: BytesMut::with_capacity(8 * 1024),
+            wbuf: BytesMut::with_capacity(1024),
+            backend_pid: 0,
+            server_version: None,
+            transaction_status: b'I',
+            broken: false,
+            pipeline_syncs: 0,
+        };
+        cursor.set(Phase::Startup);
+        let first = session.startup(t).await?;
+        sw.mark(Phase::Startup, session.round_trips());
+        cursor.set(Phase::Auth);
+        session.authenticate(t, first).await?;
+        sw.mark(Phase::Auth, session.round_trips());
+        cursor.set(Phase::Ready);
+        session.await_ready().await?;
+        sw.mark(Phase::Ready, session.round_trips());
+        Ok(session)
     }
-    Err(last.expect("at least one address"))
+
+    fn first_query(&mut self, sql: &str) -> impl Future<Output = Result<QueryOutcome, ConnectError>> + Send {
+        self.simple_query(sql)
+    }
+
+    fn stream(&self) -> &Stream {
+        &self.stream
+    }
 }
 
 /// SSLRequest, the server's one-byte answer, then the handshake (protocol §55.2.10).
@@ -227,13 +120,6 @@ async fn negotiate_tls(t: &Target, mut stream: Stream, tls: &TlsSetup) -> Result
             "unexpected answer {:?} to SSLRequest",
             other as char
         )))),
-    }
-}
-
-pub(super) fn tls_cause(e: &std::io::Error) -> String {
-    match e.get_ref() {
-        Some(inner) => inner.to_string(),
-        None => e.to_string(),
     }
 }
 
@@ -634,152 +520,6 @@ impl Session {
         Ok(())
     }
 
-    /// Reads a statement's responses up to ReadyForQuery; returns the rows seen, or when
-    /// there were none the rows the command reports having affected (and
-    /// collects their first column when asked). A server error is returned after
-    /// ReadyForQuery, so the session stays in step and usable.
-    async fn finish_statement(&mut self, mut collect: Collect<'_>) -> Result<u64, ConnectError> {
-        let p = Phase::Query;
-        let mut rows = 0;
-        let mut failure = None;
-        // Under Collect::Results: whether the last result set is still receiving rows.
-        let mut open_set = false;
-        loop {
-            // The hot path reads the messages of a statement's answer in place: only an
-            // error, or a row whose value is wanted, is parsed into a message. Splitting
-            // every message off the buffer would make the buffer shared (an allocation
-            // and atomic reference counts per message).
-            let next = self.buffered_message(p).inspect_err(|_| self.broken = true)?;
-            let Some((tag, len)) = next else {
-                if let Err(e) = self.fill(p).await {
-                    return Err(failure.unwrap_or(e));
-                }
-                continue;
-            };
-            // Each message's body has the size its kind needs before it is read in place.
-            let short = |need: usize| {
-                ConnectError::new(
-                    p,
-                    ErrorKind::Protocol(format!(
-                        "the server sent a {:?} message of {} bytes; it needs at least {need}",
-                        char::from(tag),
-                        len - 1
-                    )),
-                )
-            };
-            match tag {
-                b'Z' => {
-                    if len != 6 {
-                        self.broken = true;
-                        return Err(short(5));
-                    }
-                    self.transaction_status = self.rbuf[5];
-                    self.rbuf.advance(len);
-                    break;
-                }
-                b'D' if matches!(collect, Collect::Nothing) => {
-                    rows += 1;
-                    self.rbuf.advance(len);
-                }
-                b'T' | b'I' | b'C' if matches!(collect, Collect::Results(_)) => {
-                    let Collect::Results(sets) = &mut collect else {
-                        unreachable!("matched above")
-                    };
-                    if tag == b'T' {
-                        let Message::RowDescription(desc) = self.recv(p).await? else {
-                            return Err(unexpected(p, "RowDescription"));
-                        };
-                        let mut set = ResultSet::default();
-                        let mut fields = desc.fields();
-                        while let Ok(Some(f)) = fallible_iterator::FallibleIterator::next(&mut fields) {
-                            set.columns.push(f.name().to_string());
-                        }
-                        set.returns_rows = true;
-                        sets.push(set);
-                        open_set = true;
-                        continue;
-                    }
-                    // CommandComplete ends a result; without a RowDescription before it
-                    // (or for an EmptyQueryResponse) it is a result without rows.
-                    if !open_set {
-                        sets.push(ResultSet::default());
-                    }
-                    open_set = false;
-                    if tag == b'I' {
-                        self.rbuf.advance(len);
-                        continue;
-                    }
-                    if len < 6 {
-                        self.broken = true;
-                        return Err(short(5));
-                    }
-                    if rows == 0 {
-                        let body = &self.rbuf[5..len - 1];
-                        rows = body
-                            .rsplit(|&b| b == b' ')
-                            .next()
-                            .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
-                            .unwrap_or(0);
-                    }
-                    self.rbuf.advance(len);
-                }
-                b'C' => {
-                    // With no rows returned, count the rows the command affected or
-                    // copied ("UPDATE 1", "COPY 100000").
-                    if len < 6 {
-                        self.broken = true;
-                        return Err(short(5));
-                    }
-                    if rows == 0 {
-                        let body = &self.rbuf[5..len - 1];
-                        rows = body
-                            .rsplit(|&b| b == b' ')
-                            .next()
-                            .and_then(|n| std::str::from_utf8(n).ok()?.parse().ok())
-                            .unwrap_or(0);
-                    }
-                    self.rbuf.advance(len);
-                }
-                b'D' | b'E' => match self.recv(p).await {
-                    Ok(Message::DataRow(row)) => {
-                        rows += 1;
-                        match &mut collect {
-                            Collect::FirstColumn(out) => out.push(first_text(&row).unwrap_or_default()),
-                            Collect::Results(sets) => {
-                                if let Some(set) = sets.last_mut().filter(|_| open_set) {
-                                    set.rows += 1;
-                                    set.last_row.clear();
-                                    let mut ranges = row.ranges();
-                                    while let Ok(Some(r)) =
-                                        fallible_iterator::FallibleIterator::next(&mut ranges)
-                                    {
-                                        set.last_row.push(
-                                            r.map(|r| String::from_utf8_lossy(&row.buffer()[r]).into_owned()),
-                                        );
-                                    }
-                                }
-                            }
-                            Collect::Nothing => {}
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(ConnectError {
-                        kind: kind @ ErrorKind::Server { .. },
-                        ..
-                    }) => failure = Some(ConnectError::new(p, kind)),
-                    Err(e) => return Err(failure.unwrap_or(e)),
-                },
-                // ParseComplete, BindComplete, RowDescription, NoData, EmptyQueryResponse,
-                // notices and the like: nothing to keep.
-                _ => self.rbuf.advance(len),
-            }
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(rows),
-        }
-    }
-
     /// The tag and total length of the next message when all of it is buffered. A
     /// length shorter than its own field, or longer than PostgreSQL ever sends (1 GiB), is
     /// a protocol violation: waiting for it to fill would stall the reader for good.
@@ -870,12 +610,6 @@ impl Session {
     }
 }
 
-fn first_text(row: &postgres_protocol::message::backend::DataRowBody) -> Option<String> {
-    let mut ranges = row.ranges();
-    let range = fallible_iterator::FallibleIterator::next(&mut ranges).ok()??;
-    range.map(|r| String::from_utf8_lossy(&row.buffer()[r]).into_owned())
-}
-
 fn server_error(body: &postgres_protocol::message::backend::ErrorResponseBody) -> ErrorKind {
     let mut code = String::new();
     let mut message = String::new();
@@ -888,11 +622,6 @@ fn server_error(body: &postgres_protocol::message::backend::ErrorResponseBody) -
         }
     }
     ErrorKind::Server { code, message }
-}
-
-/// The server closed the connection without a word (EOF).
-pub(super) fn closed(p: Phase) -> ConnectError {
-    ConnectError::new(p, ErrorKind::io(std::io::ErrorKind::UnexpectedEof.into(), ""))
 }
 
 fn protocol(p: Phase, e: std::io::Error) -> ConnectError {

@@ -34,6 +34,8 @@
 //!
 //! The relay runs on a thread of its own with a current-thread runtime, so it never
 //! competes with the measuring threads' runtimes for a scheduler slot.
+//!
+//! `shape` holds the [`Shape`] and [`Faults`] values, `tls` the TLS sidecar's path.
 
 use std::fmt;
 use std::io;
@@ -49,9 +51,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::load::workload::Rng;
+mod shape;
+mod tls;
+
+pub use shape::{parse_bandwidth, Faults, Shape};
+use tls::relay_tls;
+
 use crate::net::timer::PreciseTimer;
 use crate::net::transport::TlsSetup;
+use crate::rng::Rng;
 
 /// Where the relay listens or connects: `host:port` or a Unix socket path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,108 +94,6 @@ impl fmt::Display for Addr {
             Addr::Unix(p) => write!(f, "{}", p.display()),
         }
     }
-}
-
-/// What the relay does to each direction of every connection.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Shape {
-    /// Added to each direction: half the requested round trip.
-    pub one_way: Duration,
-    /// Each chunk's delay varies uniformly within ± this (never below zero).
-    pub jitter: Duration,
-    /// A cap in bytes per second, per direction.
-    pub bandwidth: Option<f64>,
-    /// Faults to inject; none by default.
-    pub faults: Faults,
-}
-
-/// Faults the relay injects into the connections it carries.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Faults {
-    /// Reset a connection (both sides) once this many bytes have crossed it, both
-    /// directions counted; the chunk that would cross the limit is not forwarded.
-    pub reset_after: Option<u64>,
-    /// The share of new connections refused with a reset, 0 to 1.
-    pub refuse: f64,
-    /// Accept connections but never open the upstream or answer: a hung proxy.
-    pub stall: bool,
-    /// Pass a side's EOF on this much later.
-    pub slow_close: Duration,
-    /// Cut the bandwidth mid-run: this long after the relay starts, every direction of
-    /// every connection is capped at this many bytes per second (a link degrading under
-    /// a running application).
-    pub cut_bandwidth: Option<(Duration, f64)>,
-    /// When the relay started (set by the relay itself; the cut counts from it).
-    pub started: Option<Instant>,
-}
-
-impl Faults {
-    pub fn any(&self) -> bool {
-        Faults {
-            started: None,
-            ..*self
-        } != Faults::default()
-    }
-
-    /// The bandwidth cap at `now`: the cut's once it has struck, else `normal`.
-    fn bandwidth_at(&self, now: Instant, normal: Option<f64>) -> Option<f64> {
-        match (self.cut_bandwidth, self.started) {
-            (Some((after, bw)), Some(start)) if now >= start + after => {
-                Some(normal.map_or(bw, |n| n.min(bw)))
-            }
-            _ => normal,
-        }
-    }
-}
-
-impl Shape {
-    /// A shape adding `rtt` to the round trip.
-    pub fn rtt(rtt: Duration) -> Shape {
-        Shape {
-            one_way: rtt / 2,
-            jitter: Duration::ZERO,
-            bandwidth: None,
-            faults: Faults::default(),
-        }
-    }
-
-    fn is_passthrough(&self) -> bool {
-        self.one_way.is_zero()
-            && self.jitter.is_zero()
-            && self.bandwidth.is_none()
-            && self.faults.cut_bandwidth.is_none()
-    }
-}
-
-/// Parses a bandwidth: `100Mbit`, `1Gbit`, `500kbit` (bits per second) or `10MB`, `512KB`
-/// (bytes per second, decimal units). Returns bytes per second.
-pub fn parse_bandwidth(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("bandwidth {s:?}: expected a number and a unit, e.g. 100Mbit or 10MB"))?;
-    let bytes_per_s = match unit.trim().to_ascii_lowercase().trim_end_matches("/s").trim_end_matches("ps") {
-        "bit" => v / 8.0,
-        "kbit" => v * 1e3 / 8.0,
-        "mbit" => v * 1e6 / 8.0,
-        "gbit" => v * 1e9 / 8.0,
-        "b" => v,
-        "kb" => v * 1e3,
-        "mb" => v * 1e6,
-        "gb" => v * 1e9,
-        _ => {
-            return Err(format!(
-                "bandwidth {s:?}: unknown unit {unit:?}; use bit, kbit, Mbit, Gbit (bits per second) or B, KB, MB, GB (bytes per second)"
-            ))
-        }
-    };
-    if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
-        return Err(format!("bandwidth {s:?} must be more than zero"));
-    }
-    Ok(bytes_per_s)
 }
 
 /// Counters of a running relay.
@@ -463,9 +369,6 @@ async fn serve(
     }
 }
 
-/// PostgreSQL's SSLRequest: length 8, code 80877103.
-const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
-
 async fn relay_one(
     mut client: Sock,
     upstream: &Addr,
@@ -600,129 +503,6 @@ impl Departures {
     }
 }
 
-/// The sidecar with TLS to the server: plaintext from the app, TLS upstream.
-async fn relay_tls(
-    mut client: Sock,
-    upstream: &Addr,
-    shape: Shape,
-    tls: &TlsSetup,
-    seed: u64,
-    stats: &RelayStats,
-) -> io::Result<()> {
-    let client_fd = client.fd();
-    let fail = |e: io::Error| {
-        reset_on_close(client_fd);
-        e
-    };
-    // The app's first message: an SSLRequest (sslmode=prefer) gets `N`, the plaintext
-    // StartupMessage (at least 8 bytes too) is kept for the server.
-    let mut first = [0u8; 8];
-    {
-        let (mut r, mut w) = client.split();
-        r.read_exact(&mut first).await?;
-        if first == SSL_REQUEST {
-            w.write_all(b"N").await?;
-        }
-    }
-    let pending = (first != SSL_REQUEST).then_some(first);
-    let Addr::Tcp(a) = upstream else {
-        return Err(fail(io::Error::other("upstream TLS needs a TCP upstream")));
-    };
-    let mut tcp = TcpStream::connect(a).await.map_err(fail)?;
-    let _ = tcp.set_nodelay(true);
-    let server_fd = tcp.as_raw_fd();
-    tcp.write_all(&SSL_REQUEST).await.map_err(fail)?;
-    let mut answer = [0u8; 1];
-    tcp.read_exact(&mut answer).await.map_err(fail)?;
-    if answer[0] != b'S' {
-        return Err(fail(io::Error::other("the server refused TLS")));
-    }
-    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-    let mut stream = connector
-        .connect(tls.server_name.clone(), tcp)
-        .await
-        .map_err(fail)?;
-    // The startup message (read whole: its first 8 bytes may already be in `pending`).
-    let startup = {
-        let (mut r, _) = client.split();
-        let head = match pending {
-            Some(p) => p,
-            None => {
-                let mut h = [0u8; 8];
-                r.read_exact(&mut h).await?;
-                h
-            }
-        };
-        let len = u32::from_be_bytes(head[..4].try_into().unwrap()) as usize;
-        if !(8..=10_000).contains(&len) {
-            return Err(fail(io::Error::other("not a PostgreSQL startup message")));
-        }
-        let mut msg = head.to_vec();
-        msg.resize(len, 0);
-        r.read_exact(&mut msg[8..]).await?;
-        msg
-    };
-    stream.write_all(&startup).await.map_err(fail)?;
-    stats.bytes_up.fetch_add(startup.len() as u64, Ordering::Relaxed);
-    // The server's first answer. Over TLS it offers SCRAM-SHA-256-PLUS (channel binding
-    // to the TLS session), which a plaintext client must refuse (libpq does: it would be
-    // a downgrade); the binding would be to the sidecar's TLS anyway, not the app's. So
-    // the sidecar withdraws the -PLUS mechanism, as a TLS-terminating proxy must.
-    let mut head = [0u8; 5];
-    stream.read_exact(&mut head).await.map_err(fail)?;
-    let len = u32::from_be_bytes(head[1..5].try_into().unwrap()) as usize;
-    if !(4..=1 << 20).contains(&len) {
-        return Err(fail(io::Error::other("unexpected first message from the server")));
-    }
-    let mut body = vec![0u8; len - 4];
-    stream.read_exact(&mut body).await.map_err(fail)?;
-    let first = strip_channel_binding(head[0], &body).unwrap_or_else(|| [&head[..], &body[..]].concat());
-    {
-        let (_, mut w) = client.split();
-        w.write_all(&first).await?;
-    }
-    stats.bytes_down.fetch_add(first.len() as u64, Ordering::Relaxed);
-    let (cr, cw) = client.split();
-    let (sr, sw) = tokio::io::split(&mut stream);
-    let crossed = AtomicU64::new(0);
-    let up = pipe(cr, Box::new(sw), shape, seed, &stats.bytes_up, &crossed);
-    let down = pipe(
-        Box::new(sr),
-        cw,
-        shape,
-        seed ^ 0x5555,
-        &stats.bytes_down,
-        &crossed,
-    );
-    if both_ways(up, down).await {
-        reset_on_close(client_fd);
-        reset_on_close(server_fd);
-    }
-    Ok(())
-}
-
-/// AuthenticationSASL (`R`, code 10) without SCRAM-SHA-256-PLUS, re-framed; `None` for
-/// any other message (forwarded unchanged).
-fn strip_channel_binding(kind: u8, body: &[u8]) -> Option<Vec<u8>> {
-    if kind != b'R' || body.len() < 4 || body[..4] != 10u32.to_be_bytes() {
-        return None;
-    }
-    let mechanisms: Vec<&[u8]> = body[4..]
-        .split(|&b| b == 0)
-        .filter(|m| !m.is_empty() && *m != b"SCRAM-SHA-256-PLUS")
-        .collect();
-    let mut out_body = 10u32.to_be_bytes().to_vec();
-    for m in mechanisms {
-        out_body.extend_from_slice(m);
-        out_body.push(0);
-    }
-    out_body.push(0);
-    let mut out = vec![b'R'];
-    out.extend_from_slice(&((out_body.len() + 4) as u32).to_be_bytes());
-    out.extend_from_slice(&out_body);
-    Some(out)
-}
-
 /// What the reader hands the writer.
 enum Item {
     Data(Instant, Vec<u8>),
@@ -833,23 +613,6 @@ async fn pipe(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_sidecar_withdraws_channel_binding_only() {
-        let mut body = 10u32.to_be_bytes().to_vec();
-        body.extend_from_slice(b"SCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0\0");
-        let out = strip_channel_binding(b'R', &body).unwrap();
-        let mut want = vec![b'R'];
-        want.extend_from_slice(&(4u32 + 4 + 14 + 1).to_be_bytes());
-        want.extend_from_slice(&10u32.to_be_bytes());
-        want.extend_from_slice(b"SCRAM-SHA-256\0\0");
-        assert_eq!(out, want);
-        assert!(
-            strip_channel_binding(b'R', &0u32.to_be_bytes()).is_none(),
-            "AuthenticationOk"
-        );
-        assert!(strip_channel_binding(b'E', b"xyz").is_none());
-    }
 
     #[test]
     fn addresses_and_bandwidths_parse_or_say_why_not() {

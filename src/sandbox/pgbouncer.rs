@@ -1,0 +1,100 @@
+//! The sandbox's PgBouncer: its configuration (the userlist with the server's SCRAM
+//! secret, its hba file, the ini naming a session-mode and a transaction-mode database)
+//! and its process (start, restart, stop). Apart from PostgreSQL's lifecycle, which it
+//! follows.
+
+use std::fs;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::{
+    find_binaries, run_as_user, stop_child, write_owned, Binaries, RunAs, Sandbox, Server, BRIDGE_NET,
+    DATABASE, DATABASE_TX, SUPERUSER, TRUST_ROLE,
+};
+
+impl Sandbox {
+    /// Writes the userlist (with the superuser's SCRAM `secret`) and the hba file: what
+    /// stays the same from one start attempt, and one restart, to the next.
+    pub(super) fn configure_pgbouncer(&self, run_as: &RunAs, secret: &str) -> Result<()> {
+        let dir = &self.info.dir;
+        // The server's SCRAM secret, not the plaintext password, as production set-ups
+        // keep it: PgBouncer then verifies clients without redoing PBKDF2 on each login,
+        // and passes the client's proof through to the server (SCRAM pass-through).
+        write_owned(
+            &dir.join("userlist.txt"),
+            &format!("\"{SUPERUSER}\" \"{secret}\"\n\"{TRUST_ROLE}\" \"\"\n"),
+            0o600,
+            run_as,
+        )?;
+        let hba = format!(
+            "local all {TRUST_ROLE} trust\n\
+             host  all {TRUST_ROLE} 127.0.0.1/32 trust\n\
+             host  all {TRUST_ROLE} {BRIDGE_NET} trust\n\
+             local all all scram-sha-256\n\
+             host  all all 127.0.0.1/32 scram-sha-256\n\
+             host  all all {BRIDGE_NET} scram-sha-256\n"
+        );
+        write_owned(&dir.join("pgbouncer_hba.conf"), &hba, 0o600, run_as)
+    }
+
+    /// Writes the ini for `port` and starts PgBouncer on it (not waiting for it).
+    pub(super) fn spawn_pgbouncer_on(&mut self, bins: &Binaries, run_as: &RunAs, port: u16) -> Result<()> {
+        let dir = self.info.dir.clone();
+        let ini = format!(
+            "[databases]\n\
+             {DATABASE} = host={d} port={pg} dbname={DATABASE} pool_mode=session\n\
+             {DATABASE_TX} = host={d} port={pg} dbname={DATABASE} pool_mode=transaction\n\
+             \n[pgbouncer]\n\
+             listen_addr = 127.0.0.1\n\
+             listen_port = {port}\n\
+             unix_socket_dir = {d}\n\
+             auth_type = hba\n\
+             auth_hba_file = {d}/pgbouncer_hba.conf\n\
+             auth_file = {d}/userlist.txt\n\
+             admin_users = {SUPERUSER}\n\
+             pool_mode = session\n\
+             max_client_conn = 5000\n\
+             listen_backlog = 4096\n\
+             default_pool_size = 100\n\
+             max_db_connections = 200\n\
+             ignore_startup_parameters = extra_float_digits,options\n",
+            d = dir.display(),
+            pg = self.info.postgres_port,
+        );
+        write_owned(&dir.join("pgbouncer.ini"), &ini, 0o600, run_as)?;
+        self.info.pgbouncer_port = port;
+        self.spawn_pgbouncer(bins, run_as)
+    }
+
+    /// Starts PgBouncer with the configuration already written (not waiting for it).
+    pub(super) fn spawn_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
+        let dir = self.info.dir.clone();
+        let child = self.spawn_server(Server::PgBouncer, &bins.pgbouncer, run_as, |c| {
+            c.arg(dir.join("pgbouncer.ini"))
+        })?;
+        self.info.pgbouncer_pid = child.id();
+        // The watchdog stops what this file names.
+        fs::write(dir.join("pgbouncer.pid"), format!("{}\n", child.id()))?;
+        self.pgbouncer = Some(child);
+        Ok(())
+    }
+
+    /// Restarts PgBouncer: its immediate shutdown (every client connection dropped), then
+    /// a start on the same port with the same configuration.
+    pub async fn restart_pgbouncer(&mut self) -> Result<()> {
+        let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        self.stop_pgbouncer();
+        self.spawn_pgbouncer(&bins, &run_as)?;
+        self.ready(Server::PgBouncer)
+            .await
+            .context("the sandbox's PgBouncer did not come back after its restart")
+    }
+
+    pub(super) fn stop_pgbouncer(&mut self) {
+        if let Some(mut child) = self.pgbouncer.take() {
+            // PgBouncer: SIGTERM is its immediate shutdown; SIGINT would wait for clients.
+            stop_child(&mut child, libc::SIGTERM, Duration::from_secs(5));
+        }
+    }
+}
