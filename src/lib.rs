@@ -23,6 +23,8 @@ pub mod net;
 pub mod proto;
 pub mod trace;
 pub mod connect;
+pub mod workload;
+pub mod dataset;
 pub mod load;
 pub mod script;
 pub mod experiment;

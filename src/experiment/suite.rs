@@ -33,7 +33,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 pub use super::suggest::did_you_mean;
-use crate::load::workload::Rng;
+use crate::workload::Rng;
 
 /// What each cell runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]

@@ -29,10 +29,10 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, MachineUse, Source};
 use crate::load::log::{Clock, Columns, Entry, Failure, LogFiles, Outcome, TxLog};
 use crate::load::record::{Interval, Recorder};
-use crate::load::workload::{ClientSeat, Executor, QueryMode, Script};
 use crate::net::transport::{Counters, TlsInfo};
 use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
+use crate::workload::{ClientSeat, Executor, QueryMode, Script};
 
 /// How clients get their connections.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -904,7 +904,7 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn advance(&mut self, rng: &mut crate::load::workload::Rng) -> Instant {
+    fn advance(&mut self, rng: &mut crate::workload::Rng) -> Instant {
         let at = self.next;
         // Exponential gaps give Poisson arrivals (pgbench -R does the same).
         let gap = -rng.unit().ln() * self.mean_gap_s;
@@ -947,7 +947,7 @@ async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session
     // draws from its thread's; per client, a seed repeats the choices whatever -j is).
     let total_weight: i64 = plan.scripts.iter().map(|s| i64::from(s.weight)).sum();
     let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
-    let mut chooser = crate::load::workload::Rng::new(seed ^ 0xC0FF_EE00_D15C_0DE5);
+    let mut chooser = crate::workload::Rng::new(seed ^ 0xC0FF_EE00_D15C_0DE5);
     let mut schedule = plan.rate.map(|r| Schedule {
         next: t.warm_start,
         mean_gap_s: plan.clients as f64 / r,
@@ -1278,7 +1278,7 @@ fn may_retry(plan: &LoadPlan, tries: u32, intended: Instant, end: Option<Instant
 
 /// The script of the next transaction: with one, that one; with several, a draw in
 /// [0, total weight) walked down the weights, as pgbench's chooseScript does.
-fn choose(scripts: &[WeightedScript], total_weight: i64, rng: &mut crate::load::workload::Rng) -> usize {
+fn choose(scripts: &[WeightedScript], total_weight: i64, rng: &mut crate::workload::Rng) -> usize {
     if scripts.len() == 1 {
         return 0;
     }
@@ -1562,7 +1562,7 @@ mod tests {
             Phase::Query,
             ErrorKind::io(std::io::ErrorKind::ConnectionReset.into(), ""),
         );
-        let sysbench = crate::load::sysbench::IGNORABLE;
+        let sysbench = crate::workload::sysbench::IGNORABLE;
         // (error, connection lost, --continue-on-error, workload's list) -> aborts
         for (e, lost, go_on, list, aborts) in [
             // An SQL error aborts, as in pgbench, unless --continue-on-error.

@@ -49,9 +49,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
-use crate::load::workload::Rng;
 use crate::net::timer::PreciseTimer;
 use crate::net::transport::TlsSetup;
+use crate::workload::Rng;
 
 /// Where the relay listens or connects: `host:port` or a Unix socket path.
 #[derive(Debug, Clone, PartialEq, Eq)]

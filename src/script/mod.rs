@@ -7,7 +7,7 @@
 //! index. The parts: [`lexer`] and [`parser`] (exprparse.y's expression grammar),
 //! [`value`] (typed values and pgbench's coercions), [`eval`] (expressions to values),
 //! [`prng`] (pgbench's random generator, hashes and permute) and [`command`] (the
-//! script's commands). `load::workload`'s executor runs a script on a session; this
+//! script's commands). `workload::executor` runs a script on a session; this
 //! module hands it the parsed script and evaluates for it.
 
 pub mod command;

@@ -610,7 +610,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::workload::Rng;
+    use crate::workload::Rng;
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

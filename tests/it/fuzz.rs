@@ -9,9 +9,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use connbench::experiment::suite::Suite;
-use connbench::load::workload::Script;
 use connbench::proto::{self, Endpoint, PhaseCursor};
 use connbench::target::{redact, Target};
+use connbench::workload::Script;
 
 /// `cases` inputs per property on every test run; `bench/fuzz.sh` raises it with
 /// PROPTEST_CASES for long runs (each run draws new inputs from a fresh seed).
