@@ -1,5 +1,7 @@
-//! Load: how many clients run a workload, and how. `engine` runs clients under a
-//! connection policy and pacing, as the `LoadPlan` it is given says; `record` holds
+//! Load: how many clients run a workload, and how. `plan` holds the `LoadPlan` and the
+//! `LoadRun` it comes back as; `engine` runs the worker threads as the plan says;
+//! `client` runs one client's loop under a connection policy and pacing, with pgbench's
+//! retries; `pool` is one worker thread's pool (`--connection pool`); `record` holds
 //! each worker's histograms and counters, merged at the end; `log` writes pgbench's
 //! transaction logs (`-l`), a file per worker; `slices` lets several engines take turns
 //! on one machine. What a transaction does is [`crate::workload`]'s; the tables it reads
@@ -8,5 +10,8 @@
 
 pub mod record;
 pub mod log;
+pub mod plan;
+mod pool;
+mod client;
 pub mod engine;
 pub mod slices;
