@@ -235,6 +235,58 @@ impl Executor {
         }
     }
 
+    /// A statement inside a pipeline: bound and sent, its answer read at the sync.
+    fn pipeline_send(
+        &mut self,
+        script: &Script,
+        q: &SqlCommand,
+        mode: QueryMode,
+        session: &mut Session,
+        at: usize,
+    ) -> Result<(), ConnectError> {
+        if q.results != Results::Discard {
+            return Err(self.abort(script, at, "\\gset and \\aset are not allowed in pipeline mode"));
+        }
+        let (bound, n) = self.bind(script, q, mode, at)?;
+        self.trace_sending(q, bound, n);
+        let stmt = bound;
+        let refs: [&str; 16] = std::array::from_fn(|i| {
+            if i < n.min(16) {
+                self.params[i].as_str()
+            } else {
+                ""
+            }
+        });
+        if n <= 16 {
+            session.pipeline_send(stmt.get(&self.sql, q), &refs[..n])
+        } else {
+            let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
+            session.pipeline_send(stmt.get(&self.sql, q), &v)
+        }
+    }
+
+    /// `\startpipeline`: refused in the simple protocol and inside a pipeline.
+    fn start_pipeline(
+        &mut self,
+        script: &Script,
+        mode: QueryMode,
+        in_pipeline: bool,
+        at: usize,
+    ) -> Result<(), ConnectError> {
+        if mode == QueryMode::Simple {
+            return Err(self.abort(
+                script,
+                at,
+                "cannot use pipeline mode with the simple query protocol; run with -M extended or \
+                 -M prepared",
+            ));
+        }
+        if in_pipeline {
+            return Err(self.abort(script, at, "already in pipeline mode"));
+        }
+        Ok(())
+    }
+
     async fn run_commands(
         &mut self,
         script: &Script,
@@ -300,30 +352,7 @@ impl Executor {
                 Command::Elif { end, .. } | Command::Else { end } => pc = end + 1,
                 Command::Endif => {}
                 Command::Sql(q) if in_pipeline => {
-                    if q.results != Results::Discard {
-                        return Err(fail(self.abort(
-                            script,
-                            at,
-                            "\\gset and \\aset are not allowed in pipeline mode",
-                        )));
-                    }
-                    let (bound, n) = self.bind(script, q, mode, at).map_err(fail)?;
-                    self.trace_sending(q, bound, n);
-                    let stmt = bound;
-                    let refs: [&str; 16] = std::array::from_fn(|i| {
-                        if i < n.min(16) {
-                            self.params[i].as_str()
-                        } else {
-                            ""
-                        }
-                    });
-                    let result = if n <= 16 {
-                        session.pipeline_send(stmt.get(&self.sql, q), &refs[..n])
-                    } else {
-                        let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
-                        session.pipeline_send(stmt.get(&self.sql, q), &v)
-                    };
-                    result.map_err(fail)?;
+                    self.pipeline_send(script, q, mode, session, at).map_err(fail)?
                 }
                 Command::Sql(q) => self.statement(script, q, mode, session, at).await.map_err(fail)?,
                 // Boxed: a rare command whose future would otherwise enlarge every
@@ -332,17 +361,7 @@ impl Executor {
                     .await
                     .map_err(fail)?,
                 Command::StartPipeline => {
-                    if mode == QueryMode::Simple {
-                        return Err(fail(self.abort(
-                            script,
-                            at,
-                            "cannot use pipeline mode with the simple query protocol; run with -M extended or \
-                             -M prepared",
-                        )));
-                    }
-                    if in_pipeline {
-                        return Err(fail(self.abort(script, at, "already in pipeline mode")));
-                    }
+                    self.start_pipeline(script, mode, in_pipeline, at).map_err(fail)?;
                     in_pipeline = true;
                 }
                 Command::SyncPipeline | Command::EndPipeline if !in_pipeline => {
