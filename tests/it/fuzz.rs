@@ -216,7 +216,7 @@ proptest! {
         } else {
             format!("SELECT 1;\n\\set x {expr}\n")
         };
-        let limit = connbench::script::parser::MAX_DEPTH;
+        let limit = connbench::script::value::MAX_DEPTH;
         // Parsed on a stack the main thread's size (8 MiB), where connbench parses scripts.
         let main = std::thread::Builder::new().stack_size(8 << 20);
         let parsed = main.spawn(move || Script::parse("deep.sql", &text)).unwrap().join().unwrap();
