@@ -605,7 +605,7 @@ impl Executor {
                     name.clear();
                     name.push_str(prefix);
                     name.push_str(col);
-                    if !crate::script::command::valid_variable_name(&name) {
+                    if !crate::script::scan::valid_variable_name(&name) {
                         return Err(script_error(
                             "gset-name",
                             format!(
