@@ -318,20 +318,11 @@ impl EvalError {
 /// runs for every parameter of every statement).
 pub fn push_int(out: &mut String, v: i64) {
     let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = v.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
+    let digits = crate::units::decimal(v.unsigned_abs(), &mut buf);
     if v < 0 {
         out.push('-');
     }
-    out.push_str(std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
+    out.push_str(std::str::from_utf8(digits).expect("ASCII digits"));
 }
 
 /// Appends a double as C's `printf("%.15g")` (DBL_DIG significant digits), with
