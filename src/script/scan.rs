@@ -2,7 +2,7 @@
 //! first line, before anything is understood (psqlscan.l's rules for where a SQL
 //! command ends: a `;` outside quotes, comments and parentheses, or a backslash that
 //! starts a meta-command), and pgbench's rules for variable names. Apart from the
-//! command parser ([`super::command`]) because it knows only bytes, not commands.
+//! command parser (`command`) because it knows only bytes, not commands.
 
 /// A piece of script text before it is understood: a SQL command or a meta-command.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! types (`int`, `double`, `boolean`, `null`), how each coerces to another (and when it
 //! cannot), the errors evaluation can end with, and the text a value becomes in SQL,
 //! in `debug()` and in messages. Everything here is plain data: the evaluator
-//! ([`super::eval`]) computes with it, the executor formats it into statements.
+//! (`eval`) computes with it, the executor formats it into statements.
 //!
 //! The rules are pgbench 15's (pgbench.c: `coerceToInt`, `coerceToDouble`,
 //! `coerceToBool`, `valueTruth`, `makeVariableValue`, `getVariable`), so a script gives

@@ -4,8 +4,8 @@
 //! that executor ([`sysbench`]).
 //!
 //! The built-in workloads are pgbench's own scripts, pointed at connbench's schema.
-//! The tables they read are made by [`crate::dataset`], one stage up; the engine that
-//! runs clients of them is [`crate::load`].
+//! The tables they read are made by `dataset`, one stage up; the engine that
+//! runs clients of them is `load`'s.
 
 pub mod executor;
 pub mod sysbench;

@@ -17,7 +17,7 @@
 //! group on several tables is an `\if` chain with one prepared statement per table, as
 //! sysbench prepares one per table.
 //!
-//! The tables the scripts read are [`crate::dataset::sysbench`]'s.
+//! The tables the scripts read are `dataset::sysbench`'s, one stage up.
 
 use std::fmt::Write as _;
 
