@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, Parser, Subcommand};
 
+use crate::dataset::pgbench::TableChoice;
 use crate::load::engine::End;
-use crate::load::init::TableChoice;
-use crate::load::workload::QueryMode;
 use crate::options::{self, Connection, LoadOptions, PoolOptions};
+use crate::workload::QueryMode;
 
 mod pgbench;
 use crate::units::parse_duration;
@@ -861,13 +861,15 @@ impl LoadArgs {
 pub struct SysbenchSettings(pub Vec<(String, String)>);
 
 fn parse_sysbench(v: &str) -> Result<SysbenchSettings, String> {
-    crate::load::sysbench::parse_settings(v).map(SysbenchSettings)
+    crate::workload::sysbench::parse_settings(v).map(SysbenchSettings)
 }
 
 /// Every `--sysbench` given, in order, over sysbench's defaults.
-pub fn sysbench_options(all: &[SysbenchSettings]) -> anyhow::Result<crate::load::sysbench::SysbenchOptions> {
+pub fn sysbench_options(
+    all: &[SysbenchSettings],
+) -> anyhow::Result<crate::workload::sysbench::SysbenchOptions> {
     let pairs: Vec<(String, String)> = all.iter().flat_map(|s| s.0.iter().cloned()).collect();
-    crate::load::sysbench::SysbenchOptions::from_pairs(&pairs).map_err(anyhow::Error::msg)
+    crate::workload::sysbench::SysbenchOptions::from_pairs(&pairs).map_err(anyhow::Error::msg)
 }
 
 const CONNECT_EXAMPLES: &str = "\

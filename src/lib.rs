@@ -25,6 +25,8 @@ pub mod proto;
 pub mod trace;
 pub mod route;
 pub mod connect;
+pub mod workload;
+pub mod dataset;
 pub mod load;
 pub mod script;
 pub mod experiment;

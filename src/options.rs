@@ -18,18 +18,18 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _, Result};
 
 use crate::connect::ConnectSettings;
+use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::experiment::suite::Settings;
 use crate::host::{Accounting, Source};
 use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
-use crate::load::init::{TableChoice, Tables};
 use crate::load::log::LogSettings;
-use crate::load::sysbench::SysbenchOptions;
-use crate::load::workload::{Builtin, QueryMode, Script};
-use crate::proto::Endpoint;
 use crate::route::{PathKind, RouteSpec};
+use crate::proto::Endpoint;
 use crate::sandbox::SandboxInfo;
 use crate::target::{Host, SslMode, Target};
 use crate::units::parse_duration;
+use crate::workload::sysbench::SysbenchOptions;
+use crate::workload::{Builtin, QueryMode, Script};
 
 /// How clients get connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -609,7 +609,7 @@ impl LoadOptions {
                 ),
                 (None, t) => t.unwrap_or(d.tables),
             },
-            sysbench: match get(s, "sysbench", crate::load::sysbench::parse_settings)? {
+            sysbench: match get(s, "sysbench", crate::workload::sysbench::parse_settings)? {
                 Some(pairs) => {
                     SysbenchOptions::from_pairs(&pairs).map_err(|e| anyhow!("setting sysbench: {e}"))?
                 }
@@ -734,7 +734,7 @@ impl LoadOptions {
                 Ok(match (&w.workload, tables) {
                     (Workload::Builtin(Builtin::Sysbench(o)), &Tables::Sysbench { tables, size }) => (
                         o.as_str().to_string(),
-                        crate::load::sysbench::script(*o, &self.sysbench, tables, size, self.mode),
+                        crate::workload::sysbench::script(*o, &self.sysbench, tables, size, self.mode),
                     ),
                     (Workload::Builtin(b @ Builtin::Sysbench(_)), other) => bail!(
                         "{} runs on sysbench's tables (sbtest1..N), not on {}; drop --tables or give \
@@ -772,7 +772,7 @@ impl LoadOptions {
                 let name = script.name.clone();
                 script.number_statements(n);
                 if let Workload::Builtin(Builtin::Sysbench(_)) = w.workload {
-                    script.goes_on_after = crate::load::sysbench::IGNORABLE;
+                    script.goes_on_after = crate::workload::sysbench::IGNORABLE;
                 }
                 if self.mode != QueryMode::Simple {
                     // pgbench's MAX_ARGS: extended and prepared modes bind a parameter per
@@ -820,7 +820,7 @@ impl LoadOptions {
     /// Every check across settings, without connecting: what `--dry-run` runs. Returns
     /// the scripts' warnings: what will fail when it runs, as it does in pgbench.
     pub fn check(&self) -> Result<Vec<crate::script::ScriptError>> {
-        crate::load::init::check_schema(&self.schema)?;
+        crate::dataset::pgbench::check_schema(&self.schema)?;
         self.policy()?;
         let warnings = self
             .scripts(&self.assumed_tables())?
@@ -881,7 +881,7 @@ impl LoadOptions {
     }
 
     /// The tables the run uses and the scale `:scale` takes, read from the target (see
-    /// [`crate::load::init::find_tables`]): a built-in workload must find them; a custom
+    /// [`crate::dataset::pgbench::find_tables`]): a built-in workload must find them; a custom
     /// script falls back to `fallback` (pgbench's -s) when there are none, on the tables
     /// it would have used.
     pub async fn dataset(&self, direct: &Endpoint, fallback: i64) -> Result<Dataset> {
@@ -892,13 +892,13 @@ impl LoadOptions {
             });
         }
         if self.on_sysbench_tables() {
-            let (tables, size) = crate::load::sysbench::find(direct, &self.sysbench).await?;
+            let (tables, size) = crate::dataset::sysbench::find(direct, &self.sysbench).await?;
             return Ok(Dataset {
                 tables: Tables::Sysbench { tables, size },
                 scale: fallback,
             });
         }
-        let found = crate::load::init::find_tables(direct, self.tables, &self.schema).await;
+        let found = crate::dataset::pgbench::find_tables(direct, self.tables, &self.schema).await;
         let builtin_on_tables = self.workloads.iter().any(|w| match w.workload {
             Workload::Builtin(b) => b.needs_tables(),
             Workload::File(_) => false,

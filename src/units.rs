@@ -125,9 +125,34 @@ pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
     serde_json::to_value(generator.into_root_schema_for::<T>()).expect("a schema is JSON")
 }
 
+/// `n`'s decimal digits, written into the end of `buf` (20 bytes hold any u64), with
+/// no allocation and no formatting machinery: the sandbox writes a pid with it between
+/// fork and exec, and a script's executor every integer parameter of every statement.
+#[inline]
+pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_writes_every_u64() {
+        let mut buf = [0u8; 20];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(4194304, &mut buf), b"4194304");
+        assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string().as_bytes());
+    }
 
     #[test]
     fn durations_parse_as_typed() {

@@ -7,8 +7,8 @@
 use clap::{Arg, ArgAction, ArgMatches, Args};
 
 use crate::load::log::LogSettings;
-use crate::load::workload::Builtin;
 use crate::options::{self, Weighted, Workload};
+use crate::workload::Builtin;
 
 /// pgbench's options of a run, and its `-i` options, which belong to `connbench init`.
 #[derive(Debug, Args, Clone, Default)]

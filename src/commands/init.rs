@@ -13,7 +13,7 @@ pub async fn run_init(args: InitArgs) -> Result<Exit> {
         return run_init_sysbench(&ep, &args).await;
     }
     if args.drop {
-        let dropped = crate::load::init::drop(&ep, &args.schema).await?;
+        let dropped = crate::dataset::pgbench::drop(&ep, &args.schema).await?;
         if dropped.is_empty() {
             eprintln!(
                 "init: no connbench tables in schema {}; nothing to drop",
@@ -24,7 +24,7 @@ pub async fn run_init(args: InitArgs) -> Result<Exit> {
         }
         return Ok(Exit::Success);
     }
-    let report = crate::load::init::init(&ep, &args.schema, args.scale).await?;
+    let report = crate::dataset::pgbench::init(&ep, &args.schema, args.scale).await?;
     if !report.replaced.is_empty() {
         eprintln!(
             "init: replaced connbench's earlier tables: {}",
@@ -49,7 +49,7 @@ pub async fn run_init(args: InitArgs) -> Result<Exit> {
 async fn run_init_sysbench(ep: &Endpoint, args: &InitArgs) -> Result<Exit> {
     let o = crate::cli::sysbench_options(&args.sysbench)?;
     if args.drop {
-        let dropped = crate::load::sysbench::drop(ep).await?;
+        let dropped = crate::dataset::sysbench::drop(ep).await?;
         if dropped.is_empty() {
             eprintln!("init: no sysbench tables (sbtest1, ...) made by connbench; nothing to drop");
         } else {
@@ -57,7 +57,7 @@ async fn run_init_sysbench(ep: &Endpoint, args: &InitArgs) -> Result<Exit> {
         }
         return Ok(Exit::Success);
     }
-    let r = crate::load::sysbench::init(ep, &o).await?;
+    let r = crate::dataset::sysbench::init(ep, &o).await?;
     if !r.replaced.is_empty() {
         eprintln!(
             "init: replaced connbench's earlier tables: {}",

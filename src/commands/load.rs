@@ -9,13 +9,13 @@ use anyhow::{bail, Context, Result};
 use super::{emit, init_sandbox_tables, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
+use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::experiment::workers::{share, Worker};
-use crate::load::init::{TableChoice, Tables};
-use crate::load::workload::{Builtin, QueryMode};
 use crate::proto::Endpoint;
 use crate::report;
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;
+use crate::workload::{Builtin, QueryMode};
 use crate::Exit;
 
 /// pgbench's DBNAME: a bare word (no `=`, not a URI) names a database, as libpq reads

@@ -41,7 +41,7 @@ pub async fn suite_context(
     Option<std::rc::Rc<tokio::sync::Mutex<Sandbox>>>,
     crate::experiment::runner::Context,
 )> {
-    crate::load::init::check_schema(schema)?;
+    crate::dataset::pgbench::check_schema(schema)?;
     let mut targets = std::collections::BTreeMap::new();
     let mut replace_all = None;
     for o in overrides {

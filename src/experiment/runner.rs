@@ -1009,7 +1009,7 @@ async fn make_datasets(suite: &Suite, ctx: &Context) -> Result<()> {
         if !done.insert((direct.target.conninfo(), scale)) {
             continue;
         }
-        let made = crate::load::init::ensure(&direct, &schema, scale)
+        let made = crate::dataset::pgbench::ensure(&direct, &schema, scale)
             .await
             .with_context(|| {
                 format!(

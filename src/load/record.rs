@@ -302,17 +302,17 @@ impl Recorder {
 
     /// The per-command times of a measured transaction, failed or not: every command
     /// it completed, and the one it failed at. pgbench's -r counts the same way.
-    pub fn record_commands(&mut self, t: &crate::load::workload::CommandTimes) {
+    pub fn record_commands(&mut self, t: &crate::workload::CommandTimes) {
         self.record_commands_at(0, t);
     }
 
     /// As [`Recorder::record_commands`], for a script whose commands start at `offset`
     /// among the run's (several scripts share one list).
-    pub fn record_commands_at(&mut self, offset: usize, t: &crate::load::workload::CommandTimes) {
+    pub fn record_commands_at(&mut self, offset: usize, t: &crate::workload::CommandTimes) {
         let commands = self.commands.get_mut(offset..).unwrap_or_default();
         for (rec, &ns) in commands.iter_mut().zip(&t.ns[..t.reached]) {
             // A command a branch of \if skipped did not run in this transaction.
-            if ns == crate::load::workload::CommandTimes::SKIPPED {
+            if ns == crate::workload::CommandTimes::SKIPPED {
                 continue;
             }
             rec.latency.saturating_record(ns.max(1));
@@ -491,7 +491,7 @@ mod tests {
 
     #[test]
     fn per_command_records_merge_and_count_failures_where_they_happened() {
-        use crate::load::workload::CommandTimes;
+        use crate::workload::CommandTimes;
         let (mut a, mut b) = (Recorder::new().with_commands(3), Recorder::new().with_commands(3));
         // A transaction that completed all three commands, and one that failed at the second.
         let done = CommandTimes {

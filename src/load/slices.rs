@@ -356,35 +356,13 @@ impl Slices {
                         None => self.read(&[arm]),
                     };
                     carried = next.zip(readings.get(1).copied());
-                    let after = readings[0];
-                    let pairs = [
-                        (before.clients, after.clients),
-                        (before.server, after.server),
-                        (before.pooler, after.pooler),
-                        (before.relays, after.relays),
-                    ];
-                    machine[arm] = match (machine[arm].take(), &before.machine, &after.machine) {
-                        (Some(mut sum), Some(a), Some(b)) => {
-                            sum.add(a, b);
-                            Some(sum)
-                        }
-                        _ => None,
-                    };
-                    switches[arm] = match (switches[arm], before.switches, after.switches) {
-                        (Some(s), Some(a), Some(b)) => {
-                            Some((s.0 + b.0.saturating_sub(a.0), s.1 + b.1.saturating_sub(a.1)))
-                        }
-                        _ => None,
-                    };
-                    for (sum, (a, b)) in cpu[arm].iter_mut().zip(pairs) {
-                        *sum = match (*sum, a, b) {
-                            (Some(s), Some(a), Some(b)) => {
-                                let d = cpu_between(a, b);
-                                Some((s.0 + d.0, s.1 + d.1))
-                            }
-                            _ => None,
-                        };
-                    }
+                    add_turn(
+                        &before,
+                        &readings[0],
+                        &mut cpu[arm],
+                        &mut switches[arm],
+                        &mut machine[arm],
+                    );
                 }
             }
             if counted {
@@ -412,6 +390,43 @@ impl Slices {
             turns: done_turns,
             cpu,
         }
+    }
+}
+
+/// Adds one turn of an arm, read `before` and `after`, to the arm's sums: CPU per
+/// group, context switches and the machine's; a sum turns `None` once a reading failed.
+fn add_turn(
+    before: &Reading,
+    after: &Reading,
+    cpu: &mut [Option<Cpu>; 4],
+    switches: &mut Option<(u64, u64)>,
+    machine: &mut Option<MachineCpu>,
+) {
+    let pairs = [
+        (before.clients, after.clients),
+        (before.server, after.server),
+        (before.pooler, after.pooler),
+        (before.relays, after.relays),
+    ];
+    *machine = match (machine.take(), &before.machine, &after.machine) {
+        (Some(mut sum), Some(a), Some(b)) => {
+            sum.add(a, b);
+            Some(sum)
+        }
+        _ => None,
+    };
+    *switches = match (*switches, before.switches, after.switches) {
+        (Some(s), Some(a), Some(b)) => Some((s.0 + b.0.saturating_sub(a.0), s.1 + b.1.saturating_sub(a.1))),
+        _ => None,
+    };
+    for (sum, (a, b)) in cpu.iter_mut().zip(pairs) {
+        *sum = match (*sum, a, b) {
+            (Some(s), Some(a), Some(b)) => {
+                let d = cpu_between(a, b);
+                Some((s.0 + d.0, s.1 + d.1))
+            }
+            _ => None,
+        };
     }
 }
 

@@ -8,11 +8,11 @@ use serde::Serialize;
 use super::{format_bytes, format_ns};
 use crate::host::MachineUse;
 use crate::load::engine::{End, Policy};
-use crate::load::workload::QueryMode;
 use crate::net::transport::TlsInfo;
 use crate::stats::load::{
     CommandSummary, FailureSummary, IntervalSummary, Latency, LoadSummary, STEAL_LIMIT_PERCENT,
 };
+use crate::workload::QueryMode;
 
 /// What was run, as the report states it.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]

@@ -385,8 +385,8 @@ impl Join {
     pub fn enter_self(&self) -> io::Result<()> {
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
-        let mut buf = [0u8; 24];
-        let text = decimal(pid as u64, &mut buf);
+        let mut buf = [0u8; 20];
+        let text = crate::units::decimal(pid as u64, &mut buf);
         for p in &self.procs {
             // SAFETY: p is a NUL-terminated path; the fd is closed below.
             let fd = unsafe { libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
@@ -403,20 +403,6 @@ impl Join {
         }
         Ok(())
     }
-}
-
-/// `n` in decimal, in `buf` (no allocation).
-fn decimal(mut n: u64, buf: &mut [u8; 24]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 /// Removes what a killed connbench left: every `connbench-*` group with no process in it
@@ -586,8 +572,5 @@ mod tests {
         assert!(parse_cpus("-1").is_err());
         assert!(parse_cpus("two").is_err());
         assert!(parse_cpus("NaN").is_err());
-        let mut buf = [0u8; 24];
-        assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(decimal(4194304, &mut buf), b"4194304");
     }
 }

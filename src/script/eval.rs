@@ -8,9 +8,9 @@
 //! `debug()` and IS); AND, OR and CASE evaluate lazily. Nothing here allocates: the
 //! built-in scripts' `\set aid random(1, 100000 * :scale)` runs once per transaction.
 
-use super::parser::{BinOp, Expr, Func, MAX_ARGS, MAX_DEPTH};
+use super::parser::{BinOp, Expr, FastInt, Func, Step, MAX_ARGS};
 use super::prng::{self, Prng};
-use super::value::{EvalError, IntOp, Value};
+use super::value::{EvalError, IntOp, Value, MAX_DEPTH};
 
 /// What a variable holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -193,30 +193,8 @@ fn call_with<const N: usize>(
     call(f, vals, rng)
 }
 
-/// One step of a [`FastInt`] program, on a stack of integers.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Step {
-    Const(i64),
-    Var(usize),
-    Op(BinOp),
-    Random,
-}
-
 /// The deepest stack a [`FastInt`] program may need.
 const FAST_STACK: usize = 8;
-
-/// An expression of integer constants, variables, `+ - * / %` and `random(lo, hi)`, as
-/// a postfix program over i64: the built-in scripts' `\set aid random(1, 100000 *
-/// :scale)` costs a few nanoseconds instead of a walk over typed values. When a
-/// variable it reads does not hold an integer, the general evaluator runs instead;
-/// that is checked before anything runs, so no random number is drawn twice. Results
-/// and errors are the general evaluator's.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FastInt {
-    steps: Vec<Step>,
-    vars: Vec<usize>,
-    general: Expr,
-}
 
 /// Compiles `e` into a [`FastInt`] when it qualifies; else returns it as it is.
 pub fn compile(e: Expr) -> Expr {

@@ -87,33 +87,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, LexError> {
                 while chars.peek().is_some_and(|&(i, _)| i < end) {
                     chars.next();
                 }
-                let s = &text[at..end];
-                if s.bytes().all(|b| b.is_ascii_digit()) {
-                    match s.parse::<i64>() {
-                        Ok(n) => Tok::Int(n),
-                        Err(_) if s.trim_start_matches('0') == "9223372036854775808" => Tok::MaxIntPlusOne,
-                        Err(_) => {
-                            return Err(LexError {
-                                why: format!("bigint constant overflow ({s}); integers must fit in 64 bits"),
-                                at,
-                            })
-                        }
-                    }
-                } else {
-                    let d: f64 = s.parse().map_err(|_| LexError {
-                        why: format!("{s} is not a number"),
-                        at,
-                    })?;
-                    // pgbench refuses a constant strtod overflows (ERANGE) rather than
-                    // run with infinity.
-                    if d.is_infinite() {
-                        return Err(LexError {
-                            why: format!("double constant overflow ({s}); doubles must be below 1.8E308"),
-                            at,
-                        });
-                    }
-                    Tok::Double(d)
-                }
+                number(&text[at..end], at)?
             }
             ':' => {
                 chars.next();
@@ -130,23 +104,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, LexError> {
             c if is_alpha(c) => {
                 let end = take_while(&mut chars, &is_alnum);
                 let word = &text[at..end];
-                match word.to_ascii_lowercase().as_str() {
-                    "null" => Tok::Null,
-                    "true" => Tok::Bool(true),
-                    "false" => Tok::Bool(false),
-                    "and" => Tok::And,
-                    "or" => Tok::Or,
-                    "not" => Tok::Not,
-                    "is" => Tok::Is,
-                    "isnull" => Tok::IsNull,
-                    "notnull" => Tok::NotNull,
-                    "case" => Tok::Case,
-                    "when" => Tok::When,
-                    "then" => Tok::Then,
-                    "else" => Tok::Else,
-                    "end" => Tok::End,
-                    _ => Tok::Ident(word.to_string()),
-                }
+                keyword_or_ident(word)
             }
             '(' | ')' | ',' => {
                 chars.next();
@@ -194,6 +152,56 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, LexError> {
         out.push(Token { tok, at });
     }
     Ok(out)
+}
+
+/// A numeric constant's token (`s`, at `at`): an integer when it is all digits, else a
+/// double.
+fn number(s: &str, at: usize) -> Result<Tok, LexError> {
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        match s.parse::<i64>() {
+            Ok(n) => Ok(Tok::Int(n)),
+            Err(_) if s.trim_start_matches('0') == "9223372036854775808" => Ok(Tok::MaxIntPlusOne),
+            Err(_) => Err(LexError {
+                why: format!("bigint constant overflow ({s}); integers must fit in 64 bits"),
+                at,
+            }),
+        }
+    } else {
+        let d: f64 = s.parse().map_err(|_| LexError {
+            why: format!("{s} is not a number"),
+            at,
+        })?;
+        // pgbench refuses a constant strtod overflows (ERANGE) rather than
+        // run with infinity.
+        if d.is_infinite() {
+            return Err(LexError {
+                why: format!("double constant overflow ({s}); doubles must be below 1.8E308"),
+                at,
+            });
+        }
+        Ok(Tok::Double(d))
+    }
+}
+
+/// A word's token: a keyword (in any case) or an identifier (a function's name).
+fn keyword_or_ident(word: &str) -> Tok {
+    match word.to_ascii_lowercase().as_str() {
+        "null" => Tok::Null,
+        "true" => Tok::Bool(true),
+        "false" => Tok::Bool(false),
+        "and" => Tok::And,
+        "or" => Tok::Or,
+        "not" => Tok::Not,
+        "is" => Tok::Is,
+        "isnull" => Tok::IsNull,
+        "notnull" => Tok::NotNull,
+        "case" => Tok::Case,
+        "when" => Tok::When,
+        "then" => Tok::Then,
+        "else" => Tok::Else,
+        "end" => Tok::End,
+        _ => Tok::Ident(word.to_string()),
+    }
 }
 
 /// The end of a number starting at `start`: `digits[.digits][e[+-]digits]` or

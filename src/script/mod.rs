@@ -6,8 +6,8 @@
 //! `\setshell`, `\startpipeline`/`\syncpipeline`/`\endpipeline`), and its variables by
 //! index. The parts: [`lexer`] and [`parser`] (exprparse.y's expression grammar),
 //! [`value`] (typed values and pgbench's coercions), [`eval`] (expressions to values),
-//! [`prng`] (pgbench's random generator, hashes and permute) and [`command`] (the
-//! script's commands). `load::workload`'s executor runs a script on a session; this
+//! [`prng`] (pgbench's random generator, hashes and permute), [`scan`] (the text cut
+//! into SQL and meta-commands) and [`command`] (the script's commands). `workload::executor` runs a script on a session; this
 //! module hands it the parsed script and evaluates for it.
 
 pub mod command;
@@ -15,6 +15,7 @@ pub mod eval;
 pub mod lexer;
 pub mod parser;
 pub mod prng;
+pub mod scan;
 pub mod value;
 
 use std::collections::HashMap;

@@ -9,7 +9,7 @@
 //! seed. Variables are resolved to indices here, so evaluation never looks up a name.
 
 use super::lexer::{tokenize, Tok, Token};
-use super::value::Value;
+use super::value::{Value, MAX_DEPTH};
 
 /// An expression tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,9 +28,32 @@ pub enum Expr {
     /// `CASE WHEN c THEN v ... ELSE e END`; a missing ELSE is NULL.
     Case(Vec<(Expr, Expr)>, Box<Expr>),
     Call(Func, Vec<Expr>),
-    /// An integer-only expression compiled for the hot path (see
-    /// [`super::eval::compile`]); never built by the parser itself.
-    Fast(Box<super::eval::FastInt>),
+    /// An integer-only expression compiled for the hot path (by the evaluator's
+    /// `compile`); never built by the parser itself.
+    Fast(Box<FastInt>),
+}
+
+/// An expression of integer constants, variables, `+ - * / %` and `random(lo, hi)`, as
+/// a postfix program over i64: the built-in scripts' `\set aid random(1, 100000 *
+/// :scale)` costs a few nanoseconds instead of a walk over typed values. When a
+/// variable it reads does not hold an integer, the general evaluator runs instead;
+/// that is checked before anything runs, so no random number is drawn twice. Results
+/// and errors are the general evaluator's. The tree's node, so it lives with
+/// [`Expr`]; the evaluator compiles and runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FastInt {
+    pub steps: Vec<Step>,
+    pub vars: Vec<usize>,
+    pub general: Expr,
+}
+
+/// One step of a [`FastInt`] program, on a stack of integers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    Const(i64),
+    Var(usize),
+    Op(BinOp),
+    Random,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,17 +114,6 @@ enum Arity {
 
 /// pgbench's limit on a function's arguments (MAX_FARGS).
 pub const MAX_ARGS: usize = 16;
-
-/// How deep an expression may nest: parentheses, unary operators and calls inside one
-/// another, and the depth of the tree it builds (a chain of `+` is as deep as it is
-/// long). The parser recurses once per level on the main thread (8 MiB of stack), the
-/// evaluator once per level on a client's worker thread (2 MiB); pgbench's parser gives
-/// up near 10,000 levels (bison's stack: "memory exhausted"). The deepest expression in
-/// pgbench's own test suite is 19 levels (its test of every operator), pgbench's and
-/// sysbench's built-in scripts need 3; 256 leaves more than ten times the deepest. At
-/// the limit, measured: parsing takes 0.35 MiB of stack optimised (2.5 MiB in a debug
-/// build), evaluating 0.19 MiB (0.85 MiB), so a script at the limit runs in any build.
-pub const MAX_DEPTH: usize = 256;
 
 impl Func {
     const ALL: [(&'static str, Func); 24] = [

@@ -126,8 +126,10 @@ pub fn dataset() {
                 .unwrap();
         std::thread::spawn(move || {
             runtime().block_on(async {
-                connbench::load::init::init(&ep, "connbench", 1).await.unwrap();
-                connbench::load::init::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
+                connbench::dataset::pgbench::init(&ep, "connbench", 1)
+                    .await
+                    .unwrap();
+                connbench::dataset::pgbench::grant(&ep, "connbench", connbench::sandbox::TRUST_ROLE)
                     .await
                     .unwrap();
             })

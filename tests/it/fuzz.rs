@@ -9,9 +9,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use connbench::experiment::suite::Suite;
-use connbench::load::workload::Script;
 use connbench::proto::{self, Endpoint, PhaseCursor};
 use connbench::target::{redact, Target};
+use connbench::workload::Script;
 
 /// `cases` inputs per property on every test run; `bench/fuzz.sh` raises it with
 /// PROPTEST_CASES for long runs (each run draws new inputs from a fresh seed).
@@ -216,7 +216,7 @@ proptest! {
         } else {
             format!("SELECT 1;\n\\set x {expr}\n")
         };
-        let limit = connbench::script::parser::MAX_DEPTH;
+        let limit = connbench::script::value::MAX_DEPTH;
         // Parsed on a stack the main thread's size (8 MiB), where connbench parses scripts.
         let main = std::thread::Builder::new().stack_size(8 << 20);
         let parsed = main.spawn(move || Script::parse("deep.sql", &text)).unwrap().join().unwrap();

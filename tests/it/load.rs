@@ -428,7 +428,9 @@ fn a_postgres_restart_mid_run_is_counted_by_the_servers_reason() {
     let ep = Endpoint::new(Target::parse(&target).unwrap()).unwrap();
     std::thread::spawn(move || {
         runtime().block_on(async {
-            connbench::load::init::init(&ep, "connbench", 1).await.unwrap();
+            connbench::dataset::pgbench::init(&ep, "connbench", 1)
+                .await
+                .unwrap();
         })
     })
     .join()

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::proto::{self, Endpoint, Engine, PhaseCursor, Session};
+use super::open;
+use crate::proto::{self, Endpoint, Engine, Session};
 
 pub const TABLES: [&str; 4] = ["branches", "tellers", "accounts", "history"];
 const MARKER: &str = "connbench dataset";
@@ -117,13 +118,6 @@ pub fn check_schema(schema: &str) -> Result<()> {
         bail!("invalid --schema {schema:?}: use a lower-case identifier (letters, digits, _)");
     }
     Ok(())
-}
-
-async fn open(ep: &Endpoint) -> Result<Session> {
-    let (s, _) = proto::connect(ep, &PhaseCursor::default())
-        .await
-        .with_context(|| format!("cannot connect to {}", ep.target.name()))?;
-    Ok(s)
 }
 
 /// The tables of `schema` that exist, each with whether connbench made it and its scale.

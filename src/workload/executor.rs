@@ -1,7 +1,5 @@
-//! Workloads: the built-in scripts, the query modes, and the executor that runs a
-//! parsed script ([`crate::script`]) on a [`Session`].
+//! The executor: runs a parsed script ([`crate::script`]) on a [`Session`].
 //!
-//! The built-in workloads are pgbench's own scripts, pointed at connbench's schema.
 //! [`Executor::run`] runs one transaction: it evaluates meta-commands with the client's
 //! variables and random generator, and sends each SQL command as libpq would in the
 //! chosen [`QueryMode`]: values spliced into the text (simple), or `$n` placeholders
@@ -17,146 +15,16 @@
 
 use std::time::{Duration, Instant};
 
-pub use crate::load::sysbench::Oltp;
+use super::QueryMode;
+use crate::rng::Rng;
 use crate::proto::{ConnectError, ErrorKind, Phase, ResultSet, TransactionStatus};
 use crate::proto::{Session, Statement};
-use crate::rng::Rng;
 use crate::script::command::atoi;
 use crate::script::eval::eval;
 use crate::script::{
-    Command, EvalError, Part, Prng, Results, ShellWord, SleepAmount, SqlCommand, Value, Vars,
+    Command, EvalError, Part, Prng, Results, Script, ShellWord, SleepAmount, SqlCommand, Value, Vars,
 };
-pub use crate::script::{Script, ScriptError, VAR_CLIENT_ID, VAR_DEFAULT_SEED, VAR_RANDOM_SEED, VAR_SCALE};
-
-/// How statements are sent, as pgbench's `-M`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum QueryMode {
-    /// One Query message with the values in the SQL text.
-    Simple,
-    /// Parse, Bind, Describe, Execute, Sync for every statement.
-    Extended,
-    /// Parse once per connection, then Bind, Describe, Execute, Sync.
-    Prepared,
-}
-
-impl QueryMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueryMode::Simple => "simple",
-            QueryMode::Extended => "extended",
-            QueryMode::Prepared => "prepared",
-        }
-    }
-
-    pub const ALL: [QueryMode; 3] = [QueryMode::Simple, QueryMode::Extended, QueryMode::Prepared];
-}
-
-impl std::str::FromStr for QueryMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        QueryMode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("invalid mode {s:?}: use simple, extended or prepared"))
-    }
-}
-
-/// The built-in workloads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Builtin {
-    /// pgbench's default: five statements in a transaction over all four tables.
-    TpcbLike,
-    /// tpcb-like without the tellers and branches updates (pgbench -N).
-    SimpleUpdate,
-    /// One primary-key SELECT on accounts (pgbench -S).
-    SelectOnly,
-    /// No statement: each transaction is a connection opened and closed.
-    ConnectOnly,
-    /// One of sysbench's OLTP scripts, on sysbench's tables (see [`crate::load::sysbench`]).
-    #[serde(untagged)]
-    Sysbench(Oltp),
-}
-
-impl Builtin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Builtin::TpcbLike => "tpcb-like",
-            Builtin::SimpleUpdate => "simple-update",
-            Builtin::SelectOnly => "select-only",
-            Builtin::ConnectOnly => "connect-only",
-            Builtin::Sysbench(o) => o.as_str(),
-        }
-    }
-
-    pub const ALL: [Builtin; 12] = [
-        Builtin::TpcbLike,
-        Builtin::SimpleUpdate,
-        Builtin::SelectOnly,
-        Builtin::ConnectOnly,
-        Builtin::Sysbench(Oltp::PointSelect),
-        Builtin::Sysbench(Oltp::ReadOnly),
-        Builtin::Sysbench(Oltp::ReadWrite),
-        Builtin::Sysbench(Oltp::WriteOnly),
-        Builtin::Sysbench(Oltp::UpdateIndex),
-        Builtin::Sysbench(Oltp::UpdateNonIndex),
-        Builtin::Sysbench(Oltp::Insert),
-        Builtin::Sysbench(Oltp::Delete),
-    ];
-
-    /// The built-in workload of this name, if it is one.
-    pub fn named(name: &str) -> Option<Builtin> {
-        Builtin::ALL.into_iter().find(|b| b.as_str() == name)
-    }
-
-    /// The script text, with tables in `schema`.
-    pub fn script(self, schema: &str) -> String {
-        let head = "\\set aid random(1, 100000 * :scale)\n\
-                    \\set bid random(1, 1 * :scale)\n\
-                    \\set tid random(1, 10 * :scale)\n\
-                    \\set delta random(-5000, 5000)\n";
-        let s = schema;
-        match self {
-            Builtin::TpcbLike => format!(
-                "{head}BEGIN;\n\
-                 UPDATE {s}.accounts SET abalance = abalance + :delta WHERE aid = :aid;\n\
-                 SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n\
-                 UPDATE {s}.tellers SET tbalance = tbalance + :delta WHERE tid = :tid;\n\
-                 UPDATE {s}.branches SET bbalance = bbalance + :delta WHERE bid = :bid;\n\
-                 INSERT INTO {s}.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n\
-                 COMMIT;\n"
-            ),
-            Builtin::SimpleUpdate => format!(
-                "{head}BEGIN;\n\
-                 UPDATE {s}.accounts SET abalance = abalance + :delta WHERE aid = :aid;\n\
-                 SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n\
-                 INSERT INTO {s}.history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n\
-                 COMMIT;\n"
-            ),
-            Builtin::SelectOnly => format!(
-                "\\set aid random(1, 100000 * :scale)\n\
-                 SELECT abalance FROM {s}.accounts WHERE aid = :aid;\n"
-            ),
-            Builtin::ConnectOnly => String::new(),
-            // With sysbench's defaults: one table of 10,000 rows, the simple protocol
-            // (`--show-script`); a run generates it for the tables it finds.
-            Builtin::Sysbench(o) => crate::load::sysbench::script(
-                o,
-                &crate::load::sysbench::SysbenchOptions::default(),
-                1,
-                10_000,
-                QueryMode::Simple,
-            ),
-        }
-    }
-
-    /// Whether the workload reads connbench's tables (and so needs `connbench init`).
-    pub fn needs_tables(self) -> bool {
-        self != Builtin::ConnectOnly
-    }
-}
+use crate::script::{VAR_CLIENT_ID, VAR_DEFAULT_SEED, VAR_RANDOM_SEED, VAR_SCALE};
 
 /// Who a client is, for its automatic variables and its random generators.
 #[derive(Debug, Clone, Copy)]
@@ -368,6 +236,58 @@ impl Executor {
         }
     }
 
+    /// A statement inside a pipeline: bound and sent, its answer read at the sync.
+    fn pipeline_send(
+        &mut self,
+        script: &Script,
+        q: &SqlCommand,
+        mode: QueryMode,
+        session: &mut Session,
+        at: usize,
+    ) -> Result<(), ConnectError> {
+        if q.results != Results::Discard {
+            return Err(self.abort(script, at, "\\gset and \\aset are not allowed in pipeline mode"));
+        }
+        let (bound, n) = self.bind(script, q, mode, at)?;
+        self.trace_sending(q, bound, n);
+        let stmt = bound;
+        let refs: [&str; 16] = std::array::from_fn(|i| {
+            if i < n.min(16) {
+                self.params[i].as_str()
+            } else {
+                ""
+            }
+        });
+        if n <= 16 {
+            session.pipeline_send(stmt.get(&self.sql, q), &refs[..n])
+        } else {
+            let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
+            session.pipeline_send(stmt.get(&self.sql, q), &v)
+        }
+    }
+
+    /// `\startpipeline`: refused in the simple protocol and inside a pipeline.
+    fn start_pipeline(
+        &mut self,
+        script: &Script,
+        mode: QueryMode,
+        in_pipeline: bool,
+        at: usize,
+    ) -> Result<(), ConnectError> {
+        if mode == QueryMode::Simple {
+            return Err(self.abort(
+                script,
+                at,
+                "cannot use pipeline mode with the simple query protocol; run with -M extended or \
+                 -M prepared",
+            ));
+        }
+        if in_pipeline {
+            return Err(self.abort(script, at, "already in pipeline mode"));
+        }
+        Ok(())
+    }
+
     async fn run_commands(
         &mut self,
         script: &Script,
@@ -433,30 +353,7 @@ impl Executor {
                 Command::Elif { end, .. } | Command::Else { end } => pc = end + 1,
                 Command::Endif => {}
                 Command::Sql(q) if in_pipeline => {
-                    if q.results != Results::Discard {
-                        return Err(fail(self.abort(
-                            script,
-                            at,
-                            "\\gset and \\aset are not allowed in pipeline mode",
-                        )));
-                    }
-                    let (bound, n) = self.bind(script, q, mode, at).map_err(fail)?;
-                    self.trace_sending(q, bound, n);
-                    let stmt = bound;
-                    let refs: [&str; 16] = std::array::from_fn(|i| {
-                        if i < n.min(16) {
-                            self.params[i].as_str()
-                        } else {
-                            ""
-                        }
-                    });
-                    let result = if n <= 16 {
-                        session.pipeline_send(stmt.get(&self.sql, q), &refs[..n])
-                    } else {
-                        let v: Vec<&str> = self.params[..n].iter().map(String::as_str).collect();
-                        session.pipeline_send(stmt.get(&self.sql, q), &v)
-                    };
-                    result.map_err(fail)?;
+                    self.pipeline_send(script, q, mode, session, at).map_err(fail)?
                 }
                 Command::Sql(q) => self.statement(script, q, mode, session, at).await.map_err(fail)?,
                 // Boxed: a rare command whose future would otherwise enlarge every
@@ -465,17 +362,7 @@ impl Executor {
                     .await
                     .map_err(fail)?,
                 Command::StartPipeline => {
-                    if mode == QueryMode::Simple {
-                        return Err(fail(self.abort(
-                            script,
-                            at,
-                            "cannot use pipeline mode with the simple query protocol; run with -M extended or \
-                             -M prepared",
-                        )));
-                    }
-                    if in_pipeline {
-                        return Err(fail(self.abort(script, at, "already in pipeline mode")));
-                    }
+                    self.start_pipeline(script, mode, in_pipeline, at).map_err(fail)?;
                     in_pipeline = true;
                 }
                 Command::SyncPipeline | Command::EndPipeline if !in_pipeline => {
@@ -719,7 +606,7 @@ impl Executor {
                     name.clear();
                     name.push_str(prefix);
                     name.push_str(col);
-                    if !crate::script::command::valid_variable_name(&name) {
+                    if !crate::script::scan::valid_variable_name(&name) {
                         return Err(script_error(
                             "gset-name",
                             format!(
@@ -908,43 +795,6 @@ mod tests {
             clients: 1,
             run_seed: 5,
         }
-    }
-
-    #[test]
-    fn parses_the_builtin_scripts() {
-        let s = Script::parse("tpcb-like", &Builtin::TpcbLike.script("connbench")).unwrap();
-        assert_eq!(s.statements(), 7);
-        assert_eq!(s.variables[..2], ["scale".to_string(), "client_id".to_string()]);
-        let Command::Sql(update) = &s.commands[5] else {
-            panic!()
-        };
-        assert_eq!(
-            update.placeholder_sql,
-            "UPDATE connbench.accounts SET abalance = abalance + $1 WHERE aid = $2;"
-        );
-        assert_eq!(update.params.len(), 2);
-        let Command::Sql(insert) = &s.commands[9] else {
-            panic!()
-        };
-        assert!(
-            insert
-                .placeholder_sql
-                .contains("VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)"),
-            "{}",
-            insert.placeholder_sql
-        );
-        assert_eq!(
-            Script::parse("s", &Builtin::SelectOnly.script("x"))
-                .unwrap()
-                .statements(),
-            1
-        );
-        assert_eq!(
-            Script::parse("c", &Builtin::ConnectOnly.script("x"))
-                .unwrap()
-                .statements(),
-            0
-        );
     }
 
     #[test]
