@@ -1046,7 +1046,7 @@ mod tests {
         let Command::Load(args) = cli.command else {
             panic!("not load")
         };
-        let settings: crate::experiment::suite::Settings = [
+        let settings: crate::options::cell::Settings = [
             ("workload", "select-only"),
             ("mode", "prepared"),
             ("clients", "5"),

@@ -17,8 +17,11 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 
+pub mod cell;
+
+pub use cell::Settings;
+
 use crate::connect::ConnectSettings;
-use crate::experiment::suite::Settings;
 use crate::host::{Accounting, Source};
 use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
 use crate::load::init::{TableChoice, Tables};
