@@ -9,10 +9,17 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::Args;
 
 use super::{parse_run_name, MetricsArgs, PgbenchArgs, ScriptArgs, ServerArgs, StoreArgs};
+use anyhow::{anyhow, bail, Context as _, Result};
+
+use crate::experiment::workers::share;
+use crate::host::Source;
 use crate::load::engine::End;
-use crate::load::init::TableChoice;
-use crate::load::workload::QueryMode;
-use crate::options::{self, Connection, LoadOptions, PoolOptions};
+use crate::load::init::{TableChoice, Tables};
+use crate::load::workload::{Builtin, QueryMode};
+use crate::options::{
+    self, Connection, LoadCommand, LoadOptions, LoadOutput, LoadRequest, LoadTarget, MetricsOptions,
+    PoolOptions, WorkerShare,
+};
 
 pub(super) const LOAD_EXAMPLES: &str = "\
 Examples:
@@ -277,10 +284,7 @@ impl LoadArgs {
         if let Some((name, why)) = self.pgbench.refused() {
             anyhow::bail!("{name}: connbench refuses it: {name} {why}");
         }
-        if self.pgbench.max_tries == 0 && self.time.is_none() && self.latency_limit.is_none() {
-            // As pgbench: connbench's default end (a 10 s run) is not the user's bound.
-            anyhow::bail!(crate::options::UNLIMITED_TRIES);
-        }
+        options::check_max_tries(self.pgbench.max_tries, self.time.is_some(), self.latency_limit)?;
         let workloads = if self.scripts.scripts.is_empty() {
             LoadOptions::default().workloads
         } else {
@@ -325,6 +329,129 @@ impl LoadArgs {
             sysbench: sysbench_options(&self.sysbench)?,
         })
     }
+}
+
+impl LoadArgs {
+    /// The flags validated into what `connbench load` does (see `crate::options::command`):
+    /// pgbench's -V, -b list and --show-script print and exit; else every check that needs
+    /// no server runs here, before a sandbox starts or a client connects.
+    pub fn command(&self) -> Result<LoadCommand> {
+        if self.pgbench.version {
+            return Ok(LoadCommand::Print(format!(
+                "connbench load (connbench) {}\n",
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        if self.scripts.list {
+            let mut out = String::from("built-in scripts (-b NAME, or a prefix of one):\n");
+            for b in Builtin::ALL {
+                out += &format!("  {}\n", b.as_str());
+            }
+            return Ok(LoadCommand::Print(out));
+        }
+        let mut options = self.options()?;
+        if let Some(name) = &self.pgbench.show_script {
+            return show_script(name, &options).map(LoadCommand::Print);
+        }
+        let warnings = options.check()?;
+        let workers = self.worker_share(&mut options)?;
+        Ok(LoadCommand::Run(Box::new(LoadRequest {
+            options,
+            warnings,
+            target: self.load_target()?,
+            path: self.path.clone(),
+            distance: self.distance,
+            scale: self.scale,
+            progress: self.progress,
+            server: match (self.server_pid, &self.server_cgroup) {
+                (Some(pid), _) => Some(Source::Tree(pid)),
+                (None, Some(dir)) => Some(Source::Cgroup(dir.clone())),
+                (None, None) => None,
+            },
+            workers,
+            metrics: self.metrics.listen.as_ref().map(|listen| MetricsOptions {
+                listen: listen.clone(),
+                linger: self.metrics.linger,
+                run: self.workers.run.clone().unwrap_or_else(|| "load".into()),
+                worker: self.workers.worker_index.unwrap_or(0),
+            }),
+            output: LoadOutput {
+                json: self.json,
+                series: self.series,
+                failures_detailed: self.pgbench.failures_detailed,
+                progress_timestamp: self.pgbench.progress_timestamp,
+            },
+            vacuum_note: self.pgbench.vacuum_all,
+        })))
+    }
+
+    /// --workers: this worker's share of the clients and the rate, taken from `options`.
+    fn worker_share(&self, options: &mut LoadOptions) -> Result<Option<WorkerShare>> {
+        let Some(n) = self.workers.workers else {
+            return Ok(None);
+        };
+        if self.sandbox {
+            bail!(
+                "--workers with --sandbox would give each worker a server of its own: start one with \
+                 `connbench sandbox start` (or use your database) and give every worker its target"
+            );
+        }
+        let index = self.workers.worker_index.context(
+            "--workers needs --worker-index (or JOB_COMPLETION_INDEX, which Kubernetes' Indexed Jobs set)",
+        )?;
+        let (total_clients, total_rate) = (options.clients, options.rate);
+        let (first, count) = share(options.clients, n as usize, index as usize)?;
+        options.clients = count;
+        options.rate = options.rate.map(|r| r * count as f64 / total_clients as f64);
+        Ok(Some(WorkerShare {
+            index: index as usize,
+            workers: n as usize,
+            first,
+            run: self.workers.run.clone().context("--workers needs --run NAME")?,
+            store: self.workers.store.store.clone(),
+            timeout: self.workers.worker_timeout,
+            total_clients,
+            total_rate,
+        }))
+    }
+
+    /// Where the load runs: a sandbox of its own, or the target given (-h/-p/-U over it).
+    fn load_target(&self) -> Result<LoadTarget> {
+        let keys = self.pgbench.target_keys();
+        if !self.sandbox {
+            return Ok(LoadTarget::Given {
+                text: self.target.clone().unwrap_or_default(),
+                keys,
+            });
+        }
+        if !keys.is_empty() {
+            bail!("-h, -p and -U say where your database is; with --sandbox the sandbox's target does: drop one or the other");
+        }
+        Ok(LoadTarget::OwnSandbox {
+            name: self.target.clone().unwrap_or_else(|| "unix".into()),
+            durable: self.server.durable,
+            cpus: self.server.cpus.cpus(),
+            mariadb: self
+                .target
+                .as_deref()
+                .is_some_and(crate::sandbox::is_mariadb_target),
+        })
+    }
+}
+
+/// --show-script NAME: the built-in's text on connbench's tables when asked for, else on
+/// pgbench's, as pgbench prints it.
+fn show_script(name: &str, options: &LoadOptions) -> Result<String> {
+    let b = options::find_builtin(name).map_err(|e| anyhow!("--show-script {name:?}: {e}"))?;
+    let tables = match options.tables {
+        TableChoice::Connbench => Tables::Connbench(options.schema.clone()),
+        _ => Tables::Pgbench,
+    };
+    Ok(format!(
+        "-- {}\n{}",
+        b.as_str(),
+        options::builtin_text(b, &tables)
+    ))
 }
 
 /// `--sysbench NAME=VALUE,...`, checked as it is parsed.

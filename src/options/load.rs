@@ -422,9 +422,6 @@ impl LoadOptions {
             .into_iter()
             .flat_map(|w| w.script.warnings)
             .collect();
-        if self.max_tries == 0 && self.latency_limit.is_none() && !matches!(self.end, End::Duration(_)) {
-            bail!(UNLIMITED_TRIES);
-        }
         if let (Some(s), End::Duration(d)) =
             (self.log.as_ref().and_then(|l| l.aggregate_interval_s), self.end)
         {
@@ -510,6 +507,17 @@ impl LoadOptions {
             },
         })
     }
+}
+
+/// pgbench's refusal of `--max-tries 0` with nothing to end the retrying: a run length
+/// (`-T`) or a latency limit (`-L`) the user gave. connbench's default end (a 10 s run)
+/// is not the user's bound, so this is checked on the flags as given, where that shows;
+/// a suite cell always tries once.
+pub fn check_max_tries(max_tries: u32, length_given: bool, latency_limit: Option<Duration>) -> Result<()> {
+    if max_tries == 0 && !length_given && latency_limit.is_none() {
+        bail!(UNLIMITED_TRIES);
+    }
+    Ok(())
 }
 
 /// pgbench's checks of --aggregate-interval against -T: no longer than the run, and the

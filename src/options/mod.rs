@@ -16,10 +16,12 @@
 //! raw flags). Their items are re-exported here, so callers write `crate::options::X`.
 
 pub mod cell;
+pub mod command;
 pub mod load;
 pub mod parse;
 
 pub use cell::*;
+pub use command::*;
 pub use load::*;
 pub use parse::*;
 
