@@ -21,73 +21,14 @@ pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
         interval: args.interval,
     };
     // The sandbox lives until this function returns; its Drop stops and removes it.
-    let mut sandbox = None;
-    let subjects = if args.sandbox {
-        // MariaDB starts only when a named target is one of its own, so PostgreSQL-only
-        // runs keep their start-up time.
-        let sb = Sandbox::start(&SandboxOptions {
-            mariadb: args.targets.iter().any(|t| crate::sandbox::is_mariadb_target(t)),
-            ..SandboxOptions::default()
-        })
-        .await?;
-        eprintln!(
-            "sandbox: started in {} (postgres pid {}, pgbouncer pid {}; {}, {})",
-            sb.info.dir.display(),
-            sb.info.postgres_pid,
-            sb.info.pgbouncer_pid,
-            sb.info.postgres_version,
-            sb.info.pgbouncer_version
-        );
-        let names: Vec<String> = if args.targets.is_empty() {
-            sb.info.targets.iter().map(|t| t.name.clone()).collect()
-        } else {
-            args.targets.clone()
-        };
-        let mut subjects = Vec::new();
-        for name in &names {
-            let st = sb.info.target(name)?;
-            subjects.push(Subject {
-                endpoint: Endpoint::new(st.target()?).with_context(|| format!("target {name}"))?,
-                description: Some(st.description.clone()),
-            });
-        }
-        sandbox = Some(sb);
-        subjects
+    let (mut sandbox, subjects) = if args.sandbox {
+        let (sb, subjects) = sandbox_subjects(&args.targets).await?;
+        (Some(sb), subjects)
     } else {
-        let texts = if args.targets.is_empty() {
-            vec![String::new()]
-        } else {
-            args.targets.clone()
-        };
-        let mut subjects = Vec::new();
-        for text in &texts {
-            let t = super::resolve_target(text)?;
-            let name = t.name();
-            subjects.push(Subject {
-                endpoint: Endpoint::new(t).with_context(|| format!("target {name}"))?,
-                description: None,
-            });
-        }
-        subjects
+        (None, given_subjects(&args.targets)?)
     };
-
     let (subjects, _routes) = routed(subjects, &args.path, args.distance).await?;
-    let stop = stop_on_signals();
-    let show_progress = std::io::stderr().is_terminal();
-    let mut last_draw = Instant::now();
-    let run = crate::connect::measure(&subjects, &settings, stop, |done, total| {
-        if show_progress && (last_draw.elapsed().as_millis() >= 100 || done == total) {
-            last_draw = Instant::now();
-            eprint!("\rconnecting: {done}/{total}  ");
-            if done == total {
-                eprint!("\r{:30}\r", "");
-            }
-        }
-    })
-    .await;
-    if show_progress {
-        eprint!("\r{:30}\r", "");
-    }
+    let run = measure(&subjects, &settings).await;
     let mut summaries = crate::stats::summarize_connect(&run);
     for t in &mut summaries {
         let predictions = args
@@ -125,4 +66,77 @@ pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
         exit = Exit::Interrupted;
     }
     Ok(exit)
+}
+
+/// A sandbox started now and the targets of it named (all of them when none is).
+async fn sandbox_subjects(names: &[String]) -> Result<(Sandbox, Vec<Subject>)> {
+    // MariaDB starts only when a named target is one of its own, so PostgreSQL-only
+    // runs keep their start-up time.
+    let sb = Sandbox::start(&SandboxOptions {
+        mariadb: names.iter().any(|t| crate::sandbox::is_mariadb_target(t)),
+        ..SandboxOptions::default()
+    })
+    .await?;
+    eprintln!(
+        "sandbox: started in {} (postgres pid {}, pgbouncer pid {}; {}, {})",
+        sb.info.dir.display(),
+        sb.info.postgres_pid,
+        sb.info.pgbouncer_pid,
+        sb.info.postgres_version,
+        sb.info.pgbouncer_version
+    );
+    let names: Vec<String> = if names.is_empty() {
+        sb.info.targets.iter().map(|t| t.name.clone()).collect()
+    } else {
+        names.to_vec()
+    };
+    let mut subjects = Vec::new();
+    for name in &names {
+        let st = sb.info.target(name)?;
+        subjects.push(Subject {
+            endpoint: Endpoint::new(st.target()?).with_context(|| format!("target {name}"))?,
+            description: Some(st.description.clone()),
+        });
+    }
+    Ok((sb, subjects))
+}
+
+/// The targets given (PG* variables and libpq's defaults when none is).
+fn given_subjects(texts: &[String]) -> Result<Vec<Subject>> {
+    let texts = if texts.is_empty() {
+        vec![String::new()]
+    } else {
+        texts.to_vec()
+    };
+    let mut subjects = Vec::new();
+    for text in &texts {
+        let t = super::resolve_target(text)?;
+        let name = t.name();
+        subjects.push(Subject {
+            endpoint: Endpoint::new(t).with_context(|| format!("target {name}"))?,
+            description: None,
+        });
+    }
+    Ok(subjects)
+}
+
+/// The measurement, with a progress line on a terminal, until done or Ctrl-C.
+async fn measure(subjects: &[Subject], settings: &ConnectSettings) -> crate::connect::ConnectRun {
+    let stop = stop_on_signals();
+    let show_progress = std::io::stderr().is_terminal();
+    let mut last_draw = Instant::now();
+    let run = crate::connect::measure(subjects, settings, stop, |done, total| {
+        if show_progress && (last_draw.elapsed().as_millis() >= 100 || done == total) {
+            last_draw = Instant::now();
+            eprint!("\rconnecting: {done}/{total}  ");
+            if done == total {
+                eprint!("\r{:30}\r", "");
+            }
+        }
+    })
+    .await;
+    if show_progress {
+        eprint!("\r{:30}\r", "");
+    }
+    run
 }

@@ -1,21 +1,26 @@
-//! `connbench load`: the flags become `LoadOptions` (the same a suite cell becomes), the
-//! options a plan on the target (a sandbox's when asked, through its route), the engine
-//! runs it, and the report is printed in text or JSON.
+//! `connbench load`: the flags, validated into a `LoadRequest` (its `LoadOptions` the
+//! same a suite cell becomes), are prepared into a plan on the target (a sandbox's when
+//! asked, through its route), the engine runs it, and the report is printed in text or
+//! JSON. Each step is a function below, in the order `run_load` calls them.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use tokio::sync::watch;
 
 use super::{emit, init_sandbox_tables, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
-use crate::dataset::pgbench::{TableChoice, Tables};
-use crate::experiment::workers::{share, Worker};
+use crate::experiment::workers::Worker;
+use crate::host::Accounting;
+use crate::load::engine::{self, LoadPlan, Progress};
+use crate::workload::QueryMode;
+use crate::options::{Dataset, LoadCommand, LoadRequest, LoadTarget};
 use crate::proto::Endpoint;
-use crate::report;
+use crate::report::metrics::{Exporter, Labels};
+use crate::report::{self, load::LoadSettings};
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;
-use crate::workload::{Builtin, QueryMode};
 use crate::Exit;
 
 /// pgbench's DBNAME: a bare word (no `=`, not a URI) names a database, as libpq reads
@@ -33,154 +38,147 @@ fn pgbench_dbname(text: &str) -> String {
 }
 
 pub async fn run_load(args: LoadArgs) -> Result<Exit> {
-    // pgbench's -V, -b list and --show-script print and exit, as pgbench does.
-    if args.pgbench.version {
-        emit(&format!(
-            "connbench load (connbench) {}\n",
-            env!("CARGO_PKG_VERSION")
-        ));
-        return Ok(Exit::Success);
-    }
-    if args.scripts.list {
-        let mut out = String::from("built-in scripts (-b NAME, or a prefix of one):\n");
-        for b in Builtin::ALL {
-            out += &format!("  {}\n", b.as_str());
+    let run = match args.command()? {
+        LoadCommand::Print(text) => {
+            emit(&text);
+            return Ok(Exit::Success);
         }
-        emit(&out);
-        return Ok(Exit::Success);
+        LoadCommand::Run(run) => *run,
+    };
+    announce(&run);
+    // pgbench's -l: the log files are created now, so one that cannot be is refused before
+    // a sandbox starts or a client connects.
+    let log_files = run
+        .options
+        .log
+        .as_ref()
+        .map(|l| l.create(run.options.threads()))
+        .transpose()?;
+    // The sandbox lives until this function returns; its Drop stops and removes it.
+    let (mut sandbox, direct) = open_target(&run).await?;
+    let (endpoint, routes) = route(&run, &direct).await?;
+    let dataset = run.options.dataset(&direct, i64::from(run.scale)).await?;
+    if let Some(w) = run.options.scale_warning(total_clients(&run), dataset.scale) {
+        eprintln!("warning: {w}");
     }
-    let mut options = args.options()?;
-    if let Some(name) = &args.pgbench.show_script {
-        let b =
-            crate::options::find_builtin(name).map_err(|e| anyhow::anyhow!("--show-script {name:?}: {e}"))?;
-        let tables = match options.tables {
-            TableChoice::Connbench => Tables::Connbench(options.schema.clone()),
-            _ => Tables::Pgbench,
-        };
-        emit(&format!(
-            "-- {}\n{}",
-            b.as_str(),
-            crate::options::builtin_text(b, &tables)
-        ));
-        return Ok(Exit::Success);
+    let mut plan = run.options.plan(endpoint, &dataset, None, run.progress)?;
+    plan.log = log_files;
+    plan.accounting = accounting(&run, &direct, sandbox.as_ref())?;
+    plan.accounting.relays = routes.iter().flat_map(|r| r.relay_threads()).collect();
+    let settings = load_settings(&run, &plan, &dataset);
+    let stop = stop_on_signals();
+    let worker = join_worker(&run, &settings, &mut plan, &stop)?;
+    let print_every = progress_every(&run, worker.is_some(), plan.interval);
+    let exporter = start_exporter(&run, &settings, &mut plan)?;
+    let warmup = plan.warmup;
+    let result = measure(&run, plan, stop, print_every, worker.as_ref(), exporter.as_ref()).await;
+    let (loaded, save_error) = result;
+    let loaded = settle_worker(loaded, worker.as_ref(), save_error, warmup)?;
+    let summary = report_load(&run, &settings, &loaded, exporter.as_ref());
+    if let (Some(e), Some(linger)) = (&exporter, run.metrics.as_ref().and_then(|m| m.linger)) {
+        if !loaded.interrupted {
+            super::linger_metrics(e, linger).await;
+        }
     }
-    if args.pgbench.vacuum_all {
+    if let Some(sb) = sandbox.take() {
+        let dir = sb.info.dir.clone();
+        sb.stop()?;
+        eprintln!("sandbox: stopped and removed {}", dir.display());
+    }
+    Ok(exit_status(&run, &loaded, &summary))
+}
+
+/// What is said before anything starts: pgbench's -v not honoured, and the scripts'
+/// warnings (what will fail when it runs, as pgbench warns).
+fn announce(run: &LoadRequest) {
+    if run.vacuum_note {
         eprintln!(
             "note: -v: connbench does not vacuum before a run (pgbench -v vacuums the four tables); \
              run VACUUM ANALYZE on them first to start from vacuumed tables"
         );
     }
-    // Every check that needs no server runs before a sandbox starts.
-    for w in options.check()? {
+    for w in &run.warnings {
         eprintln!("warning: {w}");
     }
-    let script_name = options.workload_name();
-    // A worker of a many-machine run takes its share of the clients and the rate.
-    let (total_clients, total_rate) = (options.clients, options.rate);
-    let share = match args.workers.workers {
-        None => None,
-        Some(n) => {
-            if args.sandbox {
-                bail!(
-                    "--workers with --sandbox would give each worker a server of its own: start one with \
-                     `connbench sandbox start` (or use your database) and give every worker its target"
-                );
-            }
-            let index = args.workers.worker_index.context(
-                "--workers needs --worker-index (or JOB_COMPLETION_INDEX, which Kubernetes' Indexed Jobs set)",
-            )?;
-            let (first, count) = share(options.clients, n as usize, index as usize)?;
-            options.clients = count;
-            options.rate = options.rate.map(|r| r * count as f64 / total_clients as f64);
-            Some((index as usize, n as usize, first))
-        }
-    };
+}
 
-    // pgbench's -l: the log files are created now, so one that cannot be is refused before
-    // a sandbox starts or a client connects.
-    let log_files = options
-        .log
+/// The whole run's clients: all of them, not this worker's share.
+fn total_clients(run: &LoadRequest) -> usize {
+    run.workers
         .as_ref()
-        .map(|l| l.create(options.threads()))
-        .transpose()?;
+        .map_or(run.options.clients, |w| w.total_clients)
+}
 
-    // The sandbox lives until this function returns; its Drop stops and removes it.
-    let mut sandbox = None;
-    if args.sandbox && !args.pgbench.target_keys().is_empty() {
-        bail!("-h, -p and -U say where your database is; with --sandbox the sandbox's target does: drop one or the other");
-    }
-    let target = if args.sandbox {
-        let sb = Sandbox::start(&SandboxOptions {
-            durable: args.server.durable,
-            cpus: args.server.cpus.cpus(),
-            mariadb: args
-                .target
-                .as_deref()
-                .is_some_and(crate::sandbox::is_mariadb_target),
-            ..SandboxOptions::default()
-        })
-        .await?;
-        eprintln!("sandbox: started in {}", sb.info.dir.display());
-        if options.on_sysbench_tables() {
-            super::init_sandbox_sysbench_tables(&sb).await?;
-        } else if options.reads_dataset() {
-            init_sandbox_tables(&sb, args.schema(), args.scale).await?;
+/// The target: a sandbox started now (with its tables), a running sandbox's target by
+/// name, or the conninfo given with -h/-p/-U over it.
+async fn open_target(run: &LoadRequest) -> Result<(Option<Sandbox>, Endpoint)> {
+    let (text, keys) = match &run.target {
+        LoadTarget::OwnSandbox {
+            name,
+            durable,
+            cpus,
+            mariadb,
+        } => {
+            let sb = Sandbox::start(&SandboxOptions {
+                durable: *durable,
+                cpus: *cpus,
+                mariadb: *mariadb,
+                ..SandboxOptions::default()
+            })
+            .await?;
+            eprintln!("sandbox: started in {}", sb.info.dir.display());
+            if run.options.on_sysbench_tables() {
+                super::init_sandbox_sysbench_tables(&sb).await?;
+            } else if run.options.reads_dataset() {
+                init_sandbox_tables(&sb, &run.options.schema, run.scale).await?;
+            }
+            let t = sb.info.target(name)?.target()?;
+            return Ok((Some(sb), Endpoint::new(t)?));
         }
-        let name = args.target.as_deref().unwrap_or("unix");
-        let t = sb.info.target(name)?.target()?;
-        sandbox = Some(sb);
-        t
-    } else if let Some(t) = super::sandbox_target(args.target.as_deref().unwrap_or(""))? {
-        if !args.pgbench.target_keys().is_empty() {
+        LoadTarget::Given { text, keys } => (text, keys),
+    };
+    let target = if let Some(t) = super::sandbox_target(text)? {
+        if !keys.is_empty() {
             bail!("-h, -p and -U say where your database is; the sandbox's target name does: drop one or the other");
         }
         t
     } else {
-        let text = args.target.as_deref().map(pgbench_dbname).unwrap_or_default();
-        crate::target::Target::parse_overriding(
-            &text,
-            &args.pgbench.target_keys(),
-            &crate::target::ProcessEnv,
-        )
-        .with_context(|| format!("target {:?}", crate::target::redact(&text)))?
+        let text = pgbench_dbname(text);
+        crate::target::Target::parse_overriding(&text, keys, &crate::target::ProcessEnv)
+            .with_context(|| format!("target {:?}", crate::target::redact(&text)))?
     };
-    let direct = Endpoint::new(target)?;
-    let (mut routed_subjects, routes) = routed(
-        vec![Subject {
-            endpoint: direct.clone(),
-            description: None,
-        }],
-        &args.path,
-        args.distance,
-    )
-    .await?;
-    let endpoint = routed_subjects.remove(0).endpoint;
-    let dataset = options.dataset(&direct, i64::from(args.scale)).await?;
-    let scale = dataset.scale;
-    if let Some(w) = options.scale_warning(total_clients, scale) {
-        eprintln!("warning: {w}");
-    }
-    let mut plan = options.plan(endpoint, &dataset, None, args.progress)?;
-    plan.log = log_files;
-    let warmup = plan.warmup;
-    let user_server = match (args.server_pid, &args.server_cgroup) {
-        (Some(pid), _) => Some(crate::host::Source::Tree(pid)),
-        (None, Some(dir)) => Some(crate::host::Source::Cgroup(dir.clone())),
-        (None, None) => None,
+    Ok((None, Endpoint::new(target)?))
+}
+
+/// The endpoint the clients connect to: the target itself, or a relay before it.
+async fn route(run: &LoadRequest, direct: &Endpoint) -> Result<(Endpoint, Vec<crate::route::Route>)> {
+    let subject = Subject {
+        endpoint: direct.clone(),
+        description: None,
     };
-    // A running sandbox of connbench's that the target points at: its servers' CPU is
-    // measured from the pids (or cgroups) it recorded.
+    let (mut subjects, routes) = routed(vec![subject], &run.path, run.distance).await?;
+    Ok((subjects.remove(0).endpoint, routes))
+}
+
+/// Whose CPU the run reads besides the client's. A running sandbox of connbench's that
+/// the target points at: its servers' CPU is measured from the pids (or cgroups) it
+/// recorded.
+fn accounting(run: &LoadRequest, direct: &Endpoint, sandbox: Option<&Sandbox>) -> Result<Accounting> {
     let own = super::own_sandbox(&direct.target).filter(|_| sandbox.is_none());
-    plan.accounting = crate::options::accounting(
+    crate::options::accounting(
         &direct.target,
-        sandbox.as_ref().map(|s: &Sandbox| &s.info).or(own.as_ref()),
-        user_server,
-    )?;
-    plan.accounting.relays = routes.iter().flat_map(|r| r.relay_threads()).collect();
-    let settings = report::load::LoadSettings {
+        sandbox.map(|s| &s.info).or(own.as_ref()),
+        run.server.clone(),
+    )
+}
+
+/// The run's settings as the report states them.
+fn load_settings(run: &LoadRequest, plan: &LoadPlan, dataset: &Dataset) -> LoadSettings {
+    let options = &run.options;
+    LoadSettings {
         target: plan.endpoint.target.name(),
         conninfo: plan.endpoint.target.conninfo(),
-        workload: script_name,
+        workload: options.workload_name(),
         mode: plan.mode,
         clients: plan.clients,
         threads: plan.threads,
@@ -197,7 +195,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         think_ms: plan.think.as_secs_f64() * 1e3,
         connection: plan.policy.clone(),
         interval_s: plan.interval.as_secs_f64(),
-        scale,
+        scale: dataset.scale,
         tables: Some(dataset.tables.describe()),
         scripts: options
             .workloads
@@ -208,150 +206,200 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
             })
             .collect(),
         max_tries: options.max_tries,
-        failures_detailed: args.pgbench.failures_detailed,
+        failures_detailed: run.output.failures_detailed,
+    }
+}
+
+/// A worker of a many-machine run: joins the run in the store and waits at its start
+/// gate for the others.
+fn join_worker(
+    run: &LoadRequest,
+    settings: &LoadSettings,
+    plan: &mut LoadPlan,
+    stop: &watch::Receiver<bool>,
+) -> Result<Option<Worker>> {
+    let Some(share) = &run.workers else {
+        return Ok(None);
     };
-    let stop = stop_on_signals();
-    let worker = match share {
-        None => None,
-        Some((index, workers, first)) => {
-            let whole = report::load::LoadSettings {
-                clients: total_clients,
-                rate_tps: total_rate,
-                random_seed: args.random_seed.0,
-                threads: args.threads * workers,
-                ..settings.clone()
-            };
-            let store = super::open_store(&args.workers.store)?;
-            let location = store.location().to_string();
-            let name = args.workers.run.clone().context("--workers needs --run NAME")?;
-            let w = Worker::join(
-                store,
-                &name,
-                workers,
-                index,
-                &serde_json::to_value(&whole)?,
-                &crate::experiment::store::Environment::here(None, None, None),
-            )?;
-            eprintln!(
-                "worker {index} of {workers}: {} client{} (ids from {first}) of run {name:?} in {location}; \
-                 waiting for the others to connect",
-                plan.clients,
-                if plan.clients == 1 { "" } else { "s" }
-            );
-            plan.first_client = first;
-            plan.start_gate = Some(w.gate(args.workers.worker_timeout, stop.clone()));
-            // Progress arrives per interval, so each interval is saved as it ends.
-            plan.progress = Some(plan.interval);
-            Some(w)
-        }
+    let (index, workers, first) = (share.index, share.workers, share.first);
+    let whole = LoadSettings {
+        clients: share.total_clients,
+        rate_tps: share.total_rate,
+        random_seed: run.options.random_seed,
+        threads: run.options.threads * workers,
+        ..settings.clone()
     };
-    let print_every = match (&worker, args.progress) {
-        (Some(_), Some(p)) => Some((p.as_secs_f64() / plan.interval.as_secs_f64()).round().max(1.0) as usize),
+    let store = super::open_store_at(share.store.as_deref())?;
+    let location = store.location().to_string();
+    let name = &share.run;
+    let w = Worker::join(
+        store,
+        name,
+        workers,
+        index,
+        &serde_json::to_value(&whole)?,
+        &crate::experiment::store::Environment::here(None, None, None),
+    )?;
+    eprintln!(
+        "worker {index} of {workers}: {} client{} (ids from {first}) of run {name:?} in {location}; \
+         waiting for the others to connect",
+        plan.clients,
+        if plan.clients == 1 { "" } else { "s" }
+    );
+    plan.first_client = first;
+    plan.start_gate = Some(w.gate(share.timeout, stop.clone()));
+    // Progress arrives per interval, so each interval is saved as it ends.
+    plan.progress = Some(plan.interval);
+    Ok(Some(w))
+}
+
+/// Every how many progress periods a line is printed: each one, or for a worker (whose
+/// periods are its intervals) every -P's worth of them.
+fn progress_every(run: &LoadRequest, worker: bool, interval: Duration) -> Option<usize> {
+    match (worker, run.progress) {
+        (true, Some(p)) => Some((p.as_secs_f64() / interval.as_secs_f64()).round().max(1.0) as usize),
         (_, None) => None,
-        (None, Some(_)) => Some(1),
+        (false, Some(_)) => Some(1),
+    }
+}
+
+/// Live metrics ride on the progress periods: every second unless -P (or a worker's
+/// intervals) already set a period.
+fn start_exporter(
+    run: &LoadRequest,
+    settings: &LoadSettings,
+    plan: &mut LoadPlan,
+) -> Result<Option<Exporter>> {
+    let Some(m) = &run.metrics else {
+        return Ok(None);
     };
-    // Live metrics ride on the progress periods: every second unless -P (or a worker's
-    // intervals) already set a period.
-    let exporter = match &args.metrics.listen {
-        None => None,
-        Some(listen) => {
-            if plan.progress.is_none() {
-                plan.progress = Some(Duration::from_secs(1));
-            }
-            let e = report::metrics::Exporter::start(
-                listen,
-                report::metrics::Labels {
-                    run: args.workers.run.clone().unwrap_or_else(|| "load".into()),
-                    worker: args.workers.worker_index.unwrap_or(0),
-                },
-            )?;
-            e.begin(&settings.workload, &settings.target, plan.clients as u64);
-            eprintln!("metrics: serving http://{}/metrics", e.addr);
-            Some(e)
-        }
+    if plan.progress.is_none() {
+        plan.progress = Some(Duration::from_secs(1));
+    }
+    let labels = Labels {
+        run: m.run.clone(),
+        worker: m.worker,
     };
+    let e = Exporter::start(&m.listen, labels)?;
+    e.begin(&settings.workload, &settings.target, plan.clients as u64);
+    eprintln!("metrics: serving http://{}/metrics", e.addr);
+    Ok(Some(e))
+}
+
+/// The engine's run, each progress period handed to the exporter, saved by a worker,
+/// and printed; with the first interval a worker could not save.
+async fn measure(
+    run: &LoadRequest,
+    plan: LoadPlan,
+    stop: watch::Receiver<bool>,
+    print_every: Option<usize>,
+    worker: Option<&Worker>,
+    exporter: Option<&Exporter>,
+) -> (Result<engine::LoadRun>, Option<anyhow::Error>) {
+    let workload = run.options.workload_name();
     let mut save_error = None;
-    let run = crate::load::engine::run(plan, stop, |p| {
-        if let Some(e) = &exporter {
-            e.add_period(&settings.workload, &p.totals);
+    let result = engine::run(plan, stop, |p| {
+        if let Some(e) = exporter {
+            e.add_period(&workload, &p.totals);
         }
         let index = ((p.at_s / p.period_s).round() as usize).saturating_sub(1);
-        if let Some(w) = &worker {
+        if let Some(w) = worker {
             let i = &p.totals;
             if let Err(e) = w.save_interval(index, i.transactions, i.failures, i.connects, &i.latency_us) {
                 save_error.get_or_insert(e);
             }
         }
-        if print_every.is_none_or(|k| (index + 1) % k != 0) {
-            return;
+        if print_every.is_some_and(|k| (index + 1) % k == 0) {
+            print_progress(&p, run.output.progress_timestamp);
         }
-        let l = stats::load::latency(&p.totals.latency_us, 1_000);
-        let q = |f: fn(&stats::load::Latency) -> u64| {
-            l.as_ref()
-                .map(|l| report::format_ns(f(l) as f64))
-                .unwrap_or_else(|| "-".into())
-        };
-        // --progress-timestamp: the report's own time, as pgbench prints it.
-        let at = if args.pgbench.progress_timestamp {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0)
-        } else {
-            p.at_s
-        };
-        eprintln!(
-            "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
-            at,
-            p.totals.transactions as f64 / p.period_s,
-            q(|l| l.p50_ns),
-            q(|l| l.p99_ns),
-            p.totals.failures
-        );
     })
     .await;
-    let run = match (run, &worker) {
-        (Ok(run), Some(w)) => {
-            if let Some(e) = save_error {
-                eprintln!("warning: an interval could not be saved as it ended ({e:#}); the end saves them all again");
-            }
-            w.finish(&run, warmup)
-                .context("cannot save this worker's results")?;
-            eprintln!(
-                "worker {} of {}: saved; `connbench report {} --store ...` merges the workers once all have ended",
-                w.index, w.workers, w.name
-            );
-            run
-        }
-        (Ok(run), None) => run,
-        (Err(e), Some(w)) => {
+    (result, save_error)
+}
+
+/// A progress line: tps, p50 and p99 of the period, and its failures.
+fn print_progress(p: &Progress, timestamp: bool) {
+    let l = stats::load::latency(&p.totals.latency_us, 1_000);
+    let q = |f: fn(&stats::load::Latency) -> u64| {
+        l.as_ref()
+            .map(|l| report::format_ns(f(l) as f64))
+            .unwrap_or_else(|| "-".into())
+    };
+    // --progress-timestamp: the report's own time, as pgbench prints it.
+    let at = if timestamp {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    } else {
+        p.at_s
+    };
+    eprintln!(
+        "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
+        at,
+        p.totals.transactions as f64 / p.period_s,
+        q(|l| l.p50_ns),
+        q(|l| l.p99_ns),
+        p.totals.failures
+    );
+}
+
+/// A worker saves its results at the end (or marks the run failed); alone, the run is
+/// what the engine returned.
+fn settle_worker(
+    result: Result<engine::LoadRun>,
+    worker: Option<&Worker>,
+    save_error: Option<anyhow::Error>,
+    warmup: Duration,
+) -> Result<engine::LoadRun> {
+    let Some(w) = worker else {
+        return result;
+    };
+    let run = match result {
+        Ok(run) => run,
+        Err(e) => {
             if let Err(save) = w.fail(&format!("{e:#}")) {
                 eprintln!("warning: cannot mark the run failed in the store: {save:#}");
             }
             return Err(e);
         }
-        (Err(e), None) => return Err(e),
     };
-    if let Some(e) = &exporter {
-        e.finish(&settings.workload, &run.recorder);
+    if let Some(e) = save_error {
+        eprintln!(
+            "warning: an interval could not be saved as it ended ({e:#}); the end saves them all again"
+        );
     }
-    let summary = stats::load::summarize_load(&run, settings.clients, settings.interval_s);
-    let text = if args.json {
+    w.finish(&run, warmup)
+        .context("cannot save this worker's results")?;
+    eprintln!(
+        "worker {} of {}: saved; `connbench report {} --store ...` merges the workers once all have ended",
+        w.index, w.workers, w.name
+    );
+    Ok(run)
+}
+
+/// The report, in text or JSON, and the warnings its figures call for.
+fn report_load(
+    run: &LoadRequest,
+    settings: &LoadSettings,
+    loaded: &engine::LoadRun,
+    exporter: Option<&Exporter>,
+) -> stats::load::LoadSummary {
+    if let Some(e) = exporter {
+        e.finish(&settings.workload, &loaded.recorder);
+    }
+    let summary = stats::load::summarize_load(loaded, settings.clients, settings.interval_s);
+    let version = loaded.server_version.as_deref();
+    let text = if run.output.json {
         report::load::json(
-            &settings,
+            settings,
             &summary,
-            run.server_version.as_deref(),
-            run.tls.as_ref(),
-            run.interrupted,
+            version,
+            loaded.tls.as_ref(),
+            loaded.interrupted,
         )
     } else {
-        report::load::text(
-            &settings,
-            &summary,
-            run.server_version.as_deref(),
-            run.interrupted,
-            args.series,
-        )
+        report::load::text(settings, &summary, version, loaded.interrupted, run.output.series)
     };
     emit(&text);
     if let Some(m) = summary
@@ -370,7 +418,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
         .failures
         .iter()
         .any(|f| f.kind == "26000" || f.kind == "42P05");
-    if args.mode == QueryMode::Prepared && prepared_trouble {
+    if run.options.mode == QueryMode::Prepared && prepared_trouble {
         eprintln!(
             "note: prepared statements live on one server connection, but a transaction-pooling proxy \
              (PgBouncer before 1.21) hands each transaction any server connection: a statement prepared on \
@@ -378,43 +426,42 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
              use -M extended, or session pooling"
         );
     }
-    if let (Some(e), Some(linger)) = (&exporter, args.metrics.linger) {
-        if !run.interrupted {
-            super::linger_metrics(e, linger).await;
-        }
-    }
-    if let Some(sb) = sandbox.take() {
-        let dir = sb.info.dir.clone();
-        sb.stop()?;
-        eprintln!("sandbox: stopped and removed {}", dir.display());
-    }
-    for why in &run.aborted {
+    summary
+}
+
+/// The exit status, after the clients' aborts and an all-failed run are said.
+fn exit_status(run: &LoadRequest, loaded: &engine::LoadRun, summary: &stats::load::LoadSummary) -> Exit {
+    for why in &loaded.aborted {
         eprintln!("error: {why}");
     }
-    if args.pgbench.exit_on_abort && !run.aborted.is_empty() {
+    let exit_on_abort = run.options.exit_on_abort;
+    if exit_on_abort && !loaded.aborted.is_empty() {
         eprintln!(
             "error: --exit-on-abort: a client aborted, so every client stopped there; the figures above cover \
              the run until then"
         );
     }
-    if summary.transactions == 0 && !run.interrupted {
-        let first = run.first_error.as_deref().unwrap_or("no transaction completed");
+    if summary.transactions == 0 && !loaded.interrupted {
+        let first = loaded
+            .first_error
+            .as_deref()
+            .unwrap_or("no transaction completed");
         eprintln!("error: every transaction failed; the first error: {first}");
-        return Ok(Exit::Failed);
+        return Exit::Failed;
     }
-    Ok(if run.interrupted {
+    if loaded.interrupted {
         Exit::Interrupted
-    } else if !run.aborted.is_empty() {
+    } else if !loaded.aborted.is_empty() {
         // As pgbench: a client the script aborted makes the results incomplete.
-        if !args.pgbench.exit_on_abort {
+        if !exit_on_abort {
             eprintln!(
                 "error: {} client(s) aborted, so the figures above cover only what ran before; fix the \
                  script, or give --continue-on-error to count SQL errors and go on",
-                run.aborted.len()
+                loaded.aborted.len()
             );
         }
         Exit::Failed
     } else {
         Exit::Success
-    })
+    }
 }

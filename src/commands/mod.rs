@@ -291,7 +291,13 @@ pub fn emit(text: &str) {
 }
 
 pub fn open_store(args: &crate::cli::StoreArgs) -> Result<crate::experiment::store::Store> {
-    match &args.store {
+    open_store_at(args.store.as_deref())
+}
+
+/// The store at `location` (a SQLite file, or a PostgreSQL URL or conninfo), or the
+/// default SQLite file.
+pub fn open_store_at(location: Option<&str>) -> Result<crate::experiment::store::Store> {
+    match location {
         Some(location) => crate::experiment::store::Store::open_location(location),
         None => crate::experiment::store::Store::open(&crate::experiment::store::default_path()?),
     }

@@ -42,39 +42,11 @@ pub async fn suite_context(
     crate::experiment::runner::Context,
 )> {
     crate::dataset::pgbench::check_schema(schema)?;
-    let mut targets = std::collections::BTreeMap::new();
-    let mut replace_all = None;
-    for o in overrides {
-        // `NAME=CONNINFO` names one target; a bare conninfo stands for every target; a
-        // running sandbox's target name stands for its conninfo.
-        let (name, conninfo) = super::target_override(o)?;
-        match name {
-            Some(n) => {
-                targets.insert(n, conninfo);
-            }
-            None => replace_all = Some(conninfo),
-        }
-    }
     let used: std::collections::BTreeSet<String> = suites
         .iter()
         .flat_map(|s| s.cells.iter().filter_map(|c| c.settings.get("target").cloned()))
         .collect();
-    // A name of the user's own that no cell uses is a typo; a sandbox name mapped for a
-    // lab whose quick profile skips it is not.
-    let sandbox_name =
-        |n: &str| crate::sandbox::TARGET_NAMES.contains(&n) || crate::sandbox::is_mariadb_target(n);
-    if let Some(unused) = targets.keys().find(|n| !used.contains(*n) && !sandbox_name(n)) {
-        bail!(
-            "--target {unused}=...: no cell uses a target named {unused:?}{}; the targets the cells use: {}",
-            crate::experiment::suite::did_you_mean(unused, used.iter().map(String::as_str)),
-            used.iter().cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
-    if let Some(all) = &replace_all {
-        for name in &used {
-            targets.entry(name.clone()).or_insert_with(|| all.clone());
-        }
-    }
+    let mut targets = target_overrides(overrides, &used)?;
     let from_sandbox = |t: &String| {
         (crate::sandbox::TARGET_NAMES.contains(&t.as_str()) || crate::sandbox::is_mariadb_target(t))
             && !targets.contains_key(t)
@@ -88,44 +60,7 @@ pub async fn suite_context(
     let mut sandbox_info = None;
     let mut pgbouncer_version = None;
     if needs_sandbox {
-        // A `server_cpus` axis changes the quota between cells: the servers start in their
-        // cgroup, under the largest size until the first cell sets its own.
-        let mut cpus = server.cpus.cpus();
-        let sizes: Vec<f64> = suites
-            .iter()
-            .flat_map(|s| s.cells.iter())
-            .filter_map(|c| crate::options::server_cpus(&c.settings).ok().flatten())
-            .collect();
-        if cpus.server.is_none() {
-            cpus.server = sizes.iter().copied().reduce(f64::max);
-        }
-        let started = Sandbox::start(&SandboxOptions {
-            durable: server.durable,
-            mariadb: needs_mariadb,
-            cpus,
-            ..SandboxOptions::default()
-        })
-        .await?;
-        eprintln!("sandbox: started in {}", started.info.dir.display());
-        let needs_tables = suites.iter().any(|s| {
-            s.kind == crate::experiment::suite::Kind::Load
-                && s.cells.iter().any(|c| {
-                    !matches!(
-                        c.settings.get("workload").map(String::as_str),
-                        Some("connect-only")
-                    )
-                })
-        });
-        if needs_tables {
-            init_sandbox_tables(&started, schema, 1).await?;
-        }
-        let needs_sbtest = suites
-            .iter()
-            .flat_map(|s| &s.cells)
-            .any(|c| c.settings.get("workload").is_some_and(|w| w.starts_with("oltp-")));
-        if needs_sbtest {
-            super::init_sandbox_sysbench_tables(&started).await?;
-        }
+        let started = start_suite_sandbox(suites, schema, server, needs_mariadb).await?;
         for t in &started.info.targets {
             targets
                 .entry(t.name.clone())
@@ -150,6 +85,92 @@ pub async fn suite_context(
         metrics: None,
     };
     Ok((sb, ctx))
+}
+
+/// The user's `--target`s by name, each a name some cell uses (or a sandbox's), a bare
+/// conninfo standing for every target the cells use.
+fn target_overrides(
+    overrides: &[String],
+    used: &std::collections::BTreeSet<String>,
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut targets = std::collections::BTreeMap::new();
+    let mut replace_all = None;
+    for o in overrides {
+        // `NAME=CONNINFO` names one target; a bare conninfo stands for every target; a
+        // running sandbox's target name stands for its conninfo.
+        let (name, conninfo) = super::target_override(o)?;
+        match name {
+            Some(n) => {
+                targets.insert(n, conninfo);
+            }
+            None => replace_all = Some(conninfo),
+        }
+    }
+    // A name of the user's own that no cell uses is a typo; a sandbox name mapped for a
+    // lab whose quick profile skips it is not.
+    let sandbox_name =
+        |n: &str| crate::sandbox::TARGET_NAMES.contains(&n) || crate::sandbox::is_mariadb_target(n);
+    if let Some(unused) = targets.keys().find(|n| !used.contains(*n) && !sandbox_name(n)) {
+        bail!(
+            "--target {unused}=...: no cell uses a target named {unused:?}{}; the targets the cells use: {}",
+            crate::experiment::suite::did_you_mean(unused, used.iter().map(String::as_str)),
+            used.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(all) = &replace_all {
+        for name in used {
+            targets.entry(name.clone()).or_insert_with(|| all.clone());
+        }
+    }
+    Ok(targets)
+}
+
+/// The suites' sandbox, with the tables their load cells run on.
+async fn start_suite_sandbox(
+    suites: &[crate::experiment::suite::Suite],
+    schema: &str,
+    server: &crate::cli::ServerArgs,
+    mariadb: bool,
+) -> Result<Sandbox> {
+    // A `server_cpus` axis changes the quota between cells: the servers start in their
+    // cgroup, under the largest size until the first cell sets its own.
+    let mut cpus = server.cpus.cpus();
+    let sizes: Vec<f64> = suites
+        .iter()
+        .flat_map(|s| s.cells.iter())
+        .filter_map(|c| crate::options::server_cpus(&c.settings).ok().flatten())
+        .collect();
+    if cpus.server.is_none() {
+        cpus.server = sizes.iter().copied().reduce(f64::max);
+    }
+    let started = Sandbox::start(&SandboxOptions {
+        durable: server.durable,
+        mariadb,
+        cpus,
+        ..SandboxOptions::default()
+    })
+    .await?;
+    eprintln!("sandbox: started in {}", started.info.dir.display());
+    let needs_tables = suites.iter().any(|s| {
+        s.kind == crate::experiment::suite::Kind::Load
+            && s.cells.iter().any(|c| {
+                !matches!(
+                    c.settings.get("workload").map(String::as_str),
+                    Some("connect-only")
+                )
+            })
+    });
+    if needs_tables {
+        init_sandbox_tables(&started, schema, 1).await?;
+    }
+    let needs_sbtest = suites
+        .iter()
+        .flat_map(|s| &s.cells)
+        .any(|c| c.settings.get("workload").is_some_and(|w| w.starts_with("oltp-")));
+    if needs_sbtest {
+        super::init_sandbox_sysbench_tables(&started).await?;
+    }
+    Ok(started)
 }
 
 /// Progress on stderr when it is a terminal: steps done, the cell, and an estimate of
@@ -206,17 +227,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     )
     .await?;
     ctx.run_name = args.run_name.clone();
-    if let Some(listen) = &args.metrics.listen {
-        let e = crate::report::metrics::Exporter::start(
-            listen,
-            crate::report::metrics::Labels {
-                run: args.run_name.clone().unwrap_or_else(|| s.name.clone()),
-                worker: 0,
-            },
-        )?;
-        eprintln!("metrics: serving http://{}/metrics", e.addr);
-        ctx.metrics = Some(e);
-    }
+    ctx.metrics = start_exporter(&args, &s.name)?;
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
     let result = result?;
@@ -240,6 +251,23 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// `--metrics-listen`: the live metrics endpoint, labelled with the run's name (the
+/// suite's without one).
+fn start_exporter(args: &RunArgs, suite: &str) -> Result<Option<crate::report::metrics::Exporter>> {
+    let Some(listen) = &args.metrics.listen else {
+        return Ok(None);
+    };
+    let e = crate::report::metrics::Exporter::start(
+        listen,
+        crate::report::metrics::Labels {
+            run: args.run_name.clone().unwrap_or_else(|| suite.to_string()),
+            worker: 0,
+        },
+    )?;
+    eprintln!("metrics: serving http://{}/metrics", e.addr);
+    Ok(Some(e))
 }
 
 /// What `run --dry-run` prints: the profile's lengths, each cell with its settings (a
@@ -360,79 +388,8 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     } else {
         crate::experiment::suite::Profile::Quick
     };
-    let mut suites: Vec<crate::experiment::suite::Suite> = crate::experiment::suite::BUILTIN
-        .iter()
-        .map(|(name, text)| crate::experiment::suite::Suite::parse_profile(text, name, profile))
-        .collect::<Result<_>>()?;
-    if !args.suites.is_empty() {
-        let known: Vec<&str> = crate::experiment::suite::BUILTIN
-            .iter()
-            .map(|(n, _)| *n)
-            .collect();
-        if let Some(bad) = args.suites.iter().find(|n| !known.contains(&n.as_str())) {
-            anyhow::bail!(
-                "--suites: no built-in suite {bad:?}{}; the built-in suites are {}",
-                crate::experiment::suite::did_you_mean(bad, known.iter().copied()),
-                known.join(", ")
-            );
-        }
-        suites.retain(|s| args.suites.contains(&s.name));
-    }
-    if profile == crate::experiment::suite::Profile::Quick {
-        suites.retain(|s| {
-            if !s.quick_lab && args.suites.is_empty() {
-                eprintln!(
-                    "lab: suite {} runs in `lab --full` only (it has no quick form)",
-                    s.name
-                );
-            }
-            s.quick_lab || !args.suites.is_empty()
-        });
-    }
-    // The bridge path creates a namespace and links: root only. Said, not silently dropped.
-    if let Err(why) = crate::net::netns::check_supported() {
-        suites.retain(|s| {
-            let uses_bridge = s
-                .cells
-                .iter()
-                .any(|c| c.settings.get("netpath").is_some_and(|v| v == "bridge"));
-            if uses_bridge {
-                eprintln!("lab: skipping suite {}: {why:#}", s.name);
-            }
-            !uses_bridge
-        });
-    }
-    // A server_cpus axis sets a CPU quota: root with a writable cgroup filesystem (probed
-    // only when a suite asks for one).
-    let sized =
-        |s: &crate::experiment::suite::Suite| s.cells.iter().any(|c| c.settings.contains_key("server_cpus"));
-    if suites.iter().any(sized) {
-        if let Err(why) = crate::sandbox::cgroup::check_supported() {
-            suites.retain(|s| {
-                if sized(s) {
-                    eprintln!("lab: skipping suite {}: {why:#}", s.name);
-                }
-                !sized(s)
-            });
-        }
-    }
-    // The engines suite needs MariaDB beside PostgreSQL (scripts/setup.sh installs it).
-    if !crate::sandbox::mariadb::installed() {
-        suites.retain(|s| {
-            let uses_mariadb = s.cells.iter().any(|c| {
-                c.settings
-                    .get("target")
-                    .is_some_and(|t| crate::sandbox::is_mariadb_target(t))
-            });
-            if uses_mariadb {
-                eprintln!(
-                    "lab: skipping suite {}: MariaDB is not installed (apt-get install mariadb-server)",
-                    s.name
-                );
-            }
-            !uses_mariadb
-        });
-    }
+    let mut suites = lab_suites(&args.suites, profile)?;
+    skip_unsupported(&mut suites);
     let store = open_store(&args.store)?;
     let store_path = store.location().to_string();
     let started = Instant::now();
@@ -446,80 +403,28 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
         .or((!args.full).then(|| std::time::Duration::from_secs(LAB_QUICK_BUDGET_S)));
     let precision = args.adaptive.precision.or(Some(0.05));
     let (sb, ctx) = suite_context(&suites, &[], "connbench", store, &args.server).await?;
-    let mut answers = Vec::new();
-    let mut interrupted = false;
-    // A suite that failed leaves the others to run; the lab exits 1 at the end.
-    let mut failed = false;
-    let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();
-    // Where the lab's time went: the sandbox and its tables, each suite against its
-    // share of the budget, the report (printed at the end).
-    let mut timings = vec![took("set-up", started, None)];
-    for (i, s) in suites.iter().enumerate() {
-        let suite_started = Instant::now();
-        // What is left of the budget, shared by the suites still to run in proportion to
-        // their estimated minimum; a suite that needs less leaves more for the next.
-        let share = budget.map(|b| {
-            let left = b.saturating_sub(started.elapsed()).as_secs_f64();
-            let mine = estimates[i] / estimates[i..].iter().sum::<f64>().max(1e-9);
-            std::time::Duration::from_secs_f64(left * mine)
-        });
-        let s = s.clone().adaptive(share, precision);
-        let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await?;
-        timings.push(took(&s.name, suite_started, share));
-        emit(&(crate::report::suite::text(&result, &store_path) + "\n"));
-        if let Some(f) = &result.failed {
-            eprint!("{}", failure_text(&result, f, None));
-            failed = true;
-        }
-        answers.push((
-            s.name.clone(),
-            result.run_id,
-            crate::report::suite::answer(&result),
-        ));
-        if result.interrupted {
-            interrupted = true;
-            break;
-        }
-    }
+    let lab = run_lab_suites(&suites, &ctx, &store_path, started, budget, precision).await?;
+    let mut timings = lab.timings;
     let closing = Instant::now();
     drop(sb);
-    let html = if args.no_html || answers.is_empty() {
+    let html = if args.no_html || lab.answers.is_empty() {
         None
     } else {
-        let path = match &args.html {
-            Some(p) => p.clone(),
-            // Beside a SQLite store; in the working directory for a PostgreSQL one.
-            None => (!crate::experiment::store::is_postgres_location(&store_path))
-                .then(|| std::path::Path::new(&store_path).parent())
-                .flatten()
-                .unwrap_or(std::path::Path::new("."))
-                .join("reports")
-                .join(format!(
-                    "lab-{}-runs-{}-{}.html",
-                    crate::experiment::store::now_utc().replace(':', ""),
-                    answers[0].1,
-                    answers[answers.len() - 1].1
-                )),
-        };
-        let reports: Vec<crate::report::data::RunReport> = answers
-            .iter()
-            .map(|(_, run, _)| crate::report::data::RunReport::load(&ctx.store, *run))
-            .collect::<Result<_>>()?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        std::fs::write(&path, crate::report::html::html(&reports))
-            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
-        Some(path)
+        Some(write_lab_html(
+            args.html.as_deref(),
+            &lab.answers,
+            &ctx.store,
+            &store_path,
+        )?)
     };
     let mut out = format!(
         "lab ({} profile) answered {} question{} in {:.0} s; runs are in {store_path}\n",
         if args.full { "full" } else { "quick" },
-        answers.len(),
-        if answers.len() == 1 { "" } else { "s" },
+        lab.answers.len(),
+        if lab.answers.len() == 1 { "" } else { "s" },
         started.elapsed().as_secs_f64()
     );
-    for (name, run, lines) in &answers {
+    for (name, run, lines) in &lab.answers {
         for l in lines {
             out.push_str(&crate::report::style::wrap(
                 &format!("{name} (run {run}): {l}"),
@@ -540,11 +445,195 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     let time = format!("time: {}{}", timings.join(", "), budget.unwrap_or_default());
     out.push_str(&crate::report::style::wrap(&time, "", "      ", 80));
     emit(&out);
-    Ok(if interrupted {
+    Ok(if lab.interrupted {
         Exit::Interrupted
-    } else if failed {
+    } else if lab.failed {
         Exit::Failed
     } else {
         Exit::Success
     })
+}
+
+/// The lab's built-in suites in `profile`: those named (`--suites`), or every one with a
+/// quick form (the others said) in the quick profile.
+fn lab_suites(
+    named: &[String],
+    profile: crate::experiment::suite::Profile,
+) -> Result<Vec<crate::experiment::suite::Suite>> {
+    let mut suites: Vec<crate::experiment::suite::Suite> = crate::experiment::suite::BUILTIN
+        .iter()
+        .map(|(name, text)| crate::experiment::suite::Suite::parse_profile(text, name, profile))
+        .collect::<Result<_>>()?;
+    if !named.is_empty() {
+        let known: Vec<&str> = crate::experiment::suite::BUILTIN
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        if let Some(bad) = named.iter().find(|n| !known.contains(&n.as_str())) {
+            anyhow::bail!(
+                "--suites: no built-in suite {bad:?}{}; the built-in suites are {}",
+                crate::experiment::suite::did_you_mean(bad, known.iter().copied()),
+                known.join(", ")
+            );
+        }
+        suites.retain(|s| named.contains(&s.name));
+    }
+    if profile == crate::experiment::suite::Profile::Quick {
+        suites.retain(|s| {
+            if !s.quick_lab && named.is_empty() {
+                eprintln!(
+                    "lab: suite {} runs in `lab --full` only (it has no quick form)",
+                    s.name
+                );
+            }
+            s.quick_lab || !named.is_empty()
+        });
+    }
+    Ok(suites)
+}
+
+/// Drops, saying why, the suites this machine cannot run: a bridge path without root, a
+/// CPU quota without a writable cgroup filesystem, MariaDB not installed.
+fn skip_unsupported(suites: &mut Vec<crate::experiment::suite::Suite>) {
+    let skip = |suites: &mut Vec<crate::experiment::suite::Suite>,
+                uses: &dyn Fn(&crate::experiment::suite::Suite) -> bool,
+                why: &dyn std::fmt::Display| {
+        suites.retain(|s| {
+            if uses(s) {
+                eprintln!("lab: skipping suite {}: {why}", s.name);
+            }
+            !uses(s)
+        })
+    };
+    let uses_setting = |key: &'static str, value: Option<&'static str>| {
+        move |s: &crate::experiment::suite::Suite| {
+            s.cells
+                .iter()
+                .any(|c| c.settings.get(key).is_some_and(|v| value.is_none_or(|w| v == w)))
+        }
+    };
+    // The bridge path creates a namespace and links: root only. Said, not silently dropped.
+    if let Err(why) = crate::net::netns::check_supported() {
+        skip(
+            suites,
+            &uses_setting("netpath", Some("bridge")),
+            &format!("{why:#}"),
+        );
+    }
+    // A server_cpus axis sets a CPU quota: root with a writable cgroup filesystem (probed
+    // only when a suite asks for one).
+    let sized = uses_setting("server_cpus", None);
+    if suites.iter().any(sized) {
+        if let Err(why) = crate::sandbox::cgroup::check_supported() {
+            skip(suites, &sized, &format!("{why:#}"));
+        }
+    }
+    // The engines suite needs MariaDB beside PostgreSQL (scripts/setup.sh installs it).
+    if !crate::sandbox::mariadb::installed() {
+        let uses_mariadb = |s: &crate::experiment::suite::Suite| {
+            s.cells.iter().any(|c| {
+                c.settings
+                    .get("target")
+                    .is_some_and(|t| crate::sandbox::is_mariadb_target(t))
+            })
+        };
+        skip(
+            suites,
+            &uses_mariadb,
+            &"MariaDB is not installed (apt-get install mariadb-server)",
+        );
+    }
+}
+
+/// What the lab's suites answered, and where its time went.
+struct LabRuns {
+    /// Each suite's name, run id and answer lines.
+    answers: Vec<(String, i64, Vec<String>)>,
+    interrupted: bool,
+    /// A suite that failed leaves the others to run; the lab exits 1 at the end.
+    failed: bool,
+    timings: Vec<String>,
+}
+
+/// Runs the suites one after another, each on its share of what is left of the budget,
+/// printing each one's report as it ends; Ctrl-C ends the lab after the suite it stopped.
+async fn run_lab_suites(
+    suites: &[crate::experiment::suite::Suite],
+    ctx: &crate::experiment::runner::Context,
+    store_path: &str,
+    started: Instant,
+    budget: Option<std::time::Duration>,
+    precision: Option<f64>,
+) -> Result<LabRuns> {
+    let estimates: Vec<f64> = suites.iter().map(|s| s.estimated_s()).collect();
+    // Where the lab's time went: the sandbox and its tables, each suite against its
+    // share of the budget, the report (printed at the end).
+    let mut lab = LabRuns {
+        answers: Vec::new(),
+        interrupted: false,
+        failed: false,
+        timings: vec![took("set-up", started, None)],
+    };
+    for (i, s) in suites.iter().enumerate() {
+        let suite_started = Instant::now();
+        // What is left of the budget, shared by the suites still to run in proportion to
+        // their estimated minimum; a suite that needs less leaves more for the next.
+        let share = budget.map(|b| {
+            let left = b.saturating_sub(started.elapsed()).as_secs_f64();
+            let mine = estimates[i] / estimates[i..].iter().sum::<f64>().max(1e-9);
+            std::time::Duration::from_secs_f64(left * mine)
+        });
+        let s = s.clone().adaptive(share, precision);
+        let result = crate::experiment::runner::run(&s, ctx, suite_progress(s.name.clone())).await?;
+        lab.timings.push(took(&s.name, suite_started, share));
+        emit(&(crate::report::suite::text(&result, store_path) + "\n"));
+        if let Some(f) = &result.failed {
+            eprint!("{}", failure_text(&result, f, None));
+            lab.failed = true;
+        }
+        lab.answers.push((
+            s.name.clone(),
+            result.run_id,
+            crate::report::suite::answer(&result),
+        ));
+        if result.interrupted {
+            lab.interrupted = true;
+            break;
+        }
+    }
+    Ok(lab)
+}
+
+/// Writes the HTML report of the lab's runs: to `path`, or into a `reports` directory
+/// beside a SQLite store (the working directory for a PostgreSQL one).
+fn write_lab_html(
+    path: Option<&std::path::Path>,
+    answers: &[(String, i64, Vec<String>)],
+    store: &crate::experiment::store::Store,
+    store_path: &str,
+) -> Result<std::path::PathBuf> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => (!crate::experiment::store::is_postgres_location(store_path))
+            .then(|| std::path::Path::new(store_path).parent())
+            .flatten()
+            .unwrap_or(std::path::Path::new("."))
+            .join("reports")
+            .join(format!(
+                "lab-{}-runs-{}-{}.html",
+                crate::experiment::store::now_utc().replace(':', ""),
+                answers[0].1,
+                answers[answers.len() - 1].1
+            )),
+    };
+    let reports: Vec<crate::report::data::RunReport> = answers
+        .iter()
+        .map(|(_, run, _)| crate::report::data::RunReport::load(store, *run))
+        .collect::<Result<_>>()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, crate::report::html::html(&reports))
+        .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+    Ok(path)
 }

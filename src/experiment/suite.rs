@@ -26,7 +26,6 @@
 //! target = ["unix", "tcp"]
 //! ```
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -34,6 +33,7 @@ use serde::Deserialize;
 
 pub use super::suggest::did_you_mean;
 use crate::rng::Rng;
+use crate::options::cell::Settings;
 
 /// What each cell runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
@@ -210,9 +210,6 @@ fn default_max_rounds() -> u32 {
 fn default_repetitions() -> u32 {
     5
 }
-
-/// A setting's value, as text (validated when the cell is turned into a run).
-pub type Settings = BTreeMap<String, String>;
 
 /// One combination of axis values.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize, schemars::JsonSchema)]
