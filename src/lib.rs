@@ -26,6 +26,7 @@ pub mod connect;
 pub mod load;
 pub mod script;
 pub mod experiment;
+pub mod live;
 pub mod stats;
 pub mod report;
 pub mod commands;

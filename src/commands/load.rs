@@ -258,9 +258,9 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
             if plan.progress.is_none() {
                 plan.progress = Some(Duration::from_secs(1));
             }
-            let e = report::metrics::Exporter::start(
+            let e = crate::live::Exporter::start(
                 listen,
-                report::metrics::Labels {
+                crate::live::Labels {
                     run: args.workers.run.clone().unwrap_or_else(|| "load".into()),
                     worker: args.workers.worker_index.unwrap_or(0),
                 },

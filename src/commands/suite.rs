@@ -206,16 +206,19 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     )
     .await?;
     ctx.run_name = args.run_name.clone();
+    let mut exporter = None;
     if let Some(listen) = &args.metrics.listen {
-        let e = crate::report::metrics::Exporter::start(
+        let e = crate::live::Exporter::start(
             listen,
-            crate::report::metrics::Labels {
+            crate::live::Labels {
                 run: args.run_name.clone().unwrap_or_else(|| s.name.clone()),
                 worker: 0,
             },
         )?;
         eprintln!("metrics: serving http://{}/metrics", e.addr);
-        ctx.metrics = Some(e);
+        let e = std::rc::Rc::new(e);
+        ctx.metrics = Some(e.clone());
+        exporter = Some(e);
     }
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
@@ -225,7 +228,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     } else {
         crate::report::suite::text(&result, &store_path)
     });
-    if let (Some(e), Some(linger)) = (&ctx.metrics, args.metrics.linger) {
+    if let (Some(e), Some(linger)) = (&exporter, args.metrics.linger) {
         if !result.interrupted {
             super::linger_metrics(e, linger).await;
         }

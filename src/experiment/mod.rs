@@ -7,6 +7,7 @@ pub mod suite;
 pub mod db;
 pub mod store;
 pub mod runner;
+pub mod sink;
 pub mod failure;
 pub mod suggest;
 pub mod workers;

@@ -49,9 +49,9 @@ pub struct Context {
     pub bridge: std::cell::RefCell<Option<crate::net::netns::Bridge>>,
     /// The name `run --run NAME` gives the run in the store (checked free beforehand).
     pub run_name: Option<String>,
-    /// The live metrics endpoint (`run --metrics-listen`): each counted repetition of a
+    /// The live view (`run --metrics-listen`'s endpoint): each counted repetition of a
     /// load cell feeds it.
-    pub metrics: Option<crate::report::metrics::Exporter>,
+    pub metrics: Option<std::rc::Rc<dyn super::sink::Sink>>,
 }
 
 /// One cell's outcome across repetitions.
@@ -715,7 +715,7 @@ async fn measure_group(
                 .collect();
             let names: Vec<&str> = group.iter().map(|s| suite.cells[s.cell].name.as_str()).collect();
             // Sliced cells share one clock: their live figures come per repetition.
-            let live = ctx.metrics.as_ref().filter(|_| !group[0].is_prewarm());
+            let live = ctx.metrics.as_deref().filter(|_| !group[0].is_prewarm());
             run_load_sliced(&cells, suite, ctx, live.map(|m| (m, names.as_slice()))).await
         }
         Kind::Load => {
@@ -723,7 +723,7 @@ async fn measure_group(
             let cell = &suite.cells[step.cell];
             let live = ctx
                 .metrics
-                .as_ref()
+                .as_deref()
                 .filter(|_| !step.is_prewarm())
                 .map(|m| (m, cell.name.as_str()));
             vec![run_load(suite, &cell.settings, &endpoints[step.cell], ctx, live).await]
@@ -1070,7 +1070,7 @@ async fn run_load(
     s: &Settings,
     endpoint: &Endpoint,
     ctx: &Context,
-    live: Option<(&crate::report::metrics::Exporter, &str)>,
+    live: Option<(&dyn super::sink::Sink, &str)>,
 ) -> Result<Measured> {
     let (mut plan, clients, interval_s) = load_plan(suite, s, endpoint, ctx).await?;
     let fault = options::fault(s)?;
@@ -1153,7 +1153,7 @@ async fn run_load_sliced(
     cells: &[(&Settings, &Endpoint)],
     suite: &Suite,
     ctx: &Context,
-    live: Option<(&crate::report::metrics::Exporter, &[&str])>,
+    live: Option<(&dyn super::sink::Sink, &[&str])>,
 ) -> Vec<Result<Measured>> {
     let slice = suite.slice.expect("only called for a suite with slices");
     let duration = suite.duration.expect("a load suite has a duration");
