@@ -11,8 +11,8 @@ use std::fmt::Write;
 use super::chart::{self, bars, lines, percentiles, series, waterfall};
 use super::data::RunReport;
 use super::markdown;
-use crate::experiment::runner::SuiteResult;
 use crate::experiment::suite::Kind;
+use crate::experiment::summary::SuiteResult;
 use crate::proto::Phase;
 use crate::stats::compare::{Better, Verdict};
 

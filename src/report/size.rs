@@ -10,7 +10,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::style::{paint, Paint};
-use crate::experiment::runner::{CellResult, SuiteResult};
+use crate::experiment::summary::{CellResult, SuiteResult};
 use crate::stats::compare::Verdict;
 
 /// What the quota does not emulate, said wherever a size curve is answered.
@@ -494,7 +494,7 @@ pub fn size_json(r: &SuiteResult) -> Vec<Option<SizeJson>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::runner::Outcome;
+    use crate::experiment::summary::Outcome;
     use std::collections::BTreeMap;
 
     /// 1 and 8 clients at one size, five rounds of the given tps and busy cores.
@@ -533,7 +533,7 @@ clients = [1, 8]
             tls: None,
             server_settings: vec![],
         };
-        crate::experiment::runner::summarize(&suite, 1, vec![series(one), series(eight)], false, env)
+        crate::experiment::summary::summarize(&suite, 1, vec![series(one), series(eight)], false, env)
     }
 
     #[test]

@@ -8,9 +8,9 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::style::{paint, visible_len, wrap, Paint};
-use crate::experiment::runner::{CellResult, SuiteResult};
 use crate::experiment::store::Environment;
 use crate::experiment::suite::Suite;
+use crate::experiment::summary::{CellResult, SuiteResult};
 use crate::stats::compare::{Comparison, Described, Verdict};
 use crate::stats::model::DistancePrediction;
 
@@ -604,7 +604,7 @@ impl<'a> RunJson<'a> {
 
 /// What a cell without a value of `fig` says: no results at all, or results in which
 /// that figure was not measured, and why where the figure says so.
-pub fn no_value(c: &crate::experiment::runner::CellResult, fig: &str) -> String {
+pub fn no_value(c: &crate::experiment::summary::CellResult, fig: &str) -> String {
     if c.figures.values().all(|v| v.is_empty()) {
         return "no results".to_string();
     }
@@ -620,7 +620,7 @@ fn fault_table(r: &SuiteResult) -> String {
     if !r.cells.iter().any(|c| c.figures.contains_key("longest_stall_s")) {
         return String::new();
     }
-    let mean = |c: &crate::experiment::runner::CellResult, k: &str, p: usize| match c.figures.get(k) {
+    let mean = |c: &crate::experiment::summary::CellResult, k: &str, p: usize| match c.figures.get(k) {
         Some(v) if !v.is_empty() => format!("{:.p$}", v.iter().sum::<f64>() / v.len() as f64),
         _ => "-".to_string(),
     };
