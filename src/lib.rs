@@ -30,6 +30,7 @@ pub mod dataset;
 pub mod load;
 pub mod script;
 pub mod experiment;
+pub mod live;
 pub mod stats;
 pub mod report;
 pub mod commands;

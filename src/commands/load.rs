@@ -17,7 +17,7 @@ use crate::load::engine::{self, LoadPlan, Progress};
 use crate::workload::QueryMode;
 use crate::options::{Dataset, LoadCommand, LoadRequest, LoadTarget};
 use crate::proto::Endpoint;
-use crate::report::metrics::{Exporter, Labels};
+use crate::live::{Exporter, Labels};
 use crate::report::{self, load::LoadSettings};
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;

@@ -305,7 +305,7 @@ pub fn open_store_at(location: Option<&str>) -> Result<crate::experiment::store:
 
 /// Keeps the metrics endpoint serving a run's final figures for `linger`, for a last
 /// scrape; Ctrl-C ends it early.
-pub async fn linger_metrics(e: &crate::report::metrics::Exporter, linger: std::time::Duration) {
+pub async fn linger_metrics(e: &crate::live::Exporter, linger: std::time::Duration) {
     eprintln!(
         "metrics: serving the final figures at http://{}/metrics for {} (Ctrl-C ends it)",
         e.addr,

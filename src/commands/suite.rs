@@ -227,7 +227,9 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     )
     .await?;
     ctx.run_name = args.run_name.clone();
-    ctx.metrics = start_exporter(&args, &s.name)?;
+    // The runner sees the exporter as its live sink; the linger below uses it whole.
+    let exporter = start_exporter(&args, &s.name)?.map(std::rc::Rc::new);
+    ctx.metrics = exporter.clone().map(|e| e as std::rc::Rc<dyn crate::experiment::sink::Sink>);
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
     let result = result?;
@@ -236,7 +238,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     } else {
         crate::report::suite::text(&result, &store_path)
     });
-    if let (Some(e), Some(linger)) = (&ctx.metrics, args.metrics.linger) {
+    if let (Some(e), Some(linger)) = (&exporter, args.metrics.linger) {
         if !result.interrupted {
             super::linger_metrics(e, linger).await;
         }
@@ -255,13 +257,13 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
 
 /// `--metrics-listen`: the live metrics endpoint, labelled with the run's name (the
 /// suite's without one).
-fn start_exporter(args: &RunArgs, suite: &str) -> Result<Option<crate::report::metrics::Exporter>> {
+fn start_exporter(args: &RunArgs, suite: &str) -> Result<Option<crate::live::Exporter>> {
     let Some(listen) = &args.metrics.listen else {
         return Ok(None);
     };
-    let e = crate::report::metrics::Exporter::start(
+    let e = crate::live::Exporter::start(
         listen,
-        crate::report::metrics::Labels {
+        crate::live::Labels {
             run: args.run_name.clone().unwrap_or_else(|| suite.to_string()),
             worker: 0,
         },

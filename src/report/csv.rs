@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::experiment::runner::SuiteResult;
+use crate::experiment::summary::SuiteResult;
 
 /// Quotes a CSV field when it needs it (RFC 4180).
 fn field(s: &str) -> String {

@@ -1,5 +1,5 @@
 //! What a report of a stored run draws from: the run's statistics (rebuilt from the store
-//! through the same `runner::summarize` a live run uses) and, per cell, what the charts
+//! through the same `experiment::summary::summarize` a live run uses) and, per cell, what the charts
 //! need beyond the figures: the latency histogram merged over counted repetitions, one
 //! repetition's interval series, and how many repetitions succeeded, failed or are
 //! missing.
@@ -7,9 +7,9 @@
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
-use crate::experiment::runner::{self, Outcome, Outcomes, SuiteResult};
 use crate::experiment::store::{self, Store, StoredRun};
 use crate::experiment::suite::Suite;
+use crate::experiment::summary::{self, Outcome, Outcomes, SuiteResult};
 use serde::Serialize;
 
 use crate::stats::load::IntervalSummary;
@@ -67,7 +67,7 @@ impl Loaded {
     /// The run's statistics, as a live run would have printed them.
     pub fn result(&self) -> SuiteResult {
         let env = serde_json::from_value(self.stored.environment.clone()).unwrap_or_default();
-        runner::summarize(
+        summary::summarize(
             &self.suite,
             self.stored.run.id,
             self.outcomes.clone(),

@@ -388,6 +388,19 @@ pub fn text(
     show_series: bool,
 ) -> String {
     let mut o = String::new();
+    head(&mut o, settings, server_version, interrupted);
+    counts(&mut o, settings, s);
+    timing(&mut o, settings, s);
+    resources(&mut o, s);
+    failures(&mut o, s);
+    if show_series {
+        series(&mut o, s);
+    }
+    o
+}
+
+/// What was run, on what, against which server; and that Ctrl-C cut it short.
+fn head(o: &mut String, settings: &LoadSettings, server_version: Option<&str>, interrupted: bool) {
     let end = match settings.end {
         End::Duration(d) => format!("{} s", d.as_secs_f64()),
         End::TransactionsPerClient(n) => format!("{n} transactions per client"),
@@ -430,6 +443,10 @@ pub fn text(
             "interrupted: the figures below cover the measurement before Ctrl-C"
         );
     }
+}
+
+/// Transactions, failures by type, retries, and each script's share.
+fn counts(o: &mut String, settings: &LoadSettings, s: &LoadSummary) {
     let _ = writeln!(
         o,
         "\ntransactions  {} in {:.2} s, {} failed",
@@ -476,6 +493,10 @@ pub fn text(
             );
         }
     }
+}
+
+/// Throughput, latency, the latency limit, connections and the rate's schedule lag.
+fn timing(o: &mut String, settings: &LoadSettings, s: &LoadSummary) {
     let _ = writeln!(
         o,
         "tps           {:.1} (including connection time), {:.1} (excluding)",
@@ -543,6 +564,10 @@ pub fn text(
             format_ns(lag.max_ns as f64)
         );
     }
+}
+
+/// CPU of the client, server, pooler and relays; switches, cores, steal, network.
+fn resources(o: &mut String, s: &LoadSummary) {
     let cpu = s.cpu_user_s + s.cpu_system_s;
     let per = s
         .cpu_per_transaction_us
@@ -624,6 +649,10 @@ pub fn text(
         format_bytes(s.bytes_sent as f64 / n),
         format_bytes(s.bytes_received as f64 / n)
     );
+}
+
+/// Failure examples, and per-command figures when measured.
+fn failures(o: &mut String, s: &LoadSummary) {
     for f in &s.failures {
         let class = f.class.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
         let _ = writeln!(o, "failed        {}x {}{class}: {}", f.count, f.kind, f.example);
@@ -648,7 +677,11 @@ pub fn text(
             );
         }
     }
-    if show_series && !s.series.is_empty() {
+}
+
+/// The per-interval series (`--series`).
+fn series(o: &mut String, s: &LoadSummary) {
+    if !s.series.is_empty() {
         let _ = writeln!(
             o,
             "\n{:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}",
@@ -670,5 +703,4 @@ pub fn text(
             );
         }
     }
-    o
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::experiment::runner::SuiteResult;
+use crate::experiment::summary::SuiteResult;
 use crate::stats::compare::{format_p, Verdict};
 
 /// A second column beside the suite's figure: a tail latency.
@@ -214,7 +214,7 @@ baseline = "target=tcp"
 target = ["unix", "tcp", "pool, |odd| \"name\""]
 "#;
         let suite = crate::experiment::suite::Suite::parse(text, "fixture").unwrap();
-        use crate::experiment::runner::Outcome;
+        use crate::experiment::summary::Outcome;
         let series = |tps: [f64; 5], p95: [f64; 5]| -> Vec<Outcome> {
             (0..5)
                 .map(|i| Outcome {
@@ -251,7 +251,7 @@ target = ["unix", "tcp", "pool, |odd| \"name\""]
             tls: None,
             server_settings: vec!["synchronous_commit=off".into()],
         };
-        crate::experiment::runner::summarize(&suite, 7, outcomes, false, env)
+        crate::experiment::summary::summarize(&suite, 7, outcomes, false, env)
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! `data` rebuilds a stored run's statistics and chart inputs; `text`, `load` and `suite`
 //! are the terminal and JSON output of live commands; `markdown`, `csv` and `html` (with
 //! `chart`, one file per chart kind) are the published forms; `size` reads a server-size axis as a
-//! curve against the smallest size; `style` holds colour and wrapping for the terminal; `metrics` serves a live run's figures to Prometheus.
+//! curve against the smallest size; `style` holds colour and wrapping for the terminal.
 
 pub mod data;
 pub mod style;
@@ -20,6 +20,5 @@ pub mod markdown;
 pub mod csv;
 pub mod chart;
 pub mod html;
-pub mod metrics;
 
 pub use crate::units::{format_bytes, format_duration, format_ns};

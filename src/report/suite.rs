@@ -8,9 +8,9 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::style::{paint, visible_len, wrap, Paint};
-use crate::experiment::runner::{CellResult, SuiteResult};
 use crate::experiment::store::Environment;
 use crate::experiment::suite::Suite;
+use crate::experiment::summary::{CellResult, SuiteResult};
 use crate::stats::compare::{Comparison, Described, Verdict};
 use crate::stats::model::DistancePrediction;
 
@@ -234,8 +234,17 @@ fn vs_text(c: &CellResult) -> String {
 /// The suite report as text, laid out for 80 columns: a table row per cell, with the
 /// comparison on the row when it fits and on a line of its own under it otherwise.
 pub fn text(r: &SuiteResult, store_path: &str) -> String {
-    let s = &r.suite;
     let mut o = String::new();
+    head(&mut o, r, store_path);
+    figure_table(&mut o, r);
+    other_tables(&mut o, r);
+    warnings(&mut o, r);
+    o
+}
+
+/// The suite's question, the run, the answer and the method.
+fn head(o: &mut String, r: &SuiteResult, store_path: &str) {
+    let s = &r.suite;
     o.push_str(&wrap(
         &format!("{}: {}", paint(&s.name, Paint::Bold), s.question),
         "",
@@ -263,7 +272,11 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
         o.push_str(&wrap(&line, "  answer: ", "          ", COLUMNS));
     }
     o.push_str(&wrap(&method_line(r), "  method: ", "          ", COLUMNS));
-    let fig = &s.figure;
+}
+
+/// The suite's figure per cell, with its interval, spread and comparison.
+fn figure_table(o: &mut String, r: &SuiteResult) {
+    let fig = &r.suite.figure;
     let width = name_width(r.cells.iter().map(|c| c.name.as_str()));
     // The figure is named on a line of its own, so the value column stays narrow.
     let head = format!(
@@ -352,6 +365,10 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             _ => o.push_str(&wrap(vs, against, "        ", COLUMNS)),
         }
     }
+}
+
+/// The faults', quotas' and sizes' tables, and the round-trip model's predictions.
+fn other_tables(o: &mut String, r: &SuiteResult) {
     o.push_str(&fault_table(r));
     o.push_str(&quota_table(r));
     o.push_str(&super::size::text(r));
@@ -369,6 +386,11 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             o.push_str(&wrap(&prediction_line(&c.name, p), "  ", "      ", COLUMNS));
         }
     }
+}
+
+/// Outliers and failed repetitions, each a warning.
+fn warnings(o: &mut String, r: &SuiteResult) {
+    let fig = &r.suite.figure;
     let mut warnings = Vec::new();
     for c in &r.cells {
         if let Some(d) = c.described.get(fig) {
@@ -398,25 +420,6 @@ pub fn text(r: &SuiteResult, store_path: &str) -> String {
             COLUMNS,
         ));
     }
-    o
-}
-
-/// A server at or above this share of its CPU quota is bound by it. The quota is a
-/// ceiling a saturated server does not quite reach: on this project's 2-core VM, select-
-/// only at 8 clients kept a 0.5-core server at 0.45-0.48 cores (90-97%), the client
-/// sharing the cores taking the rest of some periods; an unsaturated one sat far below.
-pub const SERVER_BOUND_SHARE: f64 = 0.85;
-
-/// A cell's server CPU against its quota (`server_cpus`, `--server-cpus`): the mean cores
-/// used, the quota, and whether the server was bound by it. `None` without a quota or
-/// without the server's CPU.
-pub fn server_bound(c: &CellResult) -> Option<(f64, f64, bool)> {
-    let mean = |k: &str| {
-        let v = c.figures.get(k).filter(|v| !v.is_empty())?;
-        Some(v.iter().sum::<f64>() / v.len() as f64)
-    };
-    let (used, quota) = (mean("server_cores")?, mean("server_quota_cores")?);
-    Some((used, quota, used >= SERVER_BOUND_SHARE * quota))
 }
 
 /// Per cell under a quota: the server's cores against it, and **server-bound** where it
@@ -425,7 +428,7 @@ fn quota_table(r: &SuiteResult) -> String {
     let rows: Vec<(&CellResult, (f64, f64, bool))> = r
         .cells
         .iter()
-        .filter_map(|c| Some((c, server_bound(c)?)))
+        .filter_map(|c| Some((c, super::size::server_bound(c)?)))
         .collect();
     if rows.is_empty() {
         return String::new();
@@ -604,7 +607,7 @@ impl<'a> RunJson<'a> {
 
 /// What a cell without a value of `fig` says: no results at all, or results in which
 /// that figure was not measured, and why where the figure says so.
-pub fn no_value(c: &crate::experiment::runner::CellResult, fig: &str) -> String {
+pub fn no_value(c: &crate::experiment::summary::CellResult, fig: &str) -> String {
     if c.figures.values().all(|v| v.is_empty()) {
         return "no results".to_string();
     }
@@ -620,7 +623,7 @@ fn fault_table(r: &SuiteResult) -> String {
     if !r.cells.iter().any(|c| c.figures.contains_key("longest_stall_s")) {
         return String::new();
     }
-    let mean = |c: &crate::experiment::runner::CellResult, k: &str, p: usize| match c.figures.get(k) {
+    let mean = |c: &crate::experiment::summary::CellResult, k: &str, p: usize| match c.figures.get(k) {
         Some(v) if !v.is_empty() => format!("{:.p$}", v.iter().sum::<f64>() / v.len() as f64),
         _ => "-".to_string(),
     };

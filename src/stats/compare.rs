@@ -490,23 +490,7 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                 Better::Higher => true,
                 Better::Lower => false,
             };
-            let verdict = if lo > band {
-                if up {
-                    Verdict::Faster
-                } else {
-                    Verdict::Slower
-                }
-            } else if hi < -band {
-                if up {
-                    Verdict::Slower
-                } else {
-                    Verdict::Faster
-                }
-            } else if lo >= -band && hi <= band {
-                Verdict::NoDifference
-            } else {
-                Verdict::Inconclusive
-            };
+            let verdict = verdict_of(lo, hi, band, up);
             // Rounds that would decide it: the half-width must shrink to the distance
             // between the estimate and the nearest edge of the band. A half-width falls
             // with √rounds, and its t quantile towards the normal one as the degrees of
@@ -521,67 +505,8 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
                     })
                 })
                 .flatten();
-            let method = format!(
-                "{}{}{}",
-                match t.pairing {
-                    Pairing::Paired => "paired log-ratio t",
-                    Pairing::Unpaired => "unpaired log-ratio Welch t",
-                },
-                if m > 1 {
-                    format!(", Holm over {m} comparisons")
-                } else {
-                    String::new()
-                },
-                match (rule.sequential, rule.looks) {
-                    (false, _) => String::new(),
-                    (true, None) => format!(", look {} of an adaptive run", c.look),
-                    (true, Some(cap)) => format!(", look {} of at most {cap} in an adaptive run", c.look),
-                },
-            );
-            // How many times better A is, and its interval, in the good direction.
-            let (times, times_lo, times_hi) = if up {
-                (t.mean_log.exp(), lo.exp(), hi.exp())
-            } else {
-                ((-t.mean_log).exp(), (-hi).exp(), (-lo).exp())
-            };
-            let band_pct = rule.threshold * 100.0;
-            let phrase = match verdict {
-                Verdict::Faster => format!("{times:.3} times faster ({times_lo:.3} to {times_hi:.3})"),
-                Verdict::Slower => format!(
-                    "{:.3} times slower ({:.3} to {:.3})",
-                    1.0 / times,
-                    1.0 / times_hi,
-                    1.0 / times_lo
-                ),
-                // "x as fast" names the direction: for a lower-is-better figure the number
-                // is the baseline's figure over the cell's, which a bare "ratio" hid.
-                Verdict::NoDifference => format!(
-                    "the same within {band_pct:.0}% ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})"
-                ),
-                Verdict::Inconclusive => {
-                    format!("inconclusive ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})")
-                }
-            };
-            let p = format_p(p_value);
-            let base_name = c.versus.as_deref().unwrap_or(base_name);
-            let sentence = match verdict {
-                Verdict::Faster | Verdict::Slower => format!("{} is {phrase} than {base_name} ({p})", c.name),
-                Verdict::NoDifference => format!("{} and {base_name} are {phrase}, {p}", c.name),
-                Verdict::Inconclusive => format!(
-                    "{} vs {base_name}: {phrase}, {p}; {}",
-                    c.name,
-                    match more_rounds {
-                        Some(k) => format!(
-                            "about {k} more round{} (or runs {:.1}x longer) would decide it against the {band_pct:.0}% noise threshold",
-                            if k == 1 { "" } else { "s" },
-                            (t.rounds + k) as f64 / t.rounds as f64
-                        ),
-                        None => format!(
-                            "the ratio sits on the {band_pct:.0}% noise threshold, where more rounds decide slowly"
-                        ),
-                    }
-                ),
-            };
+            let method = method_words(c, m, rule);
+            let (phrase, sentence) = words(c, base_name, verdict, (lo, hi), rule, p_value, more_rounds);
             Comparison {
                 ratio: RatioEstimate {
                     point: t.mean_log.exp(),
@@ -605,6 +530,110 @@ pub fn decide(family: &[Candidate], base_name: &str, rule: Rule) -> Vec<Comparis
             }
         })
         .collect()
+}
+
+/// The verdict of a log-ratio's interval `lo..hi` against the noise band ±`band`;
+/// `up`: higher is better.
+fn verdict_of(lo: f64, hi: f64, band: f64, up: bool) -> Verdict {
+    if lo > band {
+        if up {
+            Verdict::Faster
+        } else {
+            Verdict::Slower
+        }
+    } else if hi < -band {
+        if up {
+            Verdict::Slower
+        } else {
+            Verdict::Faster
+        }
+    } else if lo >= -band && hi <= band {
+        Verdict::NoDifference
+    } else {
+        Verdict::Inconclusive
+    }
+}
+
+/// How a comparison was made, in words: the test, Holm's family of `m`, the look.
+fn method_words(c: &Candidate, m: usize, rule: Rule) -> String {
+    let t = &c.test;
+    format!(
+        "{}{}{}",
+        match t.pairing {
+            Pairing::Paired => "paired log-ratio t",
+            Pairing::Unpaired => "unpaired log-ratio Welch t",
+        },
+        if m > 1 {
+            format!(", Holm over {m} comparisons")
+        } else {
+            String::new()
+        },
+        match (rule.sequential, rule.looks) {
+            (false, _) => String::new(),
+            (true, None) => format!(", look {} of an adaptive run", c.look),
+            (true, Some(cap)) => format!(", look {} of at most {cap} in an adaptive run", c.look),
+        },
+    )
+}
+
+/// A comparison's phrase ("1.234 times faster (1.1 to 1.3)") and its sentence, which
+/// names both cells, the p-value and, when inconclusive, what would decide it.
+fn words(
+    c: &Candidate,
+    base_name: &str,
+    verdict: Verdict,
+    (lo, hi): (f64, f64),
+    rule: Rule,
+    p_value: f64,
+    more_rounds: Option<usize>,
+) -> (String, String) {
+    let t = &c.test;
+    let up = matches!(rule.better, Better::Higher);
+    // How many times better A is, and its interval, in the good direction.
+    let (times, times_lo, times_hi) = if up {
+        (t.mean_log.exp(), lo.exp(), hi.exp())
+    } else {
+        ((-t.mean_log).exp(), (-hi).exp(), (-lo).exp())
+    };
+    let band_pct = rule.threshold * 100.0;
+    let phrase = match verdict {
+        Verdict::Faster => format!("{times:.3} times faster ({times_lo:.3} to {times_hi:.3})"),
+        Verdict::Slower => format!(
+            "{:.3} times slower ({:.3} to {:.3})",
+            1.0 / times,
+            1.0 / times_hi,
+            1.0 / times_lo
+        ),
+        // "x as fast" names the direction: for a lower-is-better figure the number
+        // is the baseline's figure over the cell's, which a bare "ratio" hid.
+        Verdict::NoDifference => {
+            format!("the same within {band_pct:.0}% ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})")
+        }
+        Verdict::Inconclusive => {
+            format!("inconclusive ({times:.3}x as fast, {times_lo:.3} to {times_hi:.3})")
+        }
+    };
+    let p = format_p(p_value);
+    let base_name = c.versus.as_deref().unwrap_or(base_name);
+    let sentence = match verdict {
+        Verdict::Faster | Verdict::Slower => format!("{} is {phrase} than {base_name} ({p})", c.name),
+        Verdict::NoDifference => format!("{} and {base_name} are {phrase}, {p}", c.name),
+        Verdict::Inconclusive => format!(
+            "{} vs {base_name}: {phrase}, {p}; {}",
+            c.name,
+            match more_rounds {
+                Some(k) => format!(
+                    "about {k} more round{} (or runs {:.1}x longer) would decide it against the {band_pct:.0}% noise threshold",
+                    if k == 1 { "" } else { "s" },
+                    (t.rounds + k) as f64 / t.rounds as f64
+                ),
+                None => format!(
+                    "the ratio sits on the {band_pct:.0}% noise threshold, where more rounds decide slowly"
+                ),
+            }
+        ),
+    };
+    (phrase, sentence)
 }
 
 #[cfg(test)]

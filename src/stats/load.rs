@@ -331,54 +331,66 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         scripts: r.scripts.clone(),
         retried: r.retried,
         retries: r.retries,
-        per_command: (!run.command_texts.is_empty()).then(|| {
-            run.command_texts
-                .iter()
-                .zip(&r.commands)
-                .map(|(text, c)| {
-                    let n = c.latency.len();
-                    let at = |q: f64| (n > 0).then(|| c.latency.value_at_quantile(q) as f64 / 1e6);
-                    CommandSummary {
-                        command: text.clone(),
-                        executions: n,
-                        failures: c.failures,
-                        mean_ms: (n > 0).then(|| c.sum_ns as f64 / n as f64 / 1e6),
-                        p50_ms: at(0.50),
-                        p99_ms: at(0.99),
-                        max_ms: (n > 0).then(|| c.latency.max() as f64 / 1e6),
-                    }
-                })
-                .collect()
-        }),
-        series: {
-            let mut h = crate::load::record::interval_histogram();
-            r.series
-                .iter()
-                .enumerate()
-                .map(|(i, iv)| {
-                    iv.histogram_into(&mut h);
-                    let l = latency(&h, 1_000);
-                    let ms = |f: fn(&Latency) -> f64| l.as_ref().map(f);
-                    // The last interval may be cut short by the end of the measurement.
-                    let start_s = i as f64 * interval_s;
-                    let end_s = ((i + 1) as f64 * interval_s).min(measured_s.max(start_s));
-                    IntervalSummary {
-                        start_s,
-                        end_s,
-                        transactions: iv.transactions,
-                        tps: rate(iv.transactions, end_s - start_s),
-                        failures: iv.failures,
-                        connects: iv.connects,
-                        mean_ms: ms(|l| l.mean_ns / 1e6),
-                        p50_ms: ms(|l| l.p50_ns as f64 / 1e6),
-                        p95_ms: ms(|l| l.p95_ns as f64 / 1e6),
-                        p99_ms: ms(|l| l.p99_ns as f64 / 1e6),
-                        max_ms: ms(|l| l.max_ns as f64 / 1e6),
-                    }
-                })
-                .collect()
-        },
+        per_command: per_command(run),
+        series: series(run, interval_s, measured_s),
     }
+}
+
+/// Per command of a script, when they were timed (`--report-per-command`): executions,
+/// failures, and the mean, p50, p99 and maximum in ms.
+fn per_command(run: &LoadRun) -> Option<Vec<CommandSummary>> {
+    let r = &run.recorder;
+    (!run.command_texts.is_empty()).then(|| {
+        run.command_texts
+            .iter()
+            .zip(&r.commands)
+            .map(|(text, c)| {
+                let n = c.latency.len();
+                let at = |q: f64| (n > 0).then(|| c.latency.value_at_quantile(q) as f64 / 1e6);
+                CommandSummary {
+                    command: text.clone(),
+                    executions: n,
+                    failures: c.failures,
+                    mean_ms: (n > 0).then(|| c.sum_ns as f64 / n as f64 / 1e6),
+                    p50_ms: at(0.50),
+                    p99_ms: at(0.99),
+                    max_ms: (n > 0).then(|| c.latency.max() as f64 / 1e6),
+                }
+            })
+            .collect()
+    })
+}
+
+/// The run per `interval_s` interval: throughput and latency of each.
+fn series(run: &LoadRun, interval_s: f64, measured_s: f64) -> Vec<IntervalSummary> {
+    let r = &run.recorder;
+    let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+    let mut h = crate::load::record::interval_histogram();
+    r.series
+        .iter()
+        .enumerate()
+        .map(|(i, iv)| {
+            iv.histogram_into(&mut h);
+            let l = latency(&h, 1_000);
+            let ms = |f: fn(&Latency) -> f64| l.as_ref().map(f);
+            // The last interval may be cut short by the end of the measurement.
+            let start_s = i as f64 * interval_s;
+            let end_s = ((i + 1) as f64 * interval_s).min(measured_s.max(start_s));
+            IntervalSummary {
+                start_s,
+                end_s,
+                transactions: iv.transactions,
+                tps: rate(iv.transactions, end_s - start_s),
+                failures: iv.failures,
+                connects: iv.connects,
+                mean_ms: ms(|l| l.mean_ns / 1e6),
+                p50_ms: ms(|l| l.p50_ns as f64 / 1e6),
+                p95_ms: ms(|l| l.p95_ns as f64 / 1e6),
+                p99_ms: ms(|l| l.p99_ns as f64 / 1e6),
+                max_ms: ms(|l| l.max_ns as f64 / 1e6),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -55,6 +55,51 @@ pub fn render(
         "seconds into the measured run",
         "latency, ms",
     );
+    marks(&mut svg, intervals, &x, (top, bottom), mark_connects, fault);
+    let tps_pts: Vec<(f64, f64)> = intervals
+        .iter()
+        .map(|i| (x.map(mid(i)), tps.map(i.tps)))
+        .collect();
+    svg.polyline(&tps_pts, &format!(r#"stroke="{}" stroke-width="2""#, color(0)));
+    let pts = |f: fn(&IntervalSummary) -> Option<f64>| -> Vec<(f64, f64)> {
+        intervals
+            .iter()
+            .filter_map(|i| f(i).map(|v| (x.map(mid(i)), lat.map(v))))
+            .collect()
+    };
+    svg.polyline(
+        &pts(|i| i.p50_ms),
+        &format!(r#"stroke="{}" stroke-width="2""#, color(2)),
+    );
+    svg.polyline(
+        &pts(|i| i.p95_ms),
+        &format!(r#"stroke="{}" stroke-width="2" stroke-dasharray="6 3""#, color(3)),
+    );
+    for (px, py) in pts(|i| i.max_ms) {
+        svg.circle(px, py, 2.5, &format!(r#"fill="{}""#, color(6)), None);
+    }
+    let keys = keys(mark_connects);
+    legend(
+        &mut svg,
+        bottom.left,
+        bottom.bottom + 50.0,
+        bottom.right - bottom.left,
+        &keys,
+    );
+    svg.finish(title)
+}
+
+/// The reconnect marks (with `mark_connects`) and the fault's line, across both plots
+/// (`top` and `bottom`), on the time scale `x`.
+fn marks(
+    svg: &mut Svg,
+    intervals: &[IntervalSummary],
+    x: &Scale,
+    (top, bottom): (Area, Area),
+    mark_connects: bool,
+    fault: Option<(&str, f64)>,
+) {
+    let mid = |i: &IntervalSummary| (i.start_s + i.end_s) / 2.0;
     if mark_connects {
         for i in intervals.iter().filter(|i| i.connects > 0) {
             let px = x.map(mid(i));
@@ -87,28 +132,10 @@ pub fn render(
         );
         svg.text(px + 4.0, top.top + 10.0, "start", "fault-label", kind);
     }
-    let tps_pts: Vec<(f64, f64)> = intervals
-        .iter()
-        .map(|i| (x.map(mid(i)), tps.map(i.tps)))
-        .collect();
-    svg.polyline(&tps_pts, &format!(r#"stroke="{}" stroke-width="2""#, color(0)));
-    let pts = |f: fn(&IntervalSummary) -> Option<f64>| -> Vec<(f64, f64)> {
-        intervals
-            .iter()
-            .filter_map(|i| f(i).map(|v| (x.map(mid(i)), lat.map(v))))
-            .collect()
-    };
-    svg.polyline(
-        &pts(|i| i.p50_ms),
-        &format!(r#"stroke="{}" stroke-width="2""#, color(2)),
-    );
-    svg.polyline(
-        &pts(|i| i.p95_ms),
-        &format!(r#"stroke="{}" stroke-width="2" stroke-dasharray="6 3""#, color(3)),
-    );
-    for (px, py) in pts(|i| i.max_ms) {
-        svg.circle(px, py, 2.5, &format!(r#"fill="{}""#, color(6)), None);
-    }
+}
+
+/// The legend's keys: the series drawn, and the reconnect marks when drawn.
+fn keys(mark_connects: bool) -> Vec<Key<'static>> {
     let mut keys = vec![
         Key {
             color: color(0),
@@ -138,14 +165,7 @@ pub fn render(
             name: "connections opened in the interval".into(),
         });
     }
-    legend(
-        &mut svg,
-        bottom.left,
-        bottom.bottom + 50.0,
-        bottom.right - bottom.left,
-        &keys,
-    );
-    svg.finish(title)
+    keys
 }
 
 #[cfg(test)]

@@ -227,6 +227,21 @@ impl Exporter {
     }
 }
 
+/// The runner's live view is this endpoint.
+impl crate::experiment::sink::Sink for Exporter {
+    fn begin(&self, cell: &str, target: &str, clients: u64) {
+        Exporter::begin(self, cell, target, clients)
+    }
+
+    fn add_period(&self, cell: &str, period: &Interval) {
+        Exporter::add_period(self, cell, period)
+    }
+
+    fn finish(&self, cell: &str, rec: &Recorder) {
+        Exporter::finish(self, cell, rec)
+    }
+}
+
 impl Drop for Exporter {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -386,35 +401,33 @@ pub fn render(cells: &[(String, String, Live)], labels: &Labels) -> String {
         "connbench_transaction_duration_seconds",
         "histogram",
         "Latency of measured transactions that succeeded (from the intended start under -R).",
-        &|c, _, l| {
-            let name = "connbench_transaction_duration_seconds";
-            let mut o = String::new();
-            let mut sum_us = 0f64;
-            for v in l.latency_us.iter_recorded() {
-                sum_us += v.value_iterated_to() as f64 * v.count_at_value() as f64;
-            }
-            for le in &bounds {
-                let n = l.latency_us.count_between(0, le.floor() as u64);
-                o.push_str(&one(
-                    &format!("{name}_bucket"),
-                    c,
-                    &format!(",le=\"{}\"", le / 1e6),
-                    n.to_string(),
-                ));
-            }
-            let total = l.latency_us.len();
-            o.push_str(&one(
-                &format!("{name}_bucket"),
-                c,
-                ",le=\"+Inf\"",
-                total.to_string(),
-            ));
-            o.push_str(&one(&format!("{name}_sum"), c, "", format!("{}", sum_us / 1e6)));
-            o.push_str(&one(&format!("{name}_count"), c, "", total.to_string()));
-            o
-        },
+        &|c, _, l| latency_samples(&bounds, l, &|name, extra, v| one(name, c, extra, v)),
     );
     out
+}
+
+/// One cell's latency histogram samples: cumulative buckets at `bounds` (µs), `+Inf`,
+/// the sum and the count; `one(name, extra labels, value)` writes a sample line.
+fn latency_samples(bounds: &[f64], l: &Live, one: &dyn Fn(&str, &str, String) -> String) -> String {
+    let name = "connbench_transaction_duration_seconds";
+    let mut o = String::new();
+    let mut sum_us = 0f64;
+    for v in l.latency_us.iter_recorded() {
+        sum_us += v.value_iterated_to() as f64 * v.count_at_value() as f64;
+    }
+    for le in bounds {
+        let n = l.latency_us.count_between(0, le.floor() as u64);
+        o.push_str(&one(
+            &format!("{name}_bucket"),
+            &format!(",le=\"{}\"", le / 1e6),
+            n.to_string(),
+        ));
+    }
+    let total = l.latency_us.len();
+    o.push_str(&one(&format!("{name}_bucket"), ",le=\"+Inf\"", total.to_string()));
+    o.push_str(&one(&format!("{name}_sum"), "", format!("{}", sum_us / 1e6)));
+    o.push_str(&one(&format!("{name}_count"), "", total.to_string()));
+    o
 }
 
 #[cfg(test)]
