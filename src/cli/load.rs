@@ -11,15 +11,15 @@ use clap::Args;
 use super::{parse_run_name, MetricsArgs, PgbenchArgs, ScriptArgs, ServerArgs, StoreArgs};
 use anyhow::{anyhow, bail, Context as _, Result};
 
+use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::experiment::workers::share;
 use crate::host::Source;
 use crate::load::engine::End;
-use crate::dataset::pgbench::{TableChoice, Tables};
-use crate::workload::{Builtin, QueryMode};
 use crate::options::{
     self, Connection, LoadCommand, LoadOptions, LoadOutput, LoadRequest, LoadTarget, MetricsOptions,
     PoolOptions, WorkerShare,
 };
+use crate::workload::{Builtin, QueryMode};
 
 pub(super) const LOAD_EXAMPLES: &str = "\
 Examples:
@@ -463,7 +463,9 @@ pub(super) fn parse_sysbench(v: &str) -> Result<SysbenchSettings, String> {
 }
 
 /// Every `--sysbench` given, in order, over sysbench's defaults.
-pub fn sysbench_options(all: &[SysbenchSettings]) -> anyhow::Result<crate::workload::sysbench::SysbenchOptions> {
+pub fn sysbench_options(
+    all: &[SysbenchSettings],
+) -> anyhow::Result<crate::workload::sysbench::SysbenchOptions> {
     let pairs: Vec<(String, String)> = all.iter().flat_map(|s| s.0.iter().cloned()).collect();
     crate::workload::sysbench::SysbenchOptions::from_pairs(&pairs).map_err(anyhow::Error::msg)
 }

@@ -13,14 +13,14 @@ use crate::cli::LoadArgs;
 use crate::connect::Subject;
 use crate::experiment::workers::Worker;
 use crate::host::Accounting;
+use crate::live::{Exporter, Labels};
 use crate::load::engine::{self, LoadPlan, Progress};
-use crate::workload::QueryMode;
 use crate::options::{Dataset, LoadCommand, LoadRequest, LoadTarget};
 use crate::proto::Endpoint;
-use crate::live::{Exporter, Labels};
 use crate::report::{self, load::LoadSettings};
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;
+use crate::workload::QueryMode;
 use crate::Exit;
 
 /// pgbench's DBNAME: a bare word (no `=`, not a URI) names a database, as libpq reads

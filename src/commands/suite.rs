@@ -229,7 +229,9 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     ctx.run_name = args.run_name.clone();
     // The runner sees the exporter as its live sink; the linger below uses it whole.
     let exporter = start_exporter(&args, &s.name)?.map(std::rc::Rc::new);
-    ctx.metrics = exporter.clone().map(|e| e as std::rc::Rc<dyn crate::experiment::sink::Sink>);
+    ctx.metrics = exporter
+        .clone()
+        .map(|e| e as std::rc::Rc<dyn crate::experiment::sink::Sink>);
     let result = crate::experiment::runner::run(&s, &ctx, suite_progress(s.name.clone())).await;
     drop(sb);
     let result = result?;

@@ -12,8 +12,8 @@ use super::summary::Figures;
 use crate::connect::{self, Subject};
 use crate::experiment::failure::NOT_MEASURED;
 use crate::experiment::suite::{Kind, Step, Suite};
-use crate::options::cell::Settings;
 use crate::load::engine;
+use crate::options::cell::Settings;
 use crate::options::{self, LoadOptions};
 use crate::proto::Endpoint;
 

@@ -13,9 +13,9 @@ use crate::connect::{self};
 use crate::experiment::store::{Environment, Store};
 use crate::experiment::suite::{Kind, Suite};
 use crate::options::cell::Settings;
-use crate::route::{self, Route, RouteSpec, Verified};
 use crate::options::{self, route_spec, LoadOptions, NetPath};
 use crate::proto::Endpoint;
+use crate::route::{self, Route, RouteSpec, Verified};
 use crate::target::Target;
 
 /// What a suite runs against and where results go.

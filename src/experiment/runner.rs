@@ -21,9 +21,9 @@ pub use crate::experiment::failure::Failure;
 use crate::experiment::store::{self, Environment, Repetition, Status};
 use crate::experiment::suite::{Kind, Step, Suite};
 use crate::host::{MachineCpu, MachineUse};
-use crate::route::Verified;
 use crate::options::{self, NetPath};
 use crate::proto::Endpoint;
+use crate::route::Verified;
 use crate::stats::load::STEAL_LIMIT_PERCENT;
 
 /// Where a run stands: what its counted steps gave, what is left to measure, and the

@@ -34,8 +34,8 @@ use serde::Deserialize;
 mod profile;
 
 pub use super::suggest::did_you_mean;
-use crate::rng::Rng;
 use crate::options::cell::Settings;
+use crate::rng::Rng;
 
 /// What each cell runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]

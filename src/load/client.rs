@@ -347,10 +347,7 @@ fn say_retry(global_id: usize, chosen: usize, error: &ConnectError, tries: u32) 
 fn chooser(plan: &LoadPlan, global_id: usize) -> (i64, crate::rng::Rng) {
     let total_weight: i64 = plan.scripts.iter().map(|s| i64::from(s.weight)).sum();
     let seed = (global_id as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D) ^ plan.seed;
-    (
-        total_weight,
-        crate::rng::Rng::new(seed ^ 0xC0FF_EE00_D15C_0DE5),
-    )
+    (total_weight, crate::rng::Rng::new(seed ^ 0xC0FF_EE00_D15C_0DE5))
 }
 
 /// Under -R: the client's schedule of intended starts, and the timer it waits on.

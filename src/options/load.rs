@@ -10,12 +10,12 @@ use anyhow::{anyhow, bail, Context as _, Result};
 
 use super::cell::{dataset_scale, get, scaled_schema, Settings};
 use super::parse::*;
-use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
 use crate::dataset::pgbench::{TableChoice, Tables};
+use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
 use crate::load::log::LogSettings;
+use crate::proto::Endpoint;
 use crate::workload::sysbench::SysbenchOptions;
 use crate::workload::{Builtin, QueryMode, Script};
-use crate::proto::Endpoint;
 
 /// The tables a run uses, found on the target, and their scale (`:scale`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::dataset::pgbench::TableChoice;
-use crate::workload::{Builtin, QueryMode};
 use crate::target::SslMode;
 use crate::units::parse_duration;
+use crate::workload::{Builtin, QueryMode};
 
 /// How clients get connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

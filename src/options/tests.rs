@@ -2,11 +2,11 @@ use std::time::Duration;
 
 use super::load::check_aggregate_interval;
 use super::*;
+use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::host::Source;
 use crate::load::engine::Policy;
-use crate::dataset::pgbench::{TableChoice, Tables};
-use crate::workload::Builtin;
 use crate::target::Target;
+use crate::workload::Builtin;
 
 #[test]
 fn seeds_are_pgbench_s_words_or_numbers() {

@@ -16,9 +16,9 @@
 use std::time::{Duration, Instant};
 
 use super::QueryMode;
-use crate::rng::Rng;
 use crate::proto::{ConnectError, ErrorKind, Phase, ResultSet, TransactionStatus};
 use crate::proto::{Session, Statement};
+use crate::rng::Rng;
 use crate::script::command::atoi;
 use crate::script::eval::eval;
 use crate::script::{
