@@ -24,6 +24,7 @@ pub mod net;
 pub mod proto;
 pub mod trace;
 pub mod route;
+pub mod recorder;
 pub mod connect;
 pub mod workload;
 pub mod dataset;
@@ -76,6 +77,8 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Lab(args) => suite::run_lab(args).await,
             Command::Sandbox(cmd) => sandbox::run_sandbox(cmd).await,
             Command::Relay(args) => relay::run_relay(args).await,
+            Command::Record(args) => record::run_record(args).await,
+            Command::Trace(args) => trace::run_trace(args),
             Command::Kubernetes(cli::KubernetesCommand::Job(args)) => kubernetes::run_job(args),
             Command::Kubernetes(cli::KubernetesCommand::Suite(args)) => kubernetes::run_suite(args),
             Command::Completions { shell } => completions::print_completions(shell),

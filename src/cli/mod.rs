@@ -19,6 +19,7 @@ use crate::units::parse_duration;
 mod kubernetes;
 mod load;
 mod pgbench;
+pub mod record;
 mod suite;
 
 pub use kubernetes::{KubernetesCommand, KubernetesCommon, KubernetesJobArgs, KubernetesSuiteArgs};
@@ -135,6 +136,27 @@ pub enum Command {
     /// resets the client. Runs until Ctrl-C, then prints what it relayed.
     #[command(after_help = RELAY_EXAMPLES)]
     Relay(RelayArgs),
+    /// Record an application's database traffic into a trace, as a hop in front of it.
+    ///
+    /// Listens on ADDR and relays every connection to the upstream with no delay,
+    /// decoding both directions (PostgreSQL's or MySQL's protocol): per session its
+    /// connect and its phases, each request (SQL, prepared statements and their values,
+    /// the server's time, rows, errors, transaction status) and the client's think time
+    /// between them. Passwords and authentication messages are never written. A client's
+    /// TLS request is answered "no" (the recorder reads plaintext). Streams to the trace
+    /// as it goes; Ctrl-C ends the recording and prints what it holds.
+    #[command(after_help = record::RECORD_EXAMPLES)]
+    Record(record::RecordArgs),
+    /// What a recorded application does, measured, and what distance, a pool or TLS would
+    /// change.
+    ///
+    /// Reads a trace from `connbench record`: connections per second and their lifetime,
+    /// requests and round trips per transaction, prepared or not, the time split between
+    /// the server and network and the client's think time, the statements that take the
+    /// most time in all (normalised, as pg_stat_statements does), and the round-trip
+    /// model's predictions at added round trips, with a client-side pool and over TLS.
+    #[command(after_help = record::TRACE_EXAMPLES)]
+    Trace(record::TraceArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
     ///
     /// e.g. `connbench completions bash > ~/.local/share/bash-completion/completions/connbench`

@@ -10,6 +10,8 @@ pub mod suite;
 pub mod runs;
 pub mod sandbox;
 pub mod relay;
+pub mod record;
+pub mod trace;
 pub mod kubernetes;
 pub mod completions;
 pub mod man;

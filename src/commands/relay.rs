@@ -83,7 +83,7 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
 
 /// `--upstream`: host:port, a socket path, or a running sandbox's target by name (`tcp`,
 /// `unix@b`): the address of that target's server.
-fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {
+pub(super) fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {
     match super::sandbox_target(text).context("--upstream")? {
         Some(t) => Ok(crate::route::upstream_of(&t)),
         None => text.parse().context("--upstream"),

@@ -20,5 +20,6 @@ pub mod markdown;
 pub mod csv;
 pub mod chart;
 pub mod html;
+pub mod trace;
 
 pub use crate::units::{format_bytes, format_duration, format_ns};

@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod load;
+pub mod app;
 pub mod model;
 pub mod fault;
 

@@ -25,6 +25,7 @@ pub mod mysql;
 mod mysql_packet;
 pub mod postgres;
 pub mod reader;
+pub mod profile;
 mod session;
 #[cfg(test)]
 mod testing;

@@ -23,7 +23,7 @@ const STAGES: &[&[&str]] = &[
     &["net"],
     &["proto"],
     &["trace"],
-    &["route"],
+    &["route", "recorder"],
     &["sandbox"],
     &["connect"],
     &["workload"],

@@ -730,3 +730,129 @@ fn sysbench_and_the_mariadb_client_through_the_tee_are_traced_as_the_server_coun
         }
     }
 }
+
+/// `connbench record` as a user runs it, in front of the sandbox's PostgreSQL: pgbench's
+/// TPC-B-like transaction, prepared, from two clients through it (pgbench asks for TLS,
+/// sslmode=prefer, and goes on in plaintext); Ctrl-C. The trace holds each of pgbench's
+/// statements once per transaction it processed and no password; `connbench trace`
+/// reads the application's shape: its transactions, their round trips (one per
+/// statement, prepared), two connections, and predictions by the round-trip model.
+#[test]
+fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
+    // pgbench's tables in this module's own database, cbtrace.
+    pgbench_database();
+    let dir = crate::common::scratch("record");
+    let out = dir.join("app.trace.gz");
+    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "record",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream,
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let at = line
+        .strip_prefix("record: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected: {line}"));
+    let port = at.rsplit(':').next().unwrap();
+    let through: String = conninfo("tcp")
+        .split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some(("port", _)) => format!("port={port}"),
+            Some(("dbname", _)) => "dbname=cbtrace".to_string(),
+            Some(("sslmode", _)) => "sslmode=prefer".to_string(),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = Command::new("pgbench")
+        .args(["-n", "-c", "2", "-t", "40", "-M", "prepared", &through])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
+    let n = transactions(&stdout(&o));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+    let said = stdout(&done);
+    // pgbench's own first connection (it reads the tables' scale), then a client's each.
+    assert!(said.contains("record: 3 session(s)"), "{said}");
+    assert!(
+        said.contains("3 session(s) asked for TLS and went on in plaintext"),
+        "{said}"
+    );
+
+    // The trace: each statement once per transaction, no password.
+    let text = {
+        let mut s = String::new();
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    let passfile = std::fs::read_to_string(&sandbox().passfile).unwrap();
+    let password = passfile.trim().rsplit(':').next().unwrap();
+    assert!(!text.contains(password), "the password is in the trace");
+    let events: Vec<Event> = TraceReader::open(&out).unwrap().map(Result::unwrap).collect();
+    let counts = statements(&events, Dialect::Postgres);
+    let branches = "UPDATE pgbench_branches SET bbalance = bbalance + $1 WHERE bid = $2";
+    assert_eq!(
+        counts.get(&format!("bind: {branches}")).copied(),
+        Some(n),
+        "{counts:?}"
+    );
+    assert_eq!(
+        counts.get(&format!("parse: {branches}")).copied(),
+        Some(2),
+        "once a client: {counts:?}"
+    );
+
+    // pgbench's first connection runs simple queries, each a transaction of its own.
+    let mut per_session: BTreeMap<u64, usize> = BTreeMap::new();
+    for r in requests(&events) {
+        *per_session.entry(r.session).or_default() += 1;
+    }
+    let k = *per_session.values().min().unwrap();
+    assert!(k < 10, "pgbench's check: {per_session:?}");
+
+    // What `trace` reads of it.
+    let o = crate::common::connbench(&["trace", out.to_str().unwrap(), "--json", "--rtt", "50ms"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let p = &v["profile"];
+    assert_eq!(p["connections"]["sessions"], 3, "{p}");
+    assert_eq!(p["requests"]["transactions"], (n + k) as u64, "{p}");
+    let rts = p["requests"]["round_trips_per_transaction"].as_f64().unwrap();
+    // BEGIN, five statements and END, a round trip each; in each client's first
+    // transaction the Parse of the six after BEGIN, a round trip each (pgbench prepares a
+    // statement when it first runs it; BEGIN's Parse, sent while idle, is in none); and
+    // the check's queries, one each.
+    let expected = (7 * n + 2 * 6 + k) as f64 / (n + k) as f64;
+    assert!(
+        (rts - expected).abs() < 1e-9,
+        "{rts} round trips a transaction, not {expected}"
+    );
+    assert_eq!(p["connections"]["auth_methods"][0][0], "SCRAM-SHA-256", "{p}");
+    assert_eq!(p["statements"][0]["calls"], n as u64, "{p}");
+    // The model's arithmetic on the figures it printed: +50 ms per round trip.
+    let pr = &v["predictions"];
+    let (local, far) = (
+        pr[0]["transaction_ms"].as_f64().unwrap(),
+        pr[1]["transaction_ms"].as_f64().unwrap(),
+    );
+    assert_eq!(pr[1]["scenario"], "+50 ms", "{pr}");
+    assert!((far - (local + 50.0 * rts)).abs() < 1e-6, "{pr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,0 +1,66 @@
+//! The flags of `record` (an application's traffic into a trace) and `trace` (what a
+//! trace says the application does).
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+pub const RECORD_EXAMPLES: &str = "\
+Examples:
+  connbench record --listen 127.0.0.1:6543 --upstream 127.0.0.1:5432 --out app.trace.gz
+  connbench record --listen /tmp/app/.s.PGSQL.5432 --upstream tcp --out app.trace   # in front of the sandbox's PostgreSQL (mkdir -p /tmp/app first)
+  connbench record --engine mysql --listen 127.0.0.1:3307 --upstream 127.0.0.1:3306 --out shop.trace.gz --redact-values
+Then point the application at --listen (sslmode=prefer or disable: the recorder reads plaintext),
+stop with Ctrl-C, and read it with `connbench trace FILE`.";
+
+pub const TRACE_EXAMPLES: &str = "\
+Examples:
+  connbench trace app.trace.gz
+  connbench trace app.trace.gz --rtt 1ms --rtt 50ms --top 20
+  connbench trace app.trace.gz --json > app.json";
+
+/// The wire protocol spoken through the recorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// PostgreSQL's protocol (PostgreSQL, PgBouncer, pgpool).
+    Postgres,
+    /// MySQL's protocol (MySQL, MariaDB).
+    Mysql,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where the application connects: host:port (port 0 picks one) or a Unix socket path.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+    /// Where every connection goes: host:port, a Unix socket path, or a running sandbox's
+    /// target name (tcp, unix, mariadb_tcp, ...).
+    #[arg(long, value_name = "ADDR")]
+    pub upstream: String,
+    /// The trace to write (JSON Lines; gzip when it ends in .gz). Never overwritten.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// The wire protocol (a sandbox target name sets it).
+    #[arg(long, value_enum, default_value = "postgres")]
+    pub engine: EngineArg,
+    /// Keep parameter types and sizes but not their values; literals in SQL text become
+    /// placeholders; error messages are left out.
+    #[arg(long)]
+    pub redact_values: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The trace `connbench record` wrote.
+    #[arg(value_name = "TRACE")]
+    pub trace: PathBuf,
+    /// Predict at this added round trip (repeatable; default 1ms, 10ms, 50ms).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    pub rtt: Vec<std::time::Duration>,
+    /// Statements listed, by total time.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Print JSON (docs/json.md) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}

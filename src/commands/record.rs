@@ -1,0 +1,88 @@
+//! `connbench record`: the recorder in front of an application's database until Ctrl-C,
+//! then what the trace holds.
+
+use anyhow::Result;
+
+use super::{emit, stop_on_signals};
+use crate::cli::record::{EngineArg, RecordArgs};
+use crate::recorder::{Recorder, Settings};
+use crate::target::Engine;
+use crate::trace::DecodeOptions;
+use crate::Exit;
+
+pub async fn run_record(args: RecordArgs) -> Result<Exit> {
+    let settings = settings(&args)?;
+    let out = settings.out.clone();
+    let (upstream, engine) = (settings.upstream.to_string(), settings.engine);
+    let stop = stop_on_signals();
+    let r = Recorder::start(settings, stop.clone()).await?;
+    eprintln!(
+        "record: {} -> {upstream} ({}), writing {}; point the application at {}; Ctrl-C ends the recording",
+        r.addr,
+        match engine {
+            Engine::Postgres => "PostgreSQL's protocol",
+            Engine::Mysql => "MySQL's protocol",
+        },
+        out.display(),
+        r.addr
+    );
+    let counts = r.counts.clone();
+    let done = r.finish().await?;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let mut notes = Vec::new();
+    for (n, what) in [
+        (load(&counts.upstream_failures), "could not reach the upstream"),
+        (
+            load(&counts.tls_refused),
+            "asked for TLS and went on in plaintext",
+        ),
+        (
+            load(&counts.undecoded),
+            "were not decoded to their end (see session_close's decode_error)",
+        ),
+    ] {
+        if n > 0 {
+            notes.push(format!("{n} session(s) {what}"));
+        }
+    }
+    emit(&format!(
+        "record: {} session(s), {} request(s) in {:.1} s; {} up, {} down; {} events ({} uncompressed) in {}{}\n",
+        load(&counts.sessions),
+        load(&counts.requests),
+        done.duration.as_secs_f64(),
+        crate::units::format_bytes(load(&counts.bytes_up) as f64),
+        crate::units::format_bytes(load(&counts.bytes_down) as f64),
+        done.events,
+        crate::units::format_bytes(done.trace_bytes as f64),
+        out.display(),
+        if notes.is_empty() { String::new() } else { format!("\n  {}", notes.join("\n  ")) }
+    ));
+    Ok(Exit::Interrupted)
+}
+
+/// The validated settings: addresses parsed, the engine from the flag or the sandbox
+/// target named as the upstream.
+fn settings(args: &RecordArgs) -> Result<Settings> {
+    let listen: crate::net::relay::Addr = args
+        .listen
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--listen {:?}: {e}", args.listen))?;
+    let upstream = super::relay::upstream_addr(&args.upstream)?;
+    let engine = match super::sandbox_target(&args.upstream)? {
+        Some(t) => t.engine,
+        None => match args.engine {
+            EngineArg::Postgres => Engine::Postgres,
+            EngineArg::Mysql => Engine::Mysql,
+        },
+    };
+    Ok(Settings {
+        listen,
+        upstream,
+        engine,
+        out: args.out.clone(),
+        decode: DecodeOptions {
+            redact_values: args.redact_values,
+            ..DecodeOptions::default()
+        },
+    })
+}

@@ -1,0 +1,51 @@
+//! `connbench trace TRACE`: what a recorded application does, and the round-trip
+//! model's predictions for it.
+
+use anyhow::{Context, Result};
+
+use super::emit;
+use crate::cli::record::TraceArgs;
+use crate::trace::profile::Profiler;
+use crate::trace::TraceReader;
+use crate::Exit;
+
+pub fn run_trace(args: TraceArgs) -> Result<Exit> {
+    let path = args.trace.display().to_string();
+    let (profile, cut) = read(&args.trace).with_context(|| format!("trace {path}"))?;
+    let rtts: Vec<f64> = if args.rtt.is_empty() {
+        vec![1.0, 10.0, 50.0]
+    } else {
+        args.rtt.iter().map(|d| d.as_secs_f64() * 1e3).collect()
+    };
+    let predictions = crate::stats::app::predict(&profile, &rtts);
+    if args.json {
+        let v = crate::report::trace::json(&profile, &predictions, &path);
+        emit(&(serde_json::to_string_pretty(&v)? + "\n"));
+    } else {
+        emit(&crate::report::trace::text(
+            &profile,
+            &predictions,
+            &path,
+            args.top,
+        ));
+    }
+    if let Some(why) = cut {
+        eprintln!("warning: trace {path}: {why}; the profile covers what came before");
+    }
+    Ok(Exit::Success)
+}
+
+/// Reads the whole trace into a profile; a trace cut short (a recording killed
+/// mid-write) gives what came before it and says so.
+fn read(path: &std::path::Path) -> Result<(crate::trace::profile::Profile, Option<String>)> {
+    let reader = TraceReader::open(path)?;
+    let mut p = Profiler::new(reader.header());
+    for e in reader {
+        match e {
+            Ok(e) => p.add(&e),
+            Err(e) if e.is_truncation() => return Ok((p.finish(), Some(e.to_string()))),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((p.finish(), None))
+}

@@ -1,0 +1,166 @@
+//! `connbench trace`'s output: an application's profile (from `trace::profile`) and the
+//! round-trip model's predictions for it (from `stats::app`), as text for people and as
+//! JSON for programs (docs/json.md). Reads figures; computes nothing but display units.
+
+use crate::stats::app::Prediction;
+use crate::trace::profile::{Profile, Spread};
+
+/// The JSON document: the profile and the predictions under fixed keys.
+pub fn json(p: &Profile, predictions: &[Prediction], trace: &str) -> serde_json::Value {
+    serde_json::json!({
+        "trace": trace,
+        "method": METHOD,
+        "profile": p,
+        "predictions": predictions,
+    })
+}
+
+/// How the figures were made, printed with them.
+pub const METHOD: &str = "measured at the recorder, which stands beside the application: a request's \
+time is its last byte to its response's last byte (the network to the server and back, and the \
+server's work); think time is a response's end to the next request; the network's share is round \
+trips × the recorder's own TCP connect to the server (an estimate); predictions are the round-trip \
+model: recorded time + added RTT × round trips counted";
+
+fn ms(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 100.0 => format!("{v:.0} ms"),
+        Some(v) if v >= 1.0 => format!("{v:.2} ms"),
+        Some(v) => format!("{:.0} µs", v * 1000.0),
+        None => "-".to_string(),
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.2}"))
+}
+
+fn spread(s: &Spread) -> String {
+    if s.n == 0 {
+        return "-".to_string();
+    }
+    format!(
+        "p50 {}, mean {}, p99 {}, max {} (n={})",
+        ms(s.p50),
+        ms(s.mean),
+        ms(s.p99),
+        ms(s.max),
+        s.n
+    )
+}
+
+/// The text report.
+pub fn text(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) -> String {
+    let mut o = String::new();
+    let c = &p.connections;
+    let r = &p.requests;
+    o.push_str(&format!(
+        "{trace}: {:?} application, recorded {}, {:.1} s{}\n",
+        p.engine,
+        p.recorded_at,
+        p.duration_s,
+        if p.redacted { ", values redacted" } else { "" }
+    ));
+    o.push_str(&format!(
+        "connections  {} ({} /s); lifetime {}\n",
+        c.sessions,
+        num(c.per_s),
+        spread(&c.lifetime_ms)
+    ));
+    o.push_str(&format!(
+        "  connect    TCP to the server {}; startup and authentication {} ({} round trips){}{}\n",
+        ms(c.upstream_connect_ms.p50),
+        ms(c.setup_ms.mean),
+        num(c.setup_round_trips),
+        if c.tls_requested > 0 {
+            format!("; {} asked for TLS", c.tls_requested)
+        } else {
+            String::new()
+        },
+        if c.auth_methods.is_empty() {
+            String::new()
+        } else {
+            let m: Vec<String> = c.auth_methods.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            format!("; auth {}", m.join(", "))
+        }
+    ));
+    o.push_str(&format!(
+        "requests     {} ({} /s), {} per connection; {} pipelined; {} failed{}\n",
+        r.requests,
+        num(r.per_s),
+        num(r.per_session),
+        r.pipelined,
+        r.errors,
+        if r.errors_by_code.is_empty() {
+            String::new()
+        } else {
+            let e: Vec<String> = r.errors_by_code.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            format!(" ({})", e.join(", "))
+        }
+    ));
+    o.push_str(&format!(
+        "transactions {}; {} requests and {} round trips each; {} per connection; prepared {}\n",
+        r.transactions,
+        num(r.requests_per_transaction),
+        num(r.round_trips_per_transaction),
+        num(r.transactions_per_session),
+        r.prepared_share
+            .map_or("-".into(), |s| format!("{:.0}% of requests", s * 100.0))
+    ));
+    o.push_str(&format!("  time       {}\n", spread(&r.transaction_ms)));
+    o.push_str(&format!(
+        "  split      server {}, network {} (estimated), client think {} per transaction\n",
+        ms(p.split.server_ms),
+        ms(p.split.network_ms),
+        ms(p.split.client_ms)
+    ));
+    if p.undecoded > 0 {
+        o.push_str(&format!(
+            "  note       {} session(s) not decoded to their end: {}\n",
+            p.undecoded,
+            p.undecoded_reason.as_deref().unwrap_or("?")
+        ));
+    }
+    if !p.statements.is_empty() {
+        o.push_str(&format!(
+            "\nstatements by total time (top {}):\n",
+            top.min(p.statements.len())
+        ));
+        o.push_str(&format!(
+            "  {:>10} {:>8} {:>10} {:>9}  {}\n",
+            "total", "calls", "mean", "rows", "statement"
+        ));
+        for s in p.statements.iter().take(top) {
+            let text: String = s.text.chars().take(100).collect();
+            o.push_str(&format!(
+                "  {:>10} {:>8} {:>10} {:>9}  {}\n",
+                ms(Some(s.total_ms)),
+                s.calls,
+                ms(Some(s.mean_ms)),
+                s.rows,
+                text
+            ));
+        }
+    }
+    o.push_str("\npredictions (the round-trip model; beyond the recording's own distance):\n");
+    o.push_str(&format!(
+        "  {:<40} {:>12} {:>12} {:>16}\n",
+        "scenario", "transaction", "connect", "with connects"
+    ));
+    for pr in predictions {
+        match &pr.not_predicted {
+            Some(why) if pr.transaction_ms.is_none() => {
+                o.push_str(&format!("  {:<40} not predicted: {why}\n", pr.scenario));
+            }
+            _ => o.push_str(&format!(
+                "  {:<40} {:>12} {:>12} {:>16}\n",
+                pr.scenario,
+                ms(pr.transaction_ms),
+                ms(pr.connect_ms),
+                ms(pr.per_transaction_ms)
+            )),
+        }
+    }
+    o.push_str(&format!("\nmethod: {METHOD}\n"));
+    o
+}

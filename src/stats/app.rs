@@ -1,0 +1,125 @@
+//! The round-trip model applied to a recorded application: what its transactions and
+//! its connects would take at another distance, with a client-side pool, or over TLS,
+//! from the round trips its trace counted and the times it measured. The same model as
+//! the suites' (`model::at_distance`: local time + RTT × round trips); here the "local"
+//! time is the recording's own, so a prediction for +N ms is for N ms *beyond* the
+//! distance the application had when it was recorded.
+//!
+//! What it cannot predict it says: a PgBouncer's own connect cost is not in a trace of
+//! an application that did not use one, and TLS's local cost (the handshake's CPU) is
+//! not either; those figures are `null` with the reason.
+
+use super::model::at_distance;
+use crate::trace::profile::Profile;
+
+/// One "what if", per transaction and per connect, ms.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Prediction {
+    /// What changes: "as recorded", "+50 ms", "+50 ms, client-side pool", ...
+    pub scenario: String,
+    pub extra_rtt_ms: f64,
+    /// A transaction's mean time, first request to last response.
+    pub transaction_ms: Option<f64>,
+    /// A new connection's setup, the TCP connect to the server's "ready".
+    pub connect_ms: Option<f64>,
+    /// A transaction's mean time with its share of the connects the application made
+    /// (one connect per `transactions_per_session` transactions; none with a pool).
+    pub per_transaction_ms: Option<f64>,
+    /// The model's terms, in words.
+    pub how: String,
+    /// Why a figure is `null`, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_predicted: Option<String>,
+}
+
+/// The scenarios for each extra round trip in `rtts_ms`: the distance alone, with a
+/// client-side pool, over TLS, and PgBouncer near the database (not predicted).
+pub fn predict(p: &Profile, rtts_ms: &[f64]) -> Vec<Prediction> {
+    let r = &p.requests;
+    let c = &p.connections;
+    let tx = r.transaction_ms.mean;
+    let rts = r.round_trips_per_transaction;
+    // The TCP connect is one round trip, then the startup and authentication's.
+    let connect_rts = c.setup_round_trips.map(|s| 1.0 + s);
+    let connect_local = match (c.upstream_connect_ms.p50, c.setup_ms.mean) {
+        (Some(tcp), Some(setup)) => Some(tcp + setup),
+        _ => None,
+    };
+    let per_tx =
+        |tx: Option<f64>, connect: Option<f64>, pooled: bool| match (tx, connect, r.transactions_per_session)
+        {
+            (Some(t), _, _) if pooled => Some(t),
+            (Some(t), Some(c), Some(per)) if per > 0.0 => Some(t + c / per),
+            _ => None,
+        };
+    let mut out = vec![Prediction {
+        scenario: "as recorded".into(),
+        extra_rtt_ms: 0.0,
+        transaction_ms: tx,
+        connect_ms: connect_local,
+        per_transaction_ms: per_tx(tx, connect_local, false),
+        how: "measured in the trace".into(),
+        not_predicted: None,
+    }];
+    for &n in rtts_ms {
+        let t = tx.zip(rts).map(|(t, k)| at_distance(t, n, k));
+        let connect = connect_local.zip(connect_rts).map(|(l, k)| at_distance(l, n, k));
+        let terms = format!(
+            "{} + {n} ms × {} round trips a transaction; a connect {} + {n} ms × {} round trips",
+            opt(tx),
+            opt(rts),
+            opt(connect_local),
+            opt(connect_rts)
+        );
+        out.push(Prediction {
+            scenario: format!("+{n} ms"),
+            extra_rtt_ms: n,
+            transaction_ms: t,
+            connect_ms: connect,
+            per_transaction_ms: per_tx(t, connect, false),
+            how: terms.clone(),
+            not_predicted: None,
+        });
+        out.push(Prediction {
+            scenario: format!("+{n} ms, client-side pool"),
+            extra_rtt_ms: n,
+            transaction_ms: t,
+            connect_ms: None,
+            per_transaction_ms: per_tx(t, None, true),
+            how: format!("{terms}; the pool's connects opened before the work, none a transaction"),
+            not_predicted: None,
+        });
+        // TLS adds the SSLRequest's exchange and TLS 1.3's handshake: two round trips,
+        // each the recorded one (the recorder's TCP connect) plus the added distance.
+        let tls_extra = if c.tls_requested > 0 { 0.0 } else { 2.0 };
+        let rtt = n + c.upstream_connect_ms.p50.unwrap_or(0.0);
+        let tls_connect = connect.map(|cn| cn + tls_extra * rtt);
+        out.push(Prediction {
+            scenario: format!("+{n} ms, over TLS"),
+            extra_rtt_ms: n,
+            transaction_ms: t,
+            connect_ms: tls_connect,
+            per_transaction_ms: per_tx(t, tls_connect, false),
+            how: format!("{terms}; TLS: {tls_extra} more round trips a connect (SSLRequest, TLS 1.3)"),
+            not_predicted: Some("the TLS handshake's own CPU time is not in the trace (not added)".into()),
+        });
+        out.push(Prediction {
+            scenario: format!("+{n} ms, PgBouncer near the database"),
+            extra_rtt_ms: n,
+            transaction_ms: None,
+            connect_ms: None,
+            per_transaction_ms: None,
+            how: String::new(),
+            not_predicted: Some(
+                "PgBouncer's own connect and pooling costs are not in a trace of an application that did \
+                 not use one: measure them with `connbench connect` against a PgBouncer"
+                    .into(),
+            ),
+        });
+    }
+    out
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("(unknown)".to_string(), |v| format!("{v:.3}"))
+}
