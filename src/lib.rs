@@ -3,14 +3,18 @@
 //! The modules follow the data, and each folder is a stage: `cli` (flags) and `options`
 //! (flags or a suite cell's settings, validated into plans) -> `target` (validated
 //! targets) -> `sandbox` (throwaway servers, when asked) -> `net` (unix | tcp | tls
-//! streams with counters, relays, routes, namespaces) -> `proto` (the wire session,
-//! connected in timed phases) -> `connect` and `load` (the measurement loops, producing
-//! plain timelines and per-worker recorders) -> `experiment` (suites, their runner and
-//! the results store) -> `stats` (summaries, comparisons) -> `report` (text, JSON,
-//! Markdown, CSV, HTML). `units`, `scratch` and `host` (what the machine did) are leaves every stage may use. No module
-//! reaches back up the pipeline; only `commands` (one file per command) and `report`
-//! see the whole. [`run`] is the whole program, callable in-process by tests; `main.rs`
-//! only parses arguments and prints errors.
+//! streams with counters, relays, namespaces) -> `proto` (the wire session, connected in
+//! timed phases) -> `route` (a cell's relays) -> `connect`, and `workload` (scripts) with
+//! `dataset` (tables) -> `load` (the measurement loops, producing plain timelines and
+//! per-worker recorders) -> `stats` (summaries, comparisons, the round-trip model) ->
+//! `experiment` (suites, their runner and the results store) -> `live` and `report`
+//! (Prometheus; text, JSON, Markdown, CSV, HTML). An application's own traffic takes
+//! `recorder` -> `trace` (its file and decoders) -> `stats::app` -> `report::trace`.
+//! `units`, `scratch`, `host` and `rng` are leaves every stage may use. No module
+//! imports one above its stage (docs/architecture.md lists the stages, and
+//! tests/it/architecture.rs checks them); only `commands` (one file per command) and
+//! `report` see the whole. [`run`] is the whole program, callable in-process by tests;
+//! `main.rs` only parses arguments and prints errors.
 
 pub mod units;
 pub mod scratch;
