@@ -1,0 +1,68 @@
+#!/bin/bash
+# Two builds of connbench on the same load, interleaved: did a change (a restructuring,
+# say) move the hot path? Runs `connbench load` from BASE and from HEAD in turns (the
+# order alternating each pair) against one sandbox's PostgreSQL over its Unix socket,
+# and prints per case the tps of each, HEAD's tps over BASE's, and the client CPU per
+# transaction of each (user + sys of the whole process, from the shell's `time`) with
+# HEAD's over BASE's. pgbench stands beside them as the yardstick of the same moments.
+#
+# Usage: bench/base_vs_head.sh BASE_BINARY HEAD_BINARY [PAIRS] [SECONDS]
+#   (defaults: 5 pairs, 8 s per run). Build a base with
+#   git worktree add /tmp/base <commit> && cargo build --release --manifest-path /tmp/base/Cargo.toml
+# Bar: no regression beyond the pairs' spread: HEAD's mean CPU per transaction within 3%
+# of BASE's, or within the spread of the pairs' ratios (reported, exit 1 on a miss).
+# Exit status: 0 the bar held, 1 it missed, 2 a run failed.
+set -euo pipefail
+BASE=${1:?usage: bench/base_vs_head.sh BASE_BINARY HEAD_BINARY [PAIRS] [SECONDS]}
+HEAD=${2:?usage: bench/base_vs_head.sh BASE_BINARY HEAD_BINARY [PAIRS] [SECONDS]}
+PAIRS=${3:-5}
+SECS=${4:-8}
+WORK=$(mktemp -d /tmp/cbab.XXXXXX)
+export TMPDIR=$WORK
+trap '"$HEAD" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+"$HEAD" sandbox start >"$WORK/sandbox.txt" || { echo "base_vs_head: sandbox start failed" >&2; exit 2; }
+UNIX=$(awk '$1=="unix" { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt")
+"$HEAD" init "$UNIX" -s 1 >/dev/null || { echo "base_vs_head: init failed" >&2; exit 2; }
+echo "base: $("$BASE" --version); head: $("$HEAD" --version); $PAIRS pairs of $SECS s, interleaved"
+
+# Runs connbench binary $1 with the case's args; sets tps, tx and cpu (seconds).
+run() {
+    local TIMEFORMAT='%U %S' status=0
+    # shellcheck disable=SC2086
+    { time "$1" load "$UNIX" $ARGS -T "$SECS" --json >"$WORK/out" 2>"$WORK/err" || status=$?; } 2>"$WORK/time"
+    [ "$status" = 0 ] || { echo "FAIL  $1 load $ARGS (exit $status): $(tail -2 "$WORK/err")" >&2; exit 2; }
+    cpu=$(awk '{ print $1 + $2 }' "$WORK/time")
+    read -r tps tx < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; print(s["tps"], s["transactions"])' "$WORK/out")
+}
+
+misses=0
+case_() {
+    ARGS=$2
+    printf '\n%s (connbench load %s)\n%5s %11s %11s %8s %14s %14s %8s\n' "$1" "$ARGS" pair "base tps" "head tps" ratio "base cpu/txn" "head cpu/txn" ratio
+    local tr=() cr=()
+    for pair in $(seq 1 "$PAIRS"); do
+        if [ $((pair % 2)) = 1 ]; then
+            run "$BASE"; bt=$tps bx=$tx bc=$cpu; run "$HEAD"; ht=$tps hx=$tx hc=$cpu
+        else
+            run "$HEAD"; ht=$tps hx=$tx hc=$cpu; run "$BASE"; bt=$tps bx=$tx bc=$cpu
+        fi
+        line=$(awk -v p="$pair" -v bt="$bt" -v ht="$ht" -v bx="$bx" -v hx="$hx" -v bc="$bc" -v hc="$hc" 'BEGIN {
+            printf "%5d %11.1f %11.1f %8.3f %11.1f us %11.1f us %8.3f", p, bt, ht, ht / bt, bc * 1e6 / bx, hc * 1e6 / hx, (hc / hx) / (bc / bx) }')
+        echo "$line"
+        tr+=("$(echo "$line" | awk '{ print $4 }')")
+        cr+=("$(echo "$line" | awk '{ print $9 }')")
+    done
+    verdict=$(printf '%s\n' "${cr[@]}" | awk -v t="$(printf '%s ' "${tr[@]}")" '
+        { s += $1; n++; if (min == "" || $1 < min) min = $1; if (max == "" || $1 > max) max = $1 }
+        END { split(t, a, " "); for (i in a) { ts += a[i]; tn++ }
+              m = s / n; spread = (max - min) / 2; ok = (m <= 1.03 || m - spread <= 1.0)
+              printf "%s  mean tps ratio head/base %.3f; mean CPU per transaction ratio %.3f (pairs %.3f to %.3f); bar: <= 1.03 or within the spread",
+                  ok ? "PASS" : "MISS", ts / tn, m, min, max }')
+    echo "$verdict"
+    case $verdict in MISS*) misses=$((misses + 1)) ;; esac
+}
+
+case_ "select-only, prepared, 4 clients, 2 threads" "-S -M prepared -c 4 -j 2"
+case_ "tpcb-like, prepared, 4 clients, 2 threads" "-M prepared -c 4 -j 2"
+case_ "select-only, a new connection per transaction" "-S -C -c 2 -j 1"
+[ "$misses" = 0 ] || { echo "base_vs_head: $misses bar(s) missed"; exit 1; }
