@@ -769,7 +769,7 @@ fn command_name(code: u8) -> &'static str {
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::event::{Outcome, Param, Request, SessionClose};
+    use super::super::event::{Outcome, Param};
     use super::super::testing::*;
     use super::*;
     use crate::target::Engine;
@@ -915,33 +915,6 @@ mod tests {
             ),
             (Up, my(0, &[0x01])),
         ]
-    }
-
-    fn requests(events: &[Event]) -> Vec<&Request> {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Request(r) => Some(&**r),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn open_of(events: &[Event]) -> &SessionOpen {
-        events
-            .iter()
-            .find_map(|e| match e {
-                Event::SessionOpen(o) => Some(&**o),
-                _ => None,
-            })
-            .expect("a session_open")
-    }
-
-    fn close_of(events: &[Event]) -> &SessionClose {
-        match events.last() {
-            Some(Event::SessionClose(c)) => c,
-            other => panic!("the last event is not a close: {other:?}"),
-        }
     }
 
     #[test]

@@ -733,7 +733,7 @@ fn keep(dir: Direction, state: State, sasl_pending: bool, kind: u8) -> Keep {
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::event::{Outcome, Request, SessionClose};
+    use super::super::event::Outcome;
     use super::super::testing::*;
     use super::*;
     use crate::target::Engine;
@@ -872,33 +872,6 @@ mod tests {
             ),
             (Up, pg(b'X', b"")),
         ]
-    }
-
-    fn requests(events: &[Event]) -> Vec<&Request> {
-        events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Request(r) => Some(&**r),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn open_of(events: &[Event]) -> &SessionOpen {
-        events
-            .iter()
-            .find_map(|e| match e {
-                Event::SessionOpen(o) => Some(&**o),
-                _ => None,
-            })
-            .expect("a session_open")
-    }
-
-    fn close_of(events: &[Event]) -> &SessionClose {
-        match events.last() {
-            Some(Event::SessionClose(c)) => c,
-            other => panic!("the last event is not a close: {other:?}"),
-        }
     }
 
     #[test]

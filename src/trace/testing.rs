@@ -1,7 +1,7 @@
 //! Test helpers for the decoders: wire messages built by hand, and a conversation fed
 //! in chunks cut wherever a test says.
 
-use super::event::{ClosedBy, Event, Transport};
+use super::event::{ClosedBy, Event, Request, SessionClose, SessionOpen, Transport};
 use super::{DecodeOptions, Decoder, Direction, SessionMeta};
 use crate::target::Engine;
 
@@ -120,4 +120,34 @@ pub fn json(events: &[Event]) -> String {
         .map(|e| serde_json::to_string(e).unwrap())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The requests among `events`.
+pub fn requests(events: &[Event]) -> Vec<&Request> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Request(r) => Some(&**r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The session's open.
+pub fn open_of(events: &[Event]) -> &SessionOpen {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::SessionOpen(o) => Some(&**o),
+            _ => None,
+        })
+        .expect("a session_open")
+}
+
+/// The session's close, which must be the last event.
+pub fn close_of(events: &[Event]) -> &SessionClose {
+    match events.last() {
+        Some(Event::SessionClose(c)) => c,
+        other => panic!("the last event is not a close: {other:?}"),
+    }
 }
