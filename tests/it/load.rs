@@ -243,10 +243,15 @@ fn rate_limiting_achieves_the_target() {
     let tps = s["tps"].as_f64().unwrap();
     // Poisson arrivals: 4,000 expected, standard deviation ~63 (1.6%). At 500 tps, not
     // 1,000: with two busy loops beside other builds on the 2 cores this debug build and
-    // its server reached 681 tps of 1,000.
+    // its server reached 681 tps of 1,000. Never more than the schedule; fewer only by
+    // what the clients were behind it when the window closed (the transactions due in
+    // the last `lag` seconds, which the maximum lag bounds): the whole suite under
+    // --stress reached 474.6 tps of 500, its backlog so explained, while a limiter that
+    // schedules too few (a gap too long) stays on time and fails.
+    let lag_s = s["schedule_lag"]["max_ms"].as_f64().unwrap() / 1e3;
     assert!(
-        (tps - 500.0).abs() / 500.0 < 0.05,
-        "achieved {tps} tps for a target of 500"
+        tps < 500.0 * 1.05 && tps + 500.0 * lag_s / s["measured_s"].as_f64().unwrap() > 500.0 * 0.95,
+        "achieved {tps} tps for a target of 500, {lag_s} s behind the schedule at worst"
     );
     assert_eq!(s["schedule_lag"]["n"], s["transactions"], "{s}");
     let woken = paced_wake_up_lags_us(&dir);
