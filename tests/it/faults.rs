@@ -353,9 +353,12 @@ pool_size = 2
             // transactions still end) and the readiness check's polls after the server is
             // back (the clients reconnect first); both grow with the machine's load as the
             // restart does: 3.7 s empty of a 4.02 s restart with four builds beside it.
-            // A strike that leaves the connections alive (a stall near 0) still fails.
+            // And the stall counts whole 0.1 s intervals, so up to 0.1 s at each end and the
+            // interval in which the clients come back are not in it: 0.1 s of a 0.27 s
+            // restart on a quiet machine. A strike that leaves the connections alive (a
+            // stall near 0 through a restart of half a second or more) still fails.
             assert!(
-                stall >= 0.8 * took - 0.1,
+                stall >= 0.8 * took - 0.3,
                 "{kind}: longest stall {stall} s, the restart took {took} s"
             );
         }
