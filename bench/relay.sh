@@ -8,8 +8,17 @@
 # 2. Achieved round trip against the requested one, 1 ms to 200 ms: connbench's latency
 #    p50 of SELECT 1 on one persistent connection (as `distance` cells verify a route),
 #    beside its query phase on a new connection each time (`connect -q`), and pgbench's
-#    latency average; each through a relay with --rtt R minus direct.
-#    Bar: within max(0.2 ms, 3%), p50.
+#    latency average; each through a relay with --rtt R minus direct. That end-to-end
+#    figure also holds what the endpoints pay for sitting idle for R: a server backend and
+#    a client woken after milliseconds asleep wake later than after microseconds (on this
+#    VM 0.1-0.25 ms more per round trip, varying from day to day with the host), as they
+#    would across a real network of that distance. So the bar judges what the relay
+#    itself controls, measured with tcpdump's kernel timestamps on both sides of it during
+#    connbench's run: the time from a packet's arrival at the relay to its departure, both
+#    ways, minus the requested round trip (the relay's lateness), and the server's answer
+#    time through the relay against direct is printed beside it (the server's wake-ups).
+#    Bar: the relay's lateness within max(0.15 ms, 0.3%), p50 each way. Without root
+#    (tcpdump) the figures are printed and the bar is not judged.
 # 3. Throughput: 100 MB (COPY ... TO STDOUT into psql) direct vs through a relay with no
 #    delay. Bar: the relay path at least half the direct speed.
 # 4. The round-trip model: `connect --predict-rtt` on the direct path against the connect
@@ -63,6 +72,7 @@ start_relay() {
     [ -n "$rport" ] || { echo "FAIL  connbench relay did not start:" >&2; cat "$WORK/relay.err" >&2; exit 2; }
     local base=${2:-$CI}
     RCI=${base/port=$PORT/port=$rport}
+    RPORT=$rport
 }
 
 # connbench: the query phase's p50 in ms (one round trip on a new connection).
@@ -98,23 +108,67 @@ done
 stop_relay
 
 echo
-echo "2. achieved round trip vs requested (bar: within max(0.2 ms, 3%), p50)"
-base=$(cb_load_p50 "$CI" 3)
+echo "2. achieved round trip vs requested (bar: the relay's own lateness within max(0.15 ms, 0.3%), p50 each way, tcpdump)"
+CAPTURE=0
+if [ "$(id -u)" = 0 ] && command -v tcpdump >/dev/null 2>&1; then CAPTURE=1; fi
+# Captures the loopback traffic of ports $1 and $2 while the command after them runs.
+captured() {
+    local a=$1 b=$2
+    shift 2
+    if [ "$CAPTURE" = 0 ]; then "$@"; return; fi
+    tcpdump -i lo -nn -s 128 --immediate-mode -w "$WORK/cap.pcap" "tcp port $a or tcp port $b" 2>"$WORK/tcpdump.err" &
+    local tp=$!
+    for _ in $(seq 1 100); do grep -q "listening on" "$WORK/tcpdump.err" && break; sleep 0.05; done
+    "$@"
+    kill -INT "$tp" 2>/dev/null || true; wait "$tp" 2>/dev/null || true
+}
+# From the capture, with one client: the p50s (µs) of the relay's hop each way (arrival of
+# a data packet at relay port $1 to its departure to server port $2, and back), and of the
+# server's answer (request's last packet out to the server to the answer's first).
+# Direct (no relay port): "- - server".
+hops() {
+    tcpdump -r "$WORK/cap.pcap" -tt -nn 2>/dev/null | awk -v R="$1" -v P="$2" '
+    function port(x,   n, a) { sub(/:$/, "", x); n = split(x, a, "."); return a[n] }
+    function p50(v, n) { if (n == 0) return "-"; asort(v); return sprintf("%.0f", v[int((n + 1) / 2)]) }
+    / length [1-9]/ {
+        t = $1 * 1e6; sp = port($3); dp = port($5)
+        if (dp == R) { creq = t }
+        else if (dp == P) { if (creq) up[++nu] = t - creq; creq = 0; sreq = t }
+        else if (sp == P) { if (sreq) srv[++ns] = t - sreq; sreq = 0; sresp = t }
+        else if (sp == R) { if (sresp) down[++nd] = t - sresp; sresp = 0 }
+    }
+    END { print p50(up, nu), p50(down, nd), p50(srv, ns) }'
+}
+base=$(captured "$PORT" "$PORT" cb_load_p50 "$CI" 3)
+read -r _ _ sbase <<<"$([ "$CAPTURE" = 1 ] && hops none "$PORT" || echo "- - -")"
 qbase=$(cb_query_p50 "$CI" 500)
 pbase=$(pgb_latency "$CI" 2000)
-printf '  %10s %16s %10s %8s   %16s %16s\n' requested "cb load achieved" error verdict "cb new-conn query" "pgbench added"
+printf '  %10s %16s %10s   %8s %8s %9s %8s   %8s %16s %16s\n' requested "cb load achieved" error "relay up" "down" lateness verdict "server +" "cb new-conn query" "pgbench added"
 for rtt in $RTTS; do
     start_relay "${rtt}ms"
     secs=$(awk -v r="$rtt" 'BEGIN { s = int(r * 40 / 1000) + 1; if (s < 3) s = 3; print s }')
     n=$(awk -v r="$rtt" 'BEGIN { n = int(4000 / (r + 1)); if (n < 15) n = 15; if (n > 300) n = 300; print n }')
-    r=$(cb_load_p50 "$RCI" "$secs")
+    r=$(captured "$RPORT" "$PORT" cb_load_p50 "$RCI" "$secs")
+    read -r hup hdown hsrv <<<"$([ "$CAPTURE" = 1 ] && hops "$RPORT" "$PORT" || echo "- - -")"
     q=$(cb_query_p50 "$RCI" "$n")
     pr=$(pgb_latency "$RCI" "$n")
     stop_relay
-    bar "$(awk -v want="$rtt" -v b="$base" -v r="$r" -v qb="$qbase" -v q="$q" -v pb="$pbase" -v pr="$pr" 'BEGIN {
-        a = r - b; e = a - want; tol = (0.2 > 0.03 * want) ? 0.2 : 0.03 * want;
-        printf "  %7.1f ms %13.3f ms %+7.3f ms %8s   %13.3f ms %13.3f ms", want, a, e, (e <= tol && e >= -tol) ? "PASS" : "MISS", q - qb, pr - pb }')"
+    bar "$(awk -v want="$rtt" -v b="$base" -v r="$r" -v qb="$qbase" -v q="$q" -v pb="$pbase" -v pr="$pr" \
+        -v up="$hup" -v down="$hdown" -v srv="$hsrv" -v sb="$sbase" 'BEGIN {
+        a = r - b; e = a - want
+        if (up == "-" || down == "-") { late = "-"; verdict = "(no bar: tcpdump needs root)"; extra = "-" }
+        else {
+            l = (up + down) / 1000 - want; late = sprintf("%+.3f ms", l)
+            tol = (0.15 > 0.003 * want) ? 0.15 : 0.003 * want
+            verdict = (l <= tol && l >= -0.01) ? "PASS" : "MISS"
+            extra = (srv == "-" || sb == "-") ? "-" : sprintf("%+.3f ms", (srv - sb) / 1000)
+        }
+        printf "  %7.1f ms %13.3f ms %+7.3f ms   %8s %8s %9s %8s   %8s %13.3f ms %13.3f ms", want, a, e,
+            (up == "-") ? "-" : sprintf("%.3f", up / 1000), (down == "-") ? "-" : sprintf("%.3f", down / 1000),
+            late, verdict, extra, q - qb, pr - pb }')"
 done
+echo "  (relay up/down: ms from a packet's arrival at the relay to its departure, p50; lateness: up + down - requested;"
+echo "   server +: the server's answer time through the relay minus direct, p50: its wake-ups after sitting idle)"
 
 echo
 echo "3. 100 MB through psql (COPY TO STDOUT), direct vs relay with no delay (bar: relay >= 0.5x)"

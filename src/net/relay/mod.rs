@@ -47,12 +47,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
+mod arrival;
 mod shape;
 mod tls;
+
+use arrival::Reader;
 
 pub use shape::{parse_bandwidth, Faults, Shape};
 use tls::relay_tls;
@@ -271,7 +274,7 @@ enum Sock {
     Unix(UnixStream),
 }
 
-type Halves<'a> = (Box<dyn AsyncRead + Unpin + 'a>, Box<dyn AsyncWrite + Unpin + 'a>);
+type Halves<'a> = (Reader<'a>, Box<dyn AsyncWrite + Unpin + 'a>);
 
 impl Sock {
     fn fd(&self) -> RawFd {
@@ -287,11 +290,11 @@ impl Sock {
         match self {
             Sock::Tcp(s) => {
                 let (r, w) = s.split();
-                (Box::new(r), Box::new(w))
+                (Reader::Tcp(r), Box::new(w))
             }
             Sock::Unix(s) => {
                 let (r, w) = s.split();
-                (Box::new(r), Box::new(w))
+                (Reader::Unix(r), Box::new(w))
             }
         }
     }
@@ -471,6 +474,9 @@ async fn both_ways(
 struct Departures {
     timer: PreciseTimer,
     lateness_ns: f64,
+    /// The lateness's mean absolute deviation (exponentially weighted): the lead is the
+    /// mean plus two of these, so a wake-up later than the mean still leaves on time.
+    spread_ns: f64,
 }
 
 /// The most the writer wakes early; bounds the spin if the estimate runs away.
@@ -481,6 +487,7 @@ impl Departures {
         Ok(Departures {
             timer: PreciseTimer::new()?,
             lateness_ns: 50_000.0,
+            spread_ns: 0.0,
         })
     }
 
@@ -489,11 +496,13 @@ impl Departures {
         if due <= now {
             return Ok(());
         }
-        let lead = Duration::from_nanos(self.lateness_ns.clamp(0.0, MAX_LEAD_NS) as u64);
+        let lead_ns = self.lateness_ns + 2.0 * self.spread_ns;
+        let lead = Duration::from_nanos(lead_ns.clamp(0.0, MAX_LEAD_NS) as u64);
         if due - now > lead {
             let target = due - lead;
             self.timer.sleep_until(target).await?;
             let late = Instant::now().saturating_duration_since(target).as_nanos() as f64;
+            self.spread_ns = 0.8 * self.spread_ns + 0.2 * (late - self.lateness_ns).abs();
             self.lateness_ns = 0.8 * self.lateness_ns + 0.2 * late;
         }
         while Instant::now() < due {
@@ -514,7 +523,7 @@ const CHUNK: usize = 64 * 1024;
 /// Copies one direction until EOF (then shuts down the write side: half-close passed on)
 /// or an error.
 async fn pipe(
-    mut r: Box<dyn AsyncRead + Unpin + '_>,
+    mut r: Reader<'_>,
     mut w: Box<dyn AsyncWrite + Unpin + '_>,
     shape: Shape,
     seed: u64,
@@ -545,6 +554,7 @@ async fn pipe(
         .unwrap_or(0.0);
     let window = (bdp as usize).max(4 << 20);
     let credit = Arc::new(Semaphore::new(window));
+    r.stamp_arrivals();
     let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
     let reader_credit = credit.clone();
     let reader = async move {
@@ -558,8 +568,8 @@ async fn pipe(
                 .await
                 .map_err(|_| io::Error::other("relay window closed"))?;
             let mut buf = vec![0u8; CHUNK];
-            let n = r.read(&mut buf).await?;
-            let arrival = Instant::now();
+            // Dated from the kernel's stamp, not from this thread's wake-up (arrival.rs).
+            let (n, arrival) = r.read_stamped(&mut buf).await?;
             let mut delay = shape.one_way;
             if !shape.jitter.is_zero() {
                 let j = shape.jitter.as_secs_f64() * (2.0 * rng.unit() - 1.0);

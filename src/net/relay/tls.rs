@@ -103,7 +103,7 @@ pub(super) async fn relay_tls(
     let crossed = AtomicU64::new(0);
     let up = pipe(cr, Box::new(sw), shape, seed, &stats.bytes_up, &crossed);
     let down = pipe(
-        Box::new(sr),
+        super::Reader::Plain(Box::new(sr)),
         cw,
         shape,
         seed ^ 0x5555,
