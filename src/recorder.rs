@@ -26,7 +26,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::net::relay::Addr;
+use crate::net::relay::{strip_channel_binding, Addr};
+use crate::net::transport::TlsSetup;
 use crate::target::Engine;
 use crate::trace::{
     ClosedBy, DecodeOptions, Decoder, Direction, Event, Header, RecordOptions, SessionMeta, TraceWriter,
@@ -45,6 +46,8 @@ const QUEUE: usize = 4096;
 pub struct Settings {
     pub listen: Addr,
     pub upstream: Addr,
+    /// TLS to the upstream (PostgreSQL): the app's plaintext carried inside.
+    pub upstream_tls: Option<TlsSetup>,
     pub engine: Engine,
     pub out: PathBuf,
     pub decode: DecodeOptions,
@@ -90,7 +93,7 @@ impl Recorder {
                 redact_values: s.decode.redact_values,
                 listen: Some(s.listen.to_string()),
                 upstream: Some(s.upstream.to_string()),
-                upstream_tls: false,
+                upstream_tls: s.upstream_tls.is_some(),
             },
         );
         let writer = TraceWriter::create(&s.out, &header).with_context(|| {
@@ -229,14 +232,22 @@ fn since(started: Instant) -> u64 {
     started.elapsed().as_nanos() as u64
 }
 
-async fn connect(upstream: &Addr) -> io::Result<Box<dyn Conn>> {
-    Ok(match upstream {
-        Addr::Tcp(a) => {
-            let c = TcpStream::connect(a).await?;
+async fn connect(upstream: &Addr, tls: Option<&TlsSetup>) -> io::Result<Box<dyn Conn>> {
+    Ok(match (upstream, tls) {
+        (Addr::Tcp(a), tls) => {
+            let mut c = TcpStream::connect(a).await?;
             let _ = c.set_nodelay(true);
-            Box::new(c)
+            let Some(tls) = tls else { return Ok(Box::new(c)) };
+            c.write_all(&SSL_REQUEST).await?;
+            let mut answer = [0u8; 1];
+            c.read_exact(&mut answer).await?;
+            if answer[0] != b'S' {
+                return Err(io::Error::other("the server refused TLS"));
+            }
+            let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+            Box::new(connector.connect(tls.server_name.clone(), c).await?)
         }
-        Addr::Unix(p) => Box::new(UnixStream::connect(p).await?),
+        (Addr::Unix(p), _) => Box::new(UnixStream::connect(p).await?),
     })
 }
 
@@ -252,7 +263,7 @@ async fn session(
 ) {
     let open_ns = since(started);
     counts.sessions.fetch_add(1, Ordering::Relaxed);
-    let Ok(server) = connect(&s.upstream).await else {
+    let Ok(server) = connect(&s.upstream, s.upstream_tls.as_ref()).await else {
         // The client sees its connection close, as from a server that is down.
         counts.upstream_failures.fetch_add(1, Ordering::Relaxed);
         return;
@@ -270,7 +281,14 @@ async fn session(
         tx,
         counts: counts.clone(),
     };
-    let by = relay(&mut client, server, &tap, s.engine, stop).await;
+    let by = relay(
+        &mut client,
+        server,
+        &tap,
+        (s.engine, s.upstream_tls.is_some()),
+        stop,
+    )
+    .await;
     let mut out = Vec::new();
     tap.decoder
         .lock()
@@ -332,11 +350,14 @@ async fn relay(
     client: &mut Box<dyn Conn>,
     mut server: Box<dyn Conn>,
     tap: &Tap,
-    engine: Engine,
+    (engine, upstream_tls): (Engine, bool),
     mut stop: watch::Receiver<bool>,
 ) -> ClosedBy {
     if engine == Engine::Postgres && answer_tls_request(client, &mut server, tap).await.is_err() {
         return ClosedBy::Client;
+    }
+    if upstream_tls && first_answer(&mut server, client, tap).await.is_err() {
+        return ClosedBy::Server;
     }
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut sr, mut sw) = tokio::io::split(server);
@@ -376,9 +397,34 @@ async fn answer_tls_request(
             client.write_all(b"N").await?;
             continue;
         }
-        tap.feed(Direction::ToServer, &head).await;
-        return server.write_all(&head).await;
+        // The startup message whole (a TLS upstream answers it before the pipes run).
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let mut msg = head.to_vec();
+        if (8..=10_000).contains(&len) {
+            msg.resize(len, 0);
+            client.read_exact(&mut msg[8..]).await?;
+        }
+        tap.feed(Direction::ToServer, &msg).await;
+        return server.write_all(&msg).await;
     }
+}
+
+/// With TLS upstream, the server's first answer. Over TLS PostgreSQL offers
+/// SCRAM-SHA-256-PLUS, a binding to the recorder's TLS session that the app, speaking
+/// plaintext to the recorder, cannot make; it is withdrawn as the relay's sidecar does,
+/// and the app sees (and the trace records) the offer without it.
+async fn first_answer(server: &mut Box<dyn Conn>, client: &mut Box<dyn Conn>, tap: &Tap) -> io::Result<()> {
+    let mut head = [0u8; 5];
+    server.read_exact(&mut head).await?;
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    if !(4..=1 << 20).contains(&len) {
+        return Err(io::Error::other("unexpected first message from the server"));
+    }
+    let mut body = vec![0u8; len - 4];
+    server.read_exact(&mut body).await?;
+    let first = strip_channel_binding(head[0], &body).unwrap_or_else(|| [&head[..], &body[..]].concat());
+    tap.feed(Direction::ToClient, &first).await;
+    client.write_all(&first).await
 }
 
 /// One direction: each chunk to the decoder, then on; EOF passed on as a half-close.

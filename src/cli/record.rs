@@ -9,6 +9,7 @@ pub const RECORD_EXAMPLES: &str = "\
 Examples:
   connbench record --listen 127.0.0.1:6543 --upstream 127.0.0.1:5432 --out app.trace.gz
   connbench record --listen /tmp/app/.s.PGSQL.5432 --upstream tcp --out app.trace   # in front of the sandbox's PostgreSQL (mkdir -p /tmp/app first)
+  connbench record --listen 127.0.0.1:6543 --upstream db.example.com:5432 --upstream-tls --out app.trace.gz
   connbench record --engine mysql --listen 127.0.0.1:3307 --upstream 127.0.0.1:3306 --out shop.trace.gz --redact-values
 Then point the application at --listen (sslmode=prefer or disable: the recorder reads plaintext),
 stop with Ctrl-C, and read it with `connbench trace FILE`.";
@@ -37,6 +38,11 @@ pub struct RecordArgs {
     /// target name (tcp, unix, mariadb_tcp, ...).
     #[arg(long, value_name = "ADDR")]
     pub upstream: String,
+    /// TLS from the recorder to the server (PostgreSQL, host:port upstream), the app's
+    /// plaintext carried inside, as a cloud SQL proxy does: how an application whose
+    /// database requires TLS is recorded (the app connects with sslmode=prefer/disable).
+    #[arg(long)]
+    pub upstream_tls: bool,
     /// The trace to write (JSON Lines; gzip when it ends in .gz). Never overwritten.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

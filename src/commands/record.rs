@@ -75,9 +75,14 @@ fn settings(args: &RecordArgs) -> Result<Settings> {
             EngineArg::Mysql => Engine::Mysql,
         },
     };
+    if args.upstream_tls && engine == Engine::Mysql {
+        anyhow::bail!("--upstream-tls: the recorder opens TLS to PostgreSQL only; record a MySQL application with the server's TLS optional");
+    }
+    let upstream_tls = super::relay::upstream_tls(&upstream, args.upstream_tls)?;
     Ok(Settings {
         listen,
         upstream,
+        upstream_tls,
         engine,
         out: args.out.clone(),
         decode: DecodeOptions {

@@ -22,22 +22,7 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
             started: None,
         },
     };
-    let tls = match (&upstream, args.upstream_tls) {
-        (_, false) => None,
-        (crate::net::relay::Addr::Tcp(a), true) => {
-            let (host, port) = a.rsplit_once(':').context("--upstream")?;
-            let t = Target::parse(&format!(
-                "host={} port={port} sslmode=require",
-                host.trim_start_matches('[').trim_end_matches(']')
-            ))
-            .context("--upstream-tls")?;
-            crate::net::transport::TlsSetup::for_target(&t)
-                .map_err(|e| anyhow::anyhow!("--upstream-tls: {e}"))?
-        }
-        (crate::net::relay::Addr::Unix(_), true) => {
-            bail!("--upstream-tls needs a host:port upstream: PostgreSQL has no TLS on a Unix socket")
-        }
-    };
+    let tls = upstream_tls(&upstream, args.upstream_tls)?;
     let r = crate::net::relay::Relay::start_with(&listen, &upstream, shape, tls)?;
     eprintln!(
         "relay: {} -> {}, adding {} each way (round trip +{}){}{}{}; Ctrl-C stops",
@@ -83,6 +68,30 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
 
 /// `--upstream`: host:port, a socket path, or a running sandbox's target by name (`tcp`,
 /// `unix@b`): the address of that target's server.
+/// `--upstream-tls`: the TLS set-up to the upstream's host (sslmode=require: encrypted,
+/// the certificate not verified, as libpq's require), or `None` without the flag.
+pub(super) fn upstream_tls(
+    upstream: &crate::net::relay::Addr,
+    on: bool,
+) -> Result<Option<crate::net::transport::TlsSetup>> {
+    match (upstream, on) {
+        (_, false) => Ok(None),
+        (crate::net::relay::Addr::Tcp(a), true) => {
+            let (host, port) = a.rsplit_once(':').context("--upstream")?;
+            let t = Target::parse(&format!(
+                "host={} port={port} sslmode=require",
+                host.trim_start_matches('[').trim_end_matches(']')
+            ))
+            .context("--upstream-tls")?;
+            crate::net::transport::TlsSetup::for_target(&t)
+                .map_err(|e| anyhow::anyhow!("--upstream-tls: {e}"))
+        }
+        (crate::net::relay::Addr::Unix(_), true) => {
+            bail!("--upstream-tls needs a host:port upstream: PostgreSQL has no TLS on a Unix socket")
+        }
+    }
+}
+
 pub(super) fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {
     match super::sandbox_target(text).context("--upstream")? {
         Some(t) => Ok(crate::route::upstream_of(&t)),

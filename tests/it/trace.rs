@@ -731,29 +731,16 @@ fn sysbench_and_the_mariadb_client_through_the_tee_are_traced_as_the_server_coun
     }
 }
 
-/// `connbench record` as a user runs it, in front of the sandbox's PostgreSQL: pgbench's
-/// TPC-B-like transaction, prepared, from two clients through it (pgbench asks for TLS,
-/// sslmode=prefer, and goes on in plaintext); Ctrl-C. The trace holds each of pgbench's
-/// statements once per transaction it processed and no password; `connbench trace`
-/// reads the application's shape: its transactions, their round trips (one per
-/// statement, prepared), two connections, and predictions by the round-trip model.
-#[test]
-fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
-    // pgbench's tables in this module's own database, cbtrace.
-    pgbench_database();
-    let dir = crate::common::scratch("record");
-    let out = dir.join("app.trace.gz");
+/// `connbench record --listen 127.0.0.1:0` in front of the sandbox's PostgreSQL (over
+/// TCP) with `extra` flags, writing `out`: the child, and the sandbox's `tcp` conninfo
+/// turned to reach the sandbox through it (database cbtrace, sslmode=prefer).
+fn start_record(out: &std::path::Path, extra: &[&str]) -> (std::process::Child, String) {
     let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
     let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args([
-            "record",
-            "--listen",
-            "127.0.0.1:0",
-            "--upstream",
-            &upstream,
-            "--out",
-        ])
-        .arg(&out)
+        .args(["record", "--listen", "127.0.0.1:0", "--upstream", &upstream])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -776,6 +763,66 @@ fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
         })
         .collect::<Vec<_>>()
         .join(" ");
+    (child, through)
+}
+
+/// `connbench record --upstream-tls`, as an application whose database requires TLS is
+/// recorded: psql speaks plaintext to the recorder (its SSLRequest answered `N`), the
+/// recorder speaks TLS to the server, and SCRAM (whose -PLUS offer the recorder withdraws)
+/// goes through. The server sees its session encrypted; the trace says so in its header
+/// and holds the query.
+#[test]
+fn connbench_record_upstream_tls_carries_plaintext_inside_tls() {
+    pgbench_database();
+    let dir = crate::common::scratch("record-tls");
+    let out = dir.join("tls.trace");
+    let (child, through) = start_record(&out, &["--upstream-tls"]);
+    let o = Command::new("psql")
+        .args([
+            &through,
+            "-XAtc",
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "psql through the recorder: {}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "t", "the server's side of the session is TLS");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+    let said = stdout(&done);
+    assert!(said.contains("record: 1 session(s)"), "{said}");
+    let mut reader = TraceReader::open(&out).unwrap();
+    assert!(reader.header().options.upstream_tls, "{:?}", reader.header());
+    let events: Vec<Event> = reader.by_ref().map(Result::unwrap).collect();
+    assert!(
+        requests(&events)
+            .iter()
+            .any(|r| format!("{:?}", r.op).contains("pg_stat_ssl")),
+        "{events:?}"
+    );
+    assert_eq!(
+        opens(&events)[0].auth_method.as_deref(),
+        Some("SCRAM-SHA-256"),
+        "{events:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `connbench record` as a user runs it, in front of the sandbox's PostgreSQL: pgbench's
+/// TPC-B-like transaction, prepared, from two clients through it (pgbench asks for TLS,
+/// sslmode=prefer, and goes on in plaintext); Ctrl-C. The trace holds each of pgbench's
+/// statements once per transaction it processed and no password; `connbench trace`
+/// reads the application's shape: its transactions, their round trips (one per
+/// statement, prepared), two connections, and predictions by the round-trip model.
+#[test]
+fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
+    // pgbench's tables in this module's own database, cbtrace.
+    pgbench_database();
+    let dir = crate::common::scratch("record");
+    let out = dir.join("app.trace.gz");
+    let (child, through) = start_record(&out, &[]);
     let o = Command::new("pgbench")
         .args(["-n", "-c", "2", "-t", "40", "-M", "prepared", &through])
         .output()

@@ -59,6 +59,7 @@ use arrival::Reader;
 
 pub use shape::{parse_bandwidth, Faults, Shape};
 use tls::relay_tls;
+pub use tls::strip_channel_binding;
 
 use crate::net::timer::PreciseTimer;
 use crate::net::transport::TlsSetup;

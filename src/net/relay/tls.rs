@@ -118,8 +118,8 @@ pub(super) async fn relay_tls(
 }
 
 /// AuthenticationSASL (`R`, code 10) without SCRAM-SHA-256-PLUS, re-framed; `None` for
-/// any other message (forwarded unchanged).
-fn strip_channel_binding(kind: u8, body: &[u8]) -> Option<Vec<u8>> {
+/// any other message (forwarded unchanged). Also the recorder's, with TLS upstream.
+pub fn strip_channel_binding(kind: u8, body: &[u8]) -> Option<Vec<u8>> {
     if kind != b'R' || body.len() < 4 || body[..4] != 10u32.to_be_bytes() {
         return None;
     }
