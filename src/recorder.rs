@@ -64,6 +64,9 @@ pub struct Counts {
     pub upstream_failures: AtomicU64,
     /// Clients that asked for TLS and were answered `N`.
     pub tls_refused: AtomicU64,
+    /// Sessions that closed after the recorder's `N` without going on: the application
+    /// requires TLS (sslmode=require or stricter).
+    pub tls_insisted: AtomicU64,
     pub undecoded: AtomicU64,
 }
 
@@ -387,13 +390,20 @@ async fn answer_tls_request(
     server: &mut Box<dyn Conn>,
     tap: &Tap,
 ) -> io::Result<()> {
+    let mut refused = false;
     loop {
         let mut head = [0u8; 8];
-        client.read_exact(&mut head).await?;
+        if let Err(e) = client.read_exact(&mut head).await {
+            if refused && e.kind() == io::ErrorKind::UnexpectedEof {
+                tap.counts.tls_insisted.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(e);
+        }
         if head == SSL_REQUEST || head == GSSENC_REQUEST {
             tap.feed(Direction::ToServer, &head).await;
             tap.feed(Direction::ToClient, b"N").await;
             tap.counts.tls_refused.fetch_add(1, Ordering::Relaxed);
+            refused = true;
             client.write_all(b"N").await?;
             continue;
         }

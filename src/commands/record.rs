@@ -37,6 +37,12 @@ pub async fn run_record(args: RecordArgs) -> Result<Exit> {
             "asked for TLS and went on in plaintext",
         ),
         (
+            load(&counts.tls_insisted),
+            "required TLS and closed after the recorder's N: the recorder reads plaintext \
+             only; connect the application to it with sslmode=prefer or disable, and record \
+             with --upstream-tls for a server that requires TLS",
+        ),
+        (
             load(&counts.undecoded),
             "were not decoded to their end (see session_close's decode_error)",
         ),

@@ -770,7 +770,7 @@ fn start_record(out: &std::path::Path, extra: &[&str]) -> (std::process::Child, 
 /// recorded: psql speaks plaintext to the recorder (its SSLRequest answered `N`), the
 /// recorder speaks TLS to the server, and SCRAM (whose -PLUS offer the recorder withdraws)
 /// goes through. The server sees its session encrypted; the trace says so in its header
-/// and holds the query.
+/// and holds the query. A client that requires TLS of the recorder is told how to record.
 #[test]
 fn connbench_record_upstream_tls_carries_plaintext_inside_tls() {
     pgbench_database();
@@ -787,12 +787,28 @@ fn connbench_record_upstream_tls_carries_plaintext_inside_tls() {
         .unwrap();
     assert!(o.status.success(), "psql through the recorder: {}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "t", "the server's side of the session is TLS");
+    // An application that requires TLS of the recorder itself: refused by its own libpq
+    // after the `N`, and the recorder says how to record it.
+    let require = through.replace("sslmode=prefer", "sslmode=require");
+    let o = Command::new("psql")
+        .args([&require, "-XAtc", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "psql with sslmode=require went on in plaintext"
+    );
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let done = child.wait_with_output().unwrap();
     assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
     let said = stdout(&done);
-    assert!(said.contains("record: 1 session(s)"), "{said}");
+    assert!(said.contains("record: 2 session(s)"), "{said}");
+    assert!(
+        said.contains("1 session(s) required TLS and closed after the recorder's N")
+            && said.contains("--upstream-tls"),
+        "{said}"
+    );
     let mut reader = TraceReader::open(&out).unwrap();
     assert!(reader.header().options.upstream_tls, "{:?}", reader.header());
     let events: Vec<Event> = reader.by_ref().map(Result::unwrap).collect();
