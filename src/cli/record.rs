@@ -18,7 +18,8 @@ pub const TRACE_EXAMPLES: &str = "\
 Examples:
   connbench trace app.trace.gz
   connbench trace app.trace.gz --rtt 1ms --rtt 50ms --top 20
-  connbench trace app.trace.gz --json > app.json";
+  connbench trace app.trace.gz --json > app.json
+  connbench trace app.trace.gz --html app.html";
 
 /// The wire protocol spoken through the recorder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -67,6 +68,9 @@ pub struct TraceArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
     /// Print JSON (docs/json.md) instead of text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "html")]
     pub json: bool,
+    /// Also write the report as one self-contained HTML page to FILE (never overwritten).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }

@@ -29,6 +29,11 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
             args.top,
         ));
     }
+    if let Some(file) = &args.html {
+        let page = crate::report::trace_html::html(&profile, &predictions, &path, args.top);
+        write_new(file, &page).with_context(|| format!("--html {}", file.display()))?;
+        eprintln!("trace: wrote {}", file.display());
+    }
     if let Some(why) = cut {
         eprintln!("warning: trace {path}: {why}; the profile covers what came before");
     }
@@ -48,4 +53,16 @@ fn read(path: &std::path::Path) -> Result<(crate::trace::profile::Profile, Optio
         }
     }
     Ok((p.finish(), None))
+}
+
+/// Writes a new file; one that exists is left alone (a report never overwrites).
+fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .context("cannot create it (an existing file is never overwritten)")?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
 }

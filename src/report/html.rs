@@ -20,7 +20,7 @@ use chart::esc;
 mod charts;
 use charts::charts;
 
-const CSS: &str = r#"
+pub(super) const CSS: &str = r#"
 :root { color-scheme: light; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;
        max-width: 800px; margin: 0 auto; padding: 24px 20px 60px; background: #fff; }

@@ -22,7 +22,7 @@ server's work); think time is a response's end to the next request; the network'
 trips × the recorder's own TCP connect to the server (an estimate); predictions are the round-trip \
 model: recorded time + added RTT × round trips counted";
 
-fn ms(v: Option<f64>) -> String {
+pub(super) fn ms(v: Option<f64>) -> String {
     match v {
         Some(v) if v >= 100.0 => format!("{v:.0} ms"),
         Some(v) if v >= 1.0 => format!("{v:.2} ms"),
@@ -31,11 +31,11 @@ fn ms(v: Option<f64>) -> String {
     }
 }
 
-fn num(v: Option<f64>) -> String {
+pub(super) fn num(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.2}"))
 }
 
-fn spread(s: &Spread) -> String {
+pub(super) fn spread(s: &Spread) -> String {
     if s.n == 0 {
         return "-".to_string();
     }

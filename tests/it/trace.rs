@@ -909,6 +909,27 @@ fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
     );
     assert_eq!(p["connections"]["auth_methods"][0][0], "SCRAM-SHA-256", "{p}");
     assert_eq!(p["statements"][0]["calls"], n as u64, "{p}");
+    // The same report as a page: the top statement and the prediction rows, escaped.
+    let page = dir.join("app.html");
+    let o = crate::common::connbench(&["trace", out.to_str().unwrap(), "--html", page.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    let top = p["statements"][0]["text"].as_str().unwrap();
+    assert!(
+        html.contains(&top.replace('<', "&lt;").replace('>', "&gt;")),
+        "{top} not in {html}"
+    );
+    assert!(
+        html.contains("<td>+50 ms</td>") || html.contains("<td>+1 ms</td>"),
+        "{html}"
+    );
+    let again = crate::common::connbench(&["trace", out.to_str().unwrap(), "--html", page.to_str().unwrap()]);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "an existing page is never overwritten"
+    );
     // The model's arithmetic on the figures it printed: +50 ms per round trip.
     let pr = &v["predictions"];
     let (local, far) = (
