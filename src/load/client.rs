@@ -591,9 +591,11 @@ fn aborts_client(e: &ConnectError, lost: bool, continue_on_error: bool, goes_on_
 }
 
 /// Whether a failed try may be retried, as pgbench 15 decides: a serialization failure
-/// (40001) or a deadlock (40P01) only.
+/// (40001) or a deadlock (40P01) only; MySQL's codes carry the SQLSTATE after the errno
+/// (InnoDB's deadlock is 1213/40001).
 fn retriable(e: &ConnectError) -> bool {
-    matches!(&e.kind, ErrorKind::Server { code, .. } if code == "40001" || code == "40P01")
+    matches!(&e.kind, ErrorKind::Server { code, .. }
+        if matches!(code.rsplit('/').next(), Some("40001" | "40P01")))
 }
 
 /// Whether another try is allowed after `tries`: within --max-tries (0: no limit), within
@@ -747,6 +749,16 @@ mod tests {
             ErrorKind::io(std::io::ErrorKind::ConnectionReset.into(), ""),
         );
         let sysbench = crate::workload::sysbench::IGNORABLE;
+        // Retried as pgbench retries: serialization failures and deadlocks, either engine's.
+        for (code, retried) in [
+            ("40001", true),
+            ("40P01", true),
+            ("1213/40001", true),
+            ("1205/HY000", false),
+            ("23505", false),
+        ] {
+            assert_eq!(retriable(&server(code)), retried, "{code}");
+        }
         // (error, connection lost, --continue-on-error, workload's list) -> aborts
         for (e, lost, go_on, list, aborts) in [
             // An SQL error aborts, as in pgbench, unless --continue-on-error.
