@@ -111,11 +111,18 @@ fn recv_stamped(fd: i32, buf: &mut [u8]) -> io::Result<(usize, Option<SystemTime
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: fd is a socket the caller borrows; msg points at live buffers.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let n = loop {
+        // SAFETY: fd is a socket the caller borrows; msg points at live buffers.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            break n;
+        }
+        let e = io::Error::last_os_error();
+        // A signal (Ctrl-C's handler) is not the connection's error.
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
     let mut stamp = None;
     // SAFETY: walking the control buffer the kernel filled, with the libc macros, which
     // stop at msg_controllen; a timespec is read unaligned from the cmsg's data.
