@@ -21,5 +21,6 @@ pub mod csv;
 pub mod chart;
 pub mod html;
 pub mod trace;
+pub mod replay;
 
 pub use crate::units::{format_bytes, format_duration, format_ns};
