@@ -37,6 +37,7 @@ pub mod script;
 pub mod experiment;
 pub mod live;
 pub mod stats;
+pub mod replay;
 pub mod report;
 pub mod commands;
 
@@ -83,6 +84,7 @@ pub fn run(cli: Cli) -> Result<Exit> {
             Command::Relay(args) => relay::run_relay(args).await,
             Command::Record(args) => record::run_record(args).await,
             Command::Trace(args) => trace::run_trace(args),
+            Command::Replay(args) => replay::run_replay(args).await,
             Command::Kubernetes(cli::KubernetesCommand::Job(args)) => kubernetes::run_job(args),
             Command::Kubernetes(cli::KubernetesCommand::Suite(args)) => kubernetes::run_suite(args),
             Command::Completions { shell } => completions::print_completions(shell),

@@ -20,6 +20,7 @@ mod kubernetes;
 mod load;
 mod pgbench;
 pub mod record;
+pub mod replay;
 mod suite;
 
 pub use kubernetes::{KubernetesCommand, KubernetesCommon, KubernetesJobArgs, KubernetesSuiteArgs};
@@ -157,6 +158,21 @@ pub enum Command {
     /// model's predictions at added round trips, with a client-side pool and over TLS.
     #[command(after_help = record::TRACE_EXAMPLES)]
     Trace(record::TraceArgs),
+    /// Do a recorded application again on a target, on its recorded schedule, and say how
+    /// faithfully.
+    ///
+    /// Reads a trace from `connbench record`: each recorded session on its own
+    /// connection, opened and closed when the application did, each request (simple
+    /// queries, extended-protocol groups with their statement names and values; MySQL's
+    /// COM_QUERY and prepared statements with their recorded parameters) sent at
+    /// its recorded offset, open loop: a session behind its schedule sends at once and its
+    /// lag is measured. Reports per statement fingerprint the calls and response times now
+    /// beside the recorded ones, transactions, failures by SQLSTATE now and then, and the
+    /// fidelity: requests on time, lag percentiles, statements that failed now but not when
+    /// recorded, sessions that could not connect. A pre-flight refuses a target that lacks
+    /// the recorded relations, one line each. Ctrl-C stops and still reports (exit 130).
+    #[command(after_help = replay::REPLAY_EXAMPLES)]
+    Replay(replay::ReplayArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
     ///
     /// e.g. `connbench completions bash > ~/.local/share/bash-completion/completions/connbench`

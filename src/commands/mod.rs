@@ -12,6 +12,7 @@ pub mod sandbox;
 pub mod relay;
 pub mod record;
 pub mod trace;
+pub mod replay;
 pub mod kubernetes;
 pub mod completions;
 pub mod man;

@@ -30,6 +30,7 @@ const STAGES: &[&[&str]] = &[
     &["dataset"],
     &["load"],
     &["stats"],
+    &["replay"],
     &["options"],
     &["experiment"],
     &["live"],

@@ -22,6 +22,7 @@ mod pgbench_script;
 mod pgbench_tap;
 mod readme;
 mod relay;
+mod replay;
 mod report;
 mod sandboxes;
 mod secrets;

@@ -21,6 +21,7 @@
 
 mod codec;
 mod handshake;
+mod raw;
 
 use std::collections::HashMap;
 
@@ -35,6 +36,7 @@ use crate::net::transport::{Counters, Stream};
 use codec::{
     column_name, encode_execute, eof_status, lenenc_int, lenenc_str, ok_packet, placeholders, server_error,
 };
+pub use raw::CommandOutcome;
 
 /// The largest payload connbench accepts (a result row of connbench's workloads is a few
 /// bytes; a server that announces more is broken or hostile).

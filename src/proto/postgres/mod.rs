@@ -13,6 +13,7 @@
 //! (or in `startup` for trust), and `ready` is usually near zero. We report what the wire
 //! shows rather than split it by assumption.
 
+mod raw;
 mod results;
 
 use std::future::Future;
@@ -27,6 +28,7 @@ pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch};
 use crate::net::transport::{self, Stream, TlsSetup};
 use crate::target::{self, Host, SslMode, Target};
+pub use raw::{Frontend, RawOutcome};
 use results::Collect;
 
 /// An open, authenticated session, ready for queries.

@@ -1,0 +1,184 @@
+//! The replay's clock and sessions: each recorded session on a connection of its own,
+//! opened at its recorded offset and closed when the application closed it, each request
+//! sent at its recorded offset (divided by `--speed`) from the replay's start, which
+//! stands for the first recorded session's open.
+//!
+//! Open loop, as load's `-R`: a request's intended send time comes from the schedule,
+//! not from the previous response, so a session that fell behind (its previous answer
+//! came late) sends at once, and its **lag** (actual send − intended send) is measured.
+//! A session waits for each answer before its next request, so a request the application
+//! pipelined (sent before the previous answer) goes after it, and shows as lag. Sleeps
+//! are on [`PreciseTimer`] (tokio's timer wheel is 1 ms). With no schedule
+//! (`--speed max`) every session starts at once and each request goes as soon as the
+//! previous answer is in: lag is not measured then.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::conn::Conn;
+use super::schedule::{ends_transaction, SessionPlan};
+use super::tally::Tally;
+use super::Speed;
+use crate::net::timer::PreciseTimer;
+use crate::proto::{self, Endpoint, PhaseCursor};
+use crate::trace::event::TxStatus;
+
+/// Runs every session of `sessions` against `ep`; returns the merged counts and whether
+/// `stop` ended the replay early.
+pub async fn run(
+    sessions: Vec<SessionPlan>,
+    ep: &Endpoint,
+    speed: Speed,
+    stop: watch::Receiver<bool>,
+    done: Arc<AtomicU64>,
+) -> Tally {
+    let start = Instant::now();
+    // The schedule starts at the first session's open, not at the recorder's start
+    // (which may have waited for the application).
+    let origin_ns = sessions.iter().map(|s| s.open_ns).min().unwrap_or(0);
+    let mut tasks = tokio::task::JoinSet::new();
+    for plan in sessions {
+        let (ep, stop, done) = (ep.clone(), stop.clone(), done.clone());
+        let r = Replayer {
+            speed,
+            start,
+            origin_ns,
+            stop,
+            done,
+        };
+        tasks.spawn(async move { r.session(plan, &ep).await });
+    }
+    let mut tally = Tally::default();
+    while let Some(t) = tasks.join_next().await {
+        match t {
+            Ok(t) => tally.merge(t),
+            Err(e) => {
+                *tally.lost.entry(format!("replay task: {e}")).or_default() += 1;
+            }
+        }
+    }
+    tally
+}
+
+/// One session's view of the schedule.
+struct Replayer {
+    speed: Speed,
+    start: Instant,
+    /// The recording's offset that falls on `start`.
+    origin_ns: u64,
+    stop: watch::Receiver<bool>,
+    /// Requests answered so far, for the progress line.
+    done: Arc<AtomicU64>,
+}
+
+impl Replayer {
+    /// The instant `offset_ns` of the recording falls on now.
+    fn at(&self, offset_ns: u64) -> Option<Instant> {
+        match self.speed {
+            Speed::Max => None,
+            Speed::Factor(f) => {
+                let ns = offset_ns.saturating_sub(self.origin_ns) as f64 / f;
+                Some(self.start + Duration::from_nanos(ns as u64))
+            }
+        }
+    }
+
+    /// Sleeps until `at` (at once with no schedule); `false` when stopped first.
+    async fn sleep(&mut self, timer: &mut Option<PreciseTimer>, at: Option<Instant>) -> bool {
+        let Some(at) = at else { return !*self.stop.borrow() };
+        let sleep = async {
+            match timer {
+                Some(t) => {
+                    let _ = t.sleep_until(at).await;
+                }
+                None => tokio::time::sleep_until(at.into()).await,
+            }
+        };
+        or_stop(&mut self.stop, sleep).await.is_some()
+    }
+
+    async fn session(mut self, plan: SessionPlan, ep: &Endpoint) -> Tally {
+        let total = plan.requests.len() as u64;
+        // A timer per session, as load's clients have; tokio's when the kernel refuses.
+        let mut timer = PreciseTimer::new().ok();
+        let opened = self.sleep(&mut timer, self.at(plan.open_ns)).await;
+        // Made once the session opens: a session waiting for its time holds no
+        // histograms, so a trace of many short sessions replays in the memory of the
+        // sessions open at once.
+        let mut tally = Tally {
+            sessions: 1,
+            ..Tally::default()
+        };
+        if !opened {
+            tally.not_sent = total;
+            return tally;
+        }
+        let cursor = PhaseCursor::default();
+        let mut s = match or_stop(&mut self.stop, proto::connect(ep, &cursor)).await {
+            None => {
+                tally.not_sent = total;
+                return tally;
+            }
+            Some(Err(e)) => {
+                *tally.connect_errors.entry(e.to_string()).or_default() += 1;
+                tally.not_sent = total;
+                return tally;
+            }
+            Some(Ok((s, _))) => Conn::new(s),
+        };
+        tally.connected = 1;
+        let mut status = TxStatus::Idle;
+        for (k, r) in plan.requests.iter().enumerate() {
+            let intended = self.at(plan.open_ns + r.at_ns);
+            if !self.sleep(&mut timer, intended).await {
+                tally.not_sent += total - k as u64;
+                break;
+            }
+            let sent = Instant::now();
+            let answer = or_stop(&mut self.stop, s.exchange(&r.wire)).await;
+            let a = match answer {
+                None => {
+                    tally.not_sent += total - k as u64;
+                    break;
+                }
+                Some(Err(e)) => {
+                    *tally.lost.entry(e.to_string()).or_default() += 1;
+                    tally.not_sent += total - k as u64;
+                    break;
+                }
+                Some(Ok(a)) => a,
+            };
+            tally.sent(intended.map(|i| sent.saturating_duration_since(i).as_nanos() as u64));
+            let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
+            let took = a.took.map(|t| t.as_nanos() as u64);
+            tally.answered(r.statement, took, now, r.seen.error.as_deref());
+            if a.status == TxStatus::Idle && ends_transaction(status, r.executes) {
+                tally.transactions += 1;
+            }
+            status = a.status;
+            self.done.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(close) = plan.close_ns {
+            // The application's close, unless stopped: then at once.
+            self.sleep(&mut timer, self.at(plan.open_ns + close)).await;
+        }
+        s.close().await;
+        tally
+    }
+}
+
+/// `f`, unless `stop` turns true first.
+async fn or_stop<F: Future>(stop: &mut watch::Receiver<bool>, f: F) -> Option<F::Output> {
+    if *stop.borrow() {
+        return None;
+    }
+    tokio::select! {
+        v = f => Some(v),
+        // A sender gone can no longer stop the replay: wait for `f` then.
+        true = async { stop.wait_for(|s| *s).await.is_ok() } => None,
+    }
+}

@@ -1,0 +1,163 @@
+//! `connbench replay`'s engine: a trace from `connbench record` done again on a target,
+//! each recorded session on its own connection at its recorded time, each request with
+//! its recorded statements and values, and how faithfully the schedule was kept.
+//!
+//! - [`schedule`]: the trace read into sessions and what to send; what cannot be
+//!   replayed as recorded is refused there, before anything connects. [`mysql`]: a
+//!   MySQL request's command packet, its values encoded back into the binary protocol.
+//! - [`preflight`]: the relations the trace uses that the target lacks, one line each.
+//! - [`engine`]: the clock and the sessions (open loop, lag from the intended send time);
+//!   [`conn`]: a session's connection and its per-request wire calls, either engine.
+//! - [`tally`]: what is counted, per session, merged at the end.
+//! - [`summary`]: the counts beside the recording's, as the report prints them.
+
+pub mod conn;
+pub mod engine;
+pub mod mysql;
+pub mod preflight;
+pub mod schedule;
+pub mod summary;
+pub mod tally;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tokio::sync::watch;
+
+use crate::proto::{self, Endpoint, PhaseCursor};
+use crate::target::Engine;
+pub use schedule::Schedule;
+pub use summary::Summary;
+
+/// How the recorded times are kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Speed {
+    /// Every offset divided by this (2 = twice as fast).
+    Factor(f64),
+    /// No schedule: every session at once, each request when the previous answer is in.
+    Max,
+}
+
+impl Speed {
+    /// `max`, or a positive factor (`1`, `2`, `0.5`).
+    pub fn parse(s: &str) -> Result<Speed, String> {
+        if s.eq_ignore_ascii_case("max") {
+            return Ok(Speed::Max);
+        }
+        match s.parse::<f64>() {
+            Ok(f) if f.is_finite() && f > 0.0 => Ok(Speed::Factor(f)),
+            _ => Err(format!(
+                "--speed {s:?}: give a factor above 0 (1 is the recorded pace, 2 twice as fast) or max"
+            )),
+        }
+    }
+}
+
+/// A replay's result: its counts, how long it ran, whether Ctrl-C ended it.
+#[derive(Debug)]
+pub struct Run {
+    pub tally: tally::Tally,
+    pub elapsed: Duration,
+    pub interrupted: bool,
+}
+
+/// Refuses the replay when the target lacks relations the recording used (one line
+/// each); connects once with the target's own credentials.
+pub async fn check_relations(ep: &Endpoint, schedule: &Schedule) -> Result<()> {
+    let cursor = PhaseCursor::default();
+    let (session, _) = proto::connect(ep, &cursor)
+        .await
+        .context("pre-flight: connecting to the target")?;
+    let (ran, creates) = (&schedule.ran_ok, &schedule.creates);
+    let missing = match (session, schedule.engine()) {
+        (proto::Session::Postgres(mut s), Engine::Postgres) => {
+            let m = preflight::missing_relations(&mut s, ran, creates).await;
+            s.close().await;
+            m
+        }
+        (proto::Session::Mysql(mut s), Engine::Mysql) => {
+            let m = preflight::missing_tables(&mut s, ran, creates).await;
+            s.close().await;
+            m
+        }
+        (session, engine) => {
+            session.close().await;
+            bail!("the target speaks another engine's protocol than the trace ({engine:?})");
+        }
+    }
+    .context("pre-flight: parsing the recorded statements")?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = missing
+        .iter()
+        .map(|m| {
+            format!(
+                "  relation {:?} does not exist (used by {} statement(s))",
+                m.relation, m.statements
+            )
+        })
+        .collect();
+    bail!(
+        "the target lacks {} relation(s) the recording used; nothing was replayed:\n{}\n\
+         point --target at the application's database, or create them first (for pgbench's \
+         tables: pgbench -i)",
+        missing.len(),
+        lines.join("\n")
+    )
+}
+
+/// Replays `schedule`'s sessions on `ep` until done or `stop`; prints a progress line
+/// to stderr every `progress` when given.
+pub async fn run(
+    schedule: &mut Schedule,
+    ep: &Endpoint,
+    speed: Speed,
+    stop: watch::Receiver<bool>,
+    progress: Option<Duration>,
+) -> Run {
+    let sessions = std::mem::take(&mut schedule.sessions);
+    let total: u64 = sessions.iter().map(|s| s.requests.len() as u64).sum();
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let ticker = progress.map(|every| {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                eprintln!(
+                    "replay: {:.0} s, {} of {total} requests answered",
+                    start.elapsed().as_secs_f64(),
+                    done.load(Ordering::Relaxed)
+                );
+            }
+        })
+    });
+    let tally = engine::run(sessions, ep, speed, stop.clone(), done).await;
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    Run {
+        tally,
+        elapsed: start.elapsed(),
+        interrupted: *stop.borrow(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_is_a_positive_factor_or_max() {
+        assert_eq!(Speed::parse("max"), Ok(Speed::Max));
+        assert_eq!(Speed::parse("2"), Ok(Speed::Factor(2.0)));
+        assert_eq!(Speed::parse("0.5"), Ok(Speed::Factor(0.5)));
+        for bad in ["0", "-1", "fast", "inf", "NaN"] {
+            assert!(Speed::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

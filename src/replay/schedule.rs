@@ -1,0 +1,629 @@
+//! A trace read into what the replay will do: per recorded session its open and close
+//! offsets and its requests, each already turned into what to send (PostgreSQL: a
+//! simple Query, or an extended group's Parse/Bind/Describe/Execute/Close/Flush with the
+//! recorded names and parameter bytes, then a Sync; MySQL: the command packet, see
+//! [`super::mysql`]), its statement's fingerprint, and what the recording saw (its time,
+//! its error, whether it ended a transaction).
+//!
+//! Everything that makes a trace impossible to replay as recorded is found here, before
+//! anything connects: values left out by `--redact-values`, SQL or parameters over the
+//! recorder's cap (`null`), steps the decoder dropped, FunctionCall (its arguments are
+//! not kept), MySQL commands whose payload is not kept. Each is refused with its cause
+//! and count.
+//!
+//! The whole schedule is held in memory (a request's messages are a few hundred bytes),
+//! so a replay's memory grows with its trace, unlike `trace`'s one pass.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+
+use super::mysql::{self, Command};
+use crate::proto::postgres::Frontend;
+use crate::target::Engine;
+use crate::trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step, TxStatus};
+use crate::trace::{fingerprint, Dialect, Fingerprint, TraceReader};
+
+/// What the recording saw of one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Seen {
+    pub response_ns: Option<u64>,
+    /// The SQLSTATE of its error (`?????` when it had none).
+    pub error: Option<String>,
+    /// It left the session idle after a transaction's work (see [`ends_transaction`]).
+    pub ends_transaction: bool,
+}
+
+/// What to send for one request, by protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Wire {
+    Postgres(Vec<Frontend>),
+    Mysql(Command),
+}
+
+/// One request to send.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// Since the session's open, as recorded.
+    pub at_ns: u64,
+    pub wire: Wire,
+    /// Index into [`Schedule::statements`] of the statement it executes.
+    pub statement: Option<usize>,
+    /// It runs something (a Query, or an Execute step): a transaction's work.
+    pub executes: bool,
+    pub seen: Seen,
+}
+
+/// One recorded session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionPlan {
+    pub session: u64,
+    /// Since the trace's start.
+    pub open_ns: u64,
+    /// Since the session's open; `None` when the trace ends first.
+    pub close_ns: Option<u64>,
+    pub user: Option<String>,
+    pub database: Option<String>,
+    pub requests: Vec<Planned>,
+}
+
+/// The trace, ready to replay.
+#[derive(Debug, Default)]
+pub struct Schedule {
+    pub header: Option<Header>,
+    /// Sessions that became ready when recorded, by their open.
+    pub sessions: Vec<SessionPlan>,
+    /// Distinct statements by fingerprint.
+    pub statements: Vec<Fingerprint>,
+    /// Sessions not replayed: refused when recorded, or CancelRequest connections.
+    pub skipped_sessions: u64,
+    /// Why the trace ended early (a recording cut short), when it did.
+    pub cut: Option<String>,
+    /// Every SQL text the recording ran successfully, one per fingerprint: the
+    /// pre-flight parses them.
+    pub ran_ok: Vec<String>,
+    /// Recorded SQL that starts with CREATE: a relation it names need not exist before.
+    pub creates: Vec<String>,
+}
+
+/// Requests the replay cannot send as recorded, by cause.
+#[derive(Debug, Default)]
+struct Unplayable(BTreeMap<&'static str, u64>);
+
+impl Schedule {
+    /// Reads `path` whole. A trace cut short gives what it holds (and `cut` says so);
+    /// a damaged, foreign or newer trace is an error.
+    pub fn read(path: &Path) -> Result<Schedule> {
+        let reader = TraceReader::open(path)?;
+        let header = reader.header().clone();
+        if header.options.redact_values {
+            bail!(
+                "the trace was recorded with --redact-values: its parameter values and the literals \
+                 of its SQL were left out, so it cannot be replayed as recorded; record again without \
+                 --redact-values"
+            );
+        }
+        let mut b = Builder {
+            engine: header.engine,
+            ..Builder::default()
+        };
+        for e in reader {
+            match e {
+                Ok(e) => b.add(e),
+                Err(e) if e.is_truncation() => {
+                    b.schedule.cut = Some(e.to_string());
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut s = b.finish()?;
+        s.header = Some(header);
+        Ok(s)
+    }
+
+    /// The trace's engine.
+    pub fn engine(&self) -> Engine {
+        self.header.as_ref().map_or(Engine::Postgres, |h| h.engine)
+    }
+
+    /// Requests in all sessions.
+    pub fn requests(&self) -> u64 {
+        self.sessions.iter().map(|s| s.requests.len() as u64).sum()
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    engine: Engine,
+    schedule: Schedule,
+    open: HashMap<u64, SessionState>,
+    done: Vec<SessionPlan>,
+    by_sql: HashMap<String, usize>,
+    by_id: HashMap<u64, usize>,
+    ran_ok: std::collections::HashSet<usize>,
+    unplayable: Unplayable,
+}
+
+/// A session being read: its plan, its prepared statements' fingerprints by name, its
+/// transaction status.
+#[derive(Default)]
+struct SessionState {
+    plan: SessionPlan,
+    statements: HashMap<String, usize>,
+    tx: Option<TxStatus>,
+    skip: bool,
+}
+
+impl Builder {
+    fn add(&mut self, e: Event) {
+        match e {
+            Event::Header(_) => {}
+            Event::SessionOpen(o) => self.open_session(&o),
+            Event::Request(r) => self.request(*r),
+            Event::SessionClose(c) => {
+                if let Some(mut s) = self.open.remove(&c.session) {
+                    s.plan.close_ns = Some(c.at_ns);
+                    self.close(s);
+                }
+            }
+        }
+    }
+
+    fn open_session(&mut self, o: &SessionOpen) {
+        let skip = !o.ready || o.cancel_request;
+        let plan = SessionPlan {
+            session: o.session,
+            open_ns: o.open_ns,
+            close_ns: None,
+            user: o.user.clone(),
+            database: o.database.clone(),
+            requests: Vec::new(),
+        };
+        self.open.insert(
+            o.session,
+            SessionState {
+                plan,
+                skip,
+                ..SessionState::default()
+            },
+        );
+    }
+
+    fn close(&mut self, s: SessionState) {
+        if s.skip {
+            self.schedule.skipped_sessions += 1;
+        } else {
+            self.done.push(s.plan);
+        }
+    }
+
+    /// The index of `sql`'s fingerprint.
+    fn statement(&mut self, sql: &str) -> usize {
+        if let Some(&i) = self.by_sql.get(sql) {
+            return i;
+        }
+        let dialect = match self.engine {
+            Engine::Postgres => Dialect::Postgres,
+            Engine::Mysql => Dialect::Mysql,
+        };
+        let f = fingerprint(sql, dialect);
+        let i = *self.by_id.entry(f.id).or_insert_with(|| {
+            self.schedule.statements.push(f);
+            self.schedule.statements.len() - 1
+        });
+        // Bounded: pgbench -M simple makes every statement's text new.
+        if self.by_sql.len() < 100_000 {
+            self.by_sql.insert(sql.to_string(), i);
+        }
+        i
+    }
+
+    fn request(&mut self, r: Request) {
+        let Some(mut s) = self.open.remove(&r.session) else {
+            return;
+        };
+        if !s.skip {
+            if let Some(p) = self.plan(&mut s, &r) {
+                s.plan.requests.push(p);
+            }
+        }
+        self.open.insert(r.session, s);
+    }
+
+    fn plan(&mut self, s: &mut SessionState, r: &Request) -> Option<Planned> {
+        let ok = r.outcome == Outcome::Ok;
+        let (wire, statement, executes) = match &r.op {
+            Op::Query(q) => {
+                let Some(sql) = &q.sql else {
+                    self.unplayable.add("SQL over the recorder's 1 MiB cap (null)");
+                    return None;
+                };
+                let i = self.statement(sql);
+                self.note_sql(sql, i, ok);
+                (Wire::Postgres(vec![Frontend::Query(sql.clone())]), Some(i), true)
+            }
+            Op::Extended { steps } => {
+                let (wire, statement, executes) = self.group(s, steps, ok)?;
+                (Wire::Postgres(wire), statement, executes)
+            }
+            Op::FunctionCall { .. } => {
+                self.unplayable.add("FunctionCall (its arguments are not kept)");
+                return None;
+            }
+            _ => self.mysql(s, r, ok)?,
+        };
+        let before = s.tx.unwrap_or(TxStatus::Idle);
+        s.tx = r.tx.or(s.tx);
+        let seen = Seen {
+            response_ns: r.response_ns,
+            error: (r.outcome == Outcome::Error).then(|| error_key(self.engine, r.error.as_ref())),
+            ends_transaction: r.tx == Some(TxStatus::Idle) && ends_transaction(before, executes),
+        };
+        Some(Planned {
+            at_ns: r.at_ns,
+            wire,
+            statement,
+            executes,
+            seen,
+        })
+    }
+
+    /// A MySQL command: its packet, the statement it prepares or executes, whether it
+    /// executes one. `None` (counted) when it cannot be sent as recorded, or for COM_QUIT.
+    fn mysql(&mut self, s: &mut SessionState, r: &Request, ok: bool) -> Option<(Wire, Option<usize>, bool)> {
+        if self.engine != Engine::Mysql {
+            self.unplayable.add("a MySQL command in a PostgreSQL trace");
+            return None;
+        }
+        let prepared = r.prepared.as_ref().map(|p| p.statement_id);
+        let command = match mysql::command(&r.op, prepared) {
+            Ok(Some(c)) => c,
+            Ok(None) => return None,
+            Err(cause) => {
+                self.unplayable.add(cause);
+                return None;
+            }
+        };
+        let (statement, executes) = match &r.op {
+            Op::ComQuery(q) | Op::ComStmtPrepare(q) => {
+                let sql = q.sql.as_deref().unwrap_or_default();
+                let i = self.statement(sql);
+                self.note_sql(sql, i, ok);
+                if let Some(id) = prepared {
+                    s.statements.insert(id.to_string(), i);
+                }
+                // A preparation runs nothing: a statement's calls are its executions.
+                let executes = matches!(r.op, Op::ComQuery(_));
+                (executes.then_some(i), executes)
+            }
+            Op::ComStmtExecute { statement_id, .. } => {
+                (s.statements.get(&statement_id.to_string()).copied(), true)
+            }
+            _ => (None, false),
+        };
+        Some((Wire::Mysql(command), statement, executes))
+    }
+
+    fn note_sql(&mut self, sql: &str, i: usize, ok: bool) {
+        if ok && self.ran_ok.insert(i) {
+            self.schedule.ran_ok.push(sql.to_string());
+        }
+        let head = sql.trim_start();
+        if head.len() >= 6 && head[..6].eq_ignore_ascii_case("create") && self.schedule.creates.len() < 10_000
+        {
+            self.schedule.creates.push(sql.to_string());
+        }
+    }
+
+    /// An extended group's messages, the statement its first Bind runs, and whether it
+    /// executes anything.
+    fn group(
+        &mut self,
+        s: &mut SessionState,
+        steps: &[Step],
+        ok: bool,
+    ) -> Option<(Vec<Frontend>, Option<usize>, bool)> {
+        let mut wire = Vec::with_capacity(steps.len() + 1);
+        let mut statement = None;
+        let mut executes = false;
+        for step in steps {
+            wire.push(match step {
+                Step::Parse {
+                    statement: name,
+                    sql,
+                    param_types,
+                } => {
+                    let Some(text) = &sql.sql else {
+                        self.unplayable.add("SQL over the recorder's 1 MiB cap (null)");
+                        return None;
+                    };
+                    let i = self.statement(text);
+                    self.note_sql(text, i, ok);
+                    if s.statements.len() < 100_000 || s.statements.contains_key(name) {
+                        s.statements.insert(name.clone(), i);
+                    }
+                    Frontend::Parse {
+                        name: name.clone(),
+                        sql: text.clone(),
+                        param_types: param_types.clone(),
+                    }
+                }
+                Step::Bind {
+                    portal,
+                    statement: name,
+                    params,
+                    result_formats,
+                } => {
+                    statement = statement.or_else(|| s.statements.get(name).copied());
+                    let Some(params) = params else {
+                        self.unplayable
+                            .add("parameters over the recorder's 1 MiB cap (null)");
+                        return None;
+                    };
+                    let Some(params) = params.iter().map(param).collect::<Option<Vec<_>>>() else {
+                        self.unplayable.add("a parameter without its value");
+                        return None;
+                    };
+                    Frontend::Bind {
+                        portal: portal.clone(),
+                        statement: name.clone(),
+                        params,
+                        result_formats: result_formats.iter().map(|f| *f as i16).collect(),
+                    }
+                }
+                Step::Describe { what, name } => Frontend::Describe {
+                    what: which(what),
+                    name: name.clone(),
+                },
+                Step::Execute { portal, max_rows } => {
+                    executes = true;
+                    Frontend::Execute {
+                        portal: portal.clone(),
+                        max_rows: (*max_rows).min(i32::MAX as u32) as i32,
+                    }
+                }
+                Step::Close { what, name } => Frontend::Close {
+                    what: which(what),
+                    name: name.clone(),
+                },
+                Step::Flush => Frontend::Flush,
+                Step::Dropped { .. } => {
+                    self.unplayable
+                        .add("an extended group over the recorder's 1,024 steps");
+                    return None;
+                }
+            });
+        }
+        wire.push(Frontend::Sync);
+        Some((wire, statement, executes))
+    }
+
+    fn finish(mut self) -> Result<Schedule> {
+        if !self.unplayable.0.is_empty() {
+            let total: u64 = self.unplayable.0.values().sum();
+            let causes: Vec<String> = self
+                .unplayable
+                .0
+                .iter()
+                .map(|(c, n)| format!("{n} with {c}"))
+                .collect();
+            bail!(
+                "{total} recorded request(s) cannot be replayed as recorded: {}; nothing was sent",
+                causes.join(", ")
+            );
+        }
+        // Sessions still open when the trace ends (cut short): replayed to their last
+        // request.
+        let open: Vec<SessionState> = self.open.drain().map(|(_, s)| s).collect();
+        for s in open {
+            self.close(s);
+        }
+        self.done.sort_by_key(|s| (s.open_ns, s.session));
+        self.schedule.sessions = self.done;
+        Ok(self.schedule)
+    }
+}
+
+impl Unplayable {
+    fn add(&mut self, cause: &'static str) {
+        *self.0.entry(cause).or_default() += 1;
+    }
+}
+
+/// Whether a response that leaves the session idle ends a transaction: one that was open
+/// before the request, or an autocommit statement's own. A Parse or Describe alone sent
+/// while idle belongs to none (as `connbench trace` counts, docs/trace.md).
+pub fn ends_transaction(before: TxStatus, executes: bool) -> bool {
+    before != TxStatus::Idle || executes
+}
+
+/// How a recorded error is counted: PostgreSQL's SQLSTATE; MySQL's `code/SQLSTATE` (as
+/// the MySQL session keys its errors), `?????` when the recording has none.
+fn error_key(engine: Engine, e: Option<&crate::trace::event::ServerError>) -> String {
+    let state = e.and_then(|e| e.sqlstate.clone());
+    match (engine, e.and_then(|e| e.code)) {
+        (Engine::Mysql, Some(code)) => format!("{code}/{}", state.unwrap_or_else(|| "HY000".into())),
+        _ => state.unwrap_or_else(|| "?????".into()),
+    }
+}
+
+/// `S` for a statement, `P` for a portal.
+fn which(what: &str) -> u8 {
+    if what == "statement" {
+        b'S'
+    } else {
+        b'P'
+    }
+}
+
+/// A recorded parameter's format and bytes; `None` when its value was not kept.
+fn param(p: &Param) -> Option<(bool, Option<Vec<u8>>)> {
+    let binary = p.format == Some(Format::Binary);
+    if p.null {
+        return Some((binary, None));
+    }
+    if let Some(t) = &p.text {
+        return Some((binary, Some(t.as_bytes().to_vec())));
+    }
+    if p.len == 0 {
+        return Some((binary, Some(Vec::new())));
+    }
+    let hex = p.hex.as_deref()?;
+    Some((binary, Some(unhex(hex)?)))
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_decode_from_text_hex_and_null() {
+        let p = |text: Option<&str>, hex: Option<&str>, null: bool, binary: bool| Param {
+            type_id: None,
+            format: Some(if binary { Format::Binary } else { Format::Text }),
+            null,
+            len: 2,
+            text: text.map(str::to_string),
+            hex: hex.map(str::to_string),
+        };
+        assert_eq!(
+            param(&p(Some("42"), None, false, false)),
+            Some((false, Some(b"42".to_vec())))
+        );
+        assert_eq!(
+            param(&p(None, Some("00ff"), false, true)),
+            Some((true, Some(vec![0, 255])))
+        );
+        assert_eq!(param(&p(None, None, true, false)), Some((false, None)));
+        // Redacted: neither text nor hex.
+        assert_eq!(param(&p(None, None, false, false)), None);
+        assert_eq!(unhex("0g"), None);
+        assert!(ends_transaction(TxStatus::Transaction, false));
+        assert!(ends_transaction(TxStatus::Idle, true));
+        assert!(!ends_transaction(TxStatus::Idle, false));
+    }
+
+    fn event(json: &str) -> Event {
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"))
+    }
+
+    /// A session that prepares a statement, runs it in a transaction and creates a table:
+    /// the messages to send, the statement each runs, what the recording saw.
+    #[test]
+    fn a_session_becomes_its_messages_statements_and_transactions() {
+        let mut b = Builder::default();
+        let req = |seq: u64, op: &str, tx: &str| {
+            event(&format!(
+                r#"{{"type":"request","session":7,"seq":{seq},"at_ns":{},"think_ns":1,"request_bytes":9,{op},
+                "outcome":"ok","first_byte_ns":1,"response_ns":{},"response_bytes":5,"rows":0,"tx":"{tx}"}}"#,
+                100 * seq,
+                10 + seq
+            ))
+        };
+        b.add(event(
+            r#"{"type":"session_open","session":7,"open_ns":5000,"transport":"tcp","tls_requested":false,
+            "auth_method":"trust","user":"app","database":"shop","backend_pid":1,"protocol":"3.0","phases":{},
+            "ready":true,"error":null}"#,
+        ));
+        b.add(req(
+            0,
+            r#""op":"extended","steps":[{"step":"parse","statement":"s1","sql":"SELECT $1::int"}]"#,
+            "idle",
+        ));
+        b.add(req(1, r#""op":"query","sql":"BEGIN""#, "transaction"));
+        b.add(req(
+            2,
+            r#""op":"extended","steps":[{"step":"bind","portal":"","statement":"s1","params":[{"format":"text","len":1,"text":"7"}],"result_formats":[1]},{"step":"execute","portal":"","max_rows":0}]"#,
+            "transaction",
+        ));
+        b.add(req(3, r#""op":"query","sql":"COMMIT""#, "idle"));
+        b.add(req(4, r#""op":"query","sql":"CREATE TABLE t (a int)""#, "idle"));
+        b.add(event(
+            r#"{"type":"session_close","session":7,"at_ns":900,"by":"client","requests":5,"bytes_to_server":1,"bytes_to_client":1}"#,
+        ));
+        let s = b.finish().unwrap();
+        assert_eq!(s.sessions.len(), 1);
+        let p = &s.sessions[0];
+        assert_eq!((p.open_ns, p.close_ns, p.requests.len()), (5000, Some(900), 5));
+        let r = &p.requests;
+        assert_eq!(r[2].at_ns, 200);
+        assert_eq!(
+            r[2].wire,
+            Wire::Postgres(vec![
+                Frontend::Bind {
+                    portal: String::new(),
+                    statement: "s1".into(),
+                    params: vec![(false, Some(b"7".to_vec()))],
+                    result_formats: vec![1],
+                },
+                Frontend::Execute {
+                    portal: String::new(),
+                    max_rows: 0
+                },
+                Frontend::Sync,
+            ])
+        );
+        // The Bind runs what the Parse of an earlier request prepared; the Parse alone
+        // runs nothing, so it is no call of it.
+        assert_eq!(r[0].statement, None);
+        assert!(s.statements[r[2].statement.unwrap()]
+            .text
+            .starts_with("SELECT $1"));
+        assert_eq!(
+            r.iter()
+                .map(|r| (r.executes, r.seen.ends_transaction))
+                .collect::<Vec<_>>(),
+            vec![
+                (false, false),
+                (true, false),
+                (true, false),
+                (true, true),
+                (true, true)
+            ]
+        );
+        assert_eq!(r[3].seen.response_ns, Some(13));
+        assert_eq!(s.ran_ok.len(), 4);
+        assert_eq!(s.creates, vec!["CREATE TABLE t (a int)".to_string()]);
+    }
+
+    #[test]
+    fn what_cannot_be_replayed_is_counted_by_cause() {
+        let mut b = Builder::default();
+        b.add(event(
+            r#"{"type":"session_open","session":1,"open_ns":0,"transport":"tcp","tls_requested":false,
+            "auth_method":null,"user":null,"database":null,"backend_pid":null,"protocol":null,"phases":{},
+            "ready":true,"error":null}"#,
+        ));
+        for op in [
+            r#""op":"function_call","function_oid":1,"args":0"#,
+            r#""op":"query","sql":null"#,
+            r#""op":"query","sql":null"#,
+        ] {
+            b.add(event(&format!(
+                r#"{{"type":"request","session":1,"seq":0,"at_ns":0,"think_ns":null,"request_bytes":1,{op},
+                "outcome":"ok","first_byte_ns":null,"response_ns":null,"response_bytes":0,"rows":0,"tx":null}}"#
+            )));
+        }
+        let e = b.finish().unwrap_err().to_string();
+        assert!(
+            e.starts_with("3 recorded request(s) cannot be replayed as recorded: 1 with FunctionCall"),
+            "{e}"
+        );
+        assert!(
+            e.contains("2 with SQL over the recorder's 1 MiB cap (null)"),
+            "{e}"
+        );
+    }
+}

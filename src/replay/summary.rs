@@ -1,0 +1,244 @@
+//! A replay's figures beside the recording's, in the shape the report prints and
+//! `--json` writes (docs/json.md): per statement fingerprint its calls and response
+//! time now and when recorded, failures by SQLSTATE now and then, transactions, and the
+//! replay's fidelity to its schedule. Percentiles are HdrHistogram's
+//! (`stats::load::latency`); nothing here is estimated.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::schedule::Schedule;
+use super::{Run, Speed};
+use crate::load::record::command_histogram;
+use crate::stats::load::latency;
+
+/// What the recording saw, counted before the replay runs (it consumes the schedule).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub sessions: u64,
+    pub requests: u64,
+    pub transactions: u64,
+    failures: BTreeMap<String, u64>,
+    statements: HashMap<usize, (u64, u64, Histogram<u64>)>,
+}
+
+impl Recorded {
+    pub fn of(s: &Schedule) -> Recorded {
+        let mut r = Recorded {
+            sessions: s.sessions.len() as u64,
+            requests: 0,
+            transactions: 0,
+            failures: BTreeMap::new(),
+            statements: HashMap::new(),
+        };
+        for p in s.sessions.iter().flat_map(|s| &s.requests) {
+            r.requests += 1;
+            r.transactions += u64::from(p.seen.ends_transaction);
+            if let Some(code) = &p.seen.error {
+                *r.failures.entry(code.clone()).or_default() += 1;
+            }
+            if let Some(i) = p.statement {
+                let e = r
+                    .statements
+                    .entry(i)
+                    .or_insert_with(|| (0, 0, command_histogram()));
+                e.0 += 1;
+                e.1 += u64::from(p.seen.error.is_some());
+                if let Some(ns) = p.seen.response_ns {
+                    e.2.saturating_record(ns.max(1));
+                }
+            }
+        }
+        r
+    }
+}
+
+/// p50, p99 and max in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Times {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Times {
+    fn of(h: &Histogram<u64>) -> Option<Times> {
+        latency(h, 1).map(|l| Times {
+            p50_ms: l.p50_ns as f64 / 1e6,
+            p99_ms: l.p99_ns as f64 / 1e6,
+            max_ms: l.max_ns as f64 / 1e6,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatementRow {
+    pub fingerprint: String,
+    pub text: String,
+    pub calls: u64,
+    pub calls_recorded: u64,
+    pub failures: u64,
+    pub failures_recorded: u64,
+    /// Request's last byte to ReadyForQuery, now; `null` when it never ran.
+    pub now: Option<Times>,
+    /// The recorder's request's last byte to the response's last byte.
+    pub recorded: Option<Times>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureRow {
+    pub sqlstate: String,
+    pub now: u64,
+    pub recorded: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    pub sessions: u64,
+    /// Sessions that connected (the replay) or became ready (the recording).
+    pub connected: u64,
+    pub requests: u64,
+    pub transactions: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fidelity {
+    /// Requests sent at most 1 ms after their intended time, as a share of those sent;
+    /// `null` with `--speed max` (no schedule).
+    pub on_time_share: Option<f64>,
+    /// Actual send − intended send.
+    pub lag: Option<Times>,
+    /// Why lag is `null`.
+    pub lag_note: Option<String>,
+    pub failed_now_not_then: u64,
+    pub failed_then_not_now: u64,
+    /// A few of the new failures: SQLSTATE and message.
+    pub failed_now_examples: Vec<String>,
+    pub sessions_not_connected: u64,
+    pub connect_errors: BTreeMap<String, u64>,
+    /// Connections lost during the replay, by error.
+    pub connections_lost: BTreeMap<String, u64>,
+    /// Requests of the schedule not sent (a session that did not connect or broke, or
+    /// Ctrl-C).
+    pub requests_not_sent: u64,
+}
+
+/// The report's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub method: String,
+    /// `1` is the recorded pace; `max`: no schedule.
+    pub speed: String,
+    pub elapsed_s: f64,
+    pub interrupted: bool,
+    pub recorded: Counts,
+    pub replayed: Counts,
+    /// Sessions not replayed: refused when recorded, or CancelRequest connections.
+    pub sessions_skipped: u64,
+    /// The recording was cut short: what it held was replayed.
+    pub trace_cut: Option<String>,
+    pub response: Option<Times>,
+    pub statements: Vec<StatementRow>,
+    pub failures: Vec<FailureRow>,
+    pub fidelity: Fidelity,
+}
+
+/// How the figures are made, stated in the output.
+fn method(speed: Speed) -> String {
+    let pace = match speed {
+        Speed::Max => "--speed max: no schedule; every session opened at once and each request sent as soon \
+             as the previous answer was in, so lag is not measured"
+            .to_string(),
+        Speed::Factor(f) => format!(
+            "open loop at {}: each session opened, and each request sent, at its recorded offset from \
+             the first session's open divided by {f}; lag is the actual send minus that intended time (a request \
+             sent late because the previous answer came late counts its wait, as pgbench -R's lag)",
+            if f == 1.0 { "the recorded pace".to_string() } else { format!("{f}x the recorded pace") }
+        ),
+    };
+    format!(
+        "{pace}; each session waits for an answer before its next request (a pipelined request goes \
+         after it); percentiles are HDR histograms' at 2 significant digits; a request's time now is its last byte written to its answer's last byte read (ReadyForQuery; MySQL's final OK, EOF or ERR), beside the \
+         recorder's request's last byte to the response's last byte; calls are requests that executed \
+         the statement (a Query or COM_QUERY, an extended group with an Execute, a COM_STMT_EXECUTE), by fingerprint; a transaction \
+         ends at a response that leaves the session idle"
+    )
+}
+
+impl Summary {
+    pub fn new(rec: &Recorded, schedule: &Schedule, run: &Run, speed: Speed) -> Summary {
+        let t = &run.tally;
+        let mut statements: Vec<StatementRow> = schedule
+            .statements
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let now = t.statements.get(&i);
+                let then = rec.statements.get(&i);
+                (now.is_some() || then.is_some()).then(|| StatementRow {
+                    fingerprint: f.id_hex(),
+                    text: f.text.clone(),
+                    calls: now.map_or(0, |s| s.calls),
+                    calls_recorded: then.map_or(0, |s| s.0),
+                    failures: now.map_or(0, |s| s.failures),
+                    failures_recorded: then.map_or(0, |s| s.1),
+                    now: now.and_then(|s| Times::of(&s.response)),
+                    recorded: then.and_then(|s| Times::of(&s.2)),
+                })
+            })
+            .collect();
+        statements.sort_by(|a, b| b.calls_recorded.cmp(&a.calls_recorded).then(a.text.cmp(&b.text)));
+        let mut codes: Vec<&String> = t.failures.keys().chain(rec.failures.keys()).collect();
+        codes.sort();
+        codes.dedup();
+        let failures = codes
+            .into_iter()
+            .map(|c| FailureRow {
+                sqlstate: c.clone(),
+                now: t.failures.get(c).copied().unwrap_or(0),
+                recorded: rec.failures.get(c).copied().unwrap_or(0),
+            })
+            .collect();
+        let scheduled = matches!(speed, Speed::Factor(_));
+        Summary {
+            method: method(speed),
+            speed: match speed {
+                Speed::Max => "max".into(),
+                Speed::Factor(f) => format!("{f}"),
+            },
+            elapsed_s: run.elapsed.as_secs_f64(),
+            interrupted: run.interrupted,
+            recorded: Counts {
+                sessions: rec.sessions,
+                connected: rec.sessions,
+                requests: rec.requests,
+                transactions: rec.transactions,
+            },
+            replayed: Counts {
+                sessions: t.sessions,
+                connected: t.connected,
+                requests: t.sent,
+                transactions: t.transactions,
+            },
+            sessions_skipped: schedule.skipped_sessions,
+            trace_cut: schedule.cut.clone(),
+            response: Times::of(&t.response),
+            statements,
+            failures,
+            fidelity: Fidelity {
+                on_time_share: (scheduled && t.sent > 0).then(|| t.on_time as f64 / t.sent as f64),
+                lag: if scheduled { Times::of(&t.lag) } else { None },
+                lag_note: (!scheduled).then(|| "--speed max: no schedule to lag behind".to_string()),
+                failed_now_not_then: t.failed_now_not_then,
+                failed_then_not_now: t.failed_then_not_now,
+                failed_now_examples: t.examples.clone(),
+                sessions_not_connected: t.sessions - t.connected,
+                connect_errors: t.connect_errors.clone(),
+                connections_lost: t.lost.clone(),
+                requests_not_sent: t.not_sent,
+            },
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `connbench replay`'s output: a replay's figures beside the recording's (from
+//! `replay::summary`), as text for people and JSON for programs (docs/json.md). Reads
+//! figures; computes nothing but display units.
+
+use crate::replay::summary::{Summary, Times};
+
+/// The JSON document.
+pub fn json(s: &Summary, trace: &str, target: &str) -> serde_json::Value {
+    serde_json::json!({
+        "trace": trace,
+        "target": target,
+        "summary": s,
+    })
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else if v >= 1.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{:.0} µs", v * 1000.0)
+    }
+}
+
+fn times(t: Option<Times>) -> String {
+    t.map_or("-".to_string(), |t| {
+        format!("p50 {}, p99 {}, max {}", ms(t.p50_ms), ms(t.p99_ms), ms(t.max_ms))
+    })
+}
+
+fn cell(t: Option<Times>, f: fn(&Times) -> f64) -> String {
+    t.map_or("-".to_string(), |t| ms(f(&t)))
+}
+
+/// The text report; `top` statements listed.
+pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
+    let mut o = String::new();
+    let speed = if s.speed == "max" {
+        "as fast as the server answers (--speed max)".to_string()
+    } else if s.speed == "1" {
+        "at the recorded pace".to_string()
+    } else {
+        format!("at {}x the recorded pace", s.speed)
+    };
+    o.push_str(&format!(
+        "replay of {trace} on {target}, {speed}: {:.2} s{}\n",
+        s.elapsed_s,
+        if s.interrupted { " (stopped by Ctrl-C)" } else { "" }
+    ));
+    let (r, n) = (&s.replayed, &s.recorded);
+    o.push_str(&format!(
+        "sessions     {} of {} connected{}\n",
+        r.connected,
+        r.sessions,
+        if s.sessions_skipped > 0 {
+            format!(
+                "; {} recorded session(s) not replayed (refused when recorded, or cancel requests)",
+                s.sessions_skipped
+            )
+        } else {
+            String::new()
+        }
+    ));
+    o.push_str(&format!(
+        "requests     {} answered (recorded {}); {} not sent\n",
+        r.requests, n.requests, s.fidelity.requests_not_sent
+    ));
+    o.push_str(&format!(
+        "transactions {} (recorded {})\n",
+        r.transactions, n.transactions
+    ));
+    o.push_str(&format!("response     {}\n", times(s.response)));
+    let f = &s.fidelity;
+    let on_time = f
+        .on_time_share
+        .map_or("-".to_string(), |v| format!("{:.1}%", v * 100.0));
+    let lag = match (&f.lag, &f.lag_note) {
+        (_, Some(note)) => note.clone(),
+        (l, None) => format!("lag {}", times(*l)),
+    };
+    o.push_str(&format!("fidelity     on time (lag ≤ 1 ms) {on_time}; {lag}\n"));
+    o.push_str(&format!(
+        "             failed now but not when recorded {}; failed when recorded but not now {}; sessions not connected {}\n",
+        f.failed_now_not_then, f.failed_then_not_now, f.sessions_not_connected
+    ));
+    for e in &f.failed_now_examples {
+        o.push_str(&format!("             e.g. {e}\n"));
+    }
+    for (e, k) in f.connect_errors.iter().chain(&f.connections_lost) {
+        o.push_str(&format!("             {k} x {e}\n"));
+    }
+    o.push_str(&format!("\nstatements by recorded calls (top {top}):\n"));
+    o.push_str("    calls (rec)     p50 now     p50 rec     p99 now     p99 rec  fail (rec)  statement\n");
+    for st in s.statements.iter().take(top) {
+        o.push_str(&format!(
+            "{:>9} {:>5} {:>11} {:>11} {:>11} {:>11} {:>5} {:>4}  {}\n",
+            st.calls,
+            format!("({})", st.calls_recorded),
+            cell(st.now, |t| t.p50_ms),
+            cell(st.recorded, |t| t.p50_ms),
+            cell(st.now, |t| t.p99_ms),
+            cell(st.recorded, |t| t.p99_ms),
+            st.failures,
+            format!("({})", st.failures_recorded),
+            st.text
+        ));
+    }
+    if !s.failures.is_empty() {
+        o.push_str("\nfailures by SQLSTATE:\n      now  recorded  sqlstate\n");
+        for f in &s.failures {
+            o.push_str(&format!("{:>9} {:>9}  {}\n", f.now, f.recorded, f.sqlstate));
+        }
+    }
+    if let Some(cut) = &s.trace_cut {
+        o.push_str(&format!("\nwarning: {cut}; what came before was replayed\n"));
+    }
+    o.push_str(&format!("\nmethod: {}\n", s.method));
+    o
+}

@@ -1,0 +1,383 @@
+//! `connbench replay` on real traffic: pgbench's TPC-B-like transactions recorded through
+//! `connbench record`, the tables initialised again, the trace replayed at the recorded
+//! pace, and the server's own figures compared with the recording's (history rows, the
+//! balances every transaction moved); against a database without pgbench's tables the
+//! pre-flight refuses with one line per missing relation; traces that cannot be replayed
+//! as recorded are refused before anything connects. On MariaDB, sysbench's
+//! oltp_read_write recorded and replayed: the server counts the same statements.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use connbench::sandbox::{Sandbox, SandboxInfo};
+
+use crate::common::{connbench, conninfo, mariadb_sandbox, sandbox, scratch, stderr, stdout, with_dbname};
+
+/// psql's single value for `sql` on `db`.
+fn value(db: &str, sql: &str) -> String {
+    let o = Command::new("psql").args([db, "-Atc", sql]).output().unwrap();
+    assert!(o.status.success(), "{sql}: {}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+/// What the server holds after the workload: history rows and the balances' sums.
+fn server_figures(db: &str) -> Vec<String> {
+    [
+        "SELECT count(*) FROM pgbench_history",
+        "SELECT sum(abalance) FROM pgbench_accounts",
+        "SELECT sum(tbalance) FROM pgbench_tellers",
+        "SELECT sum(bbalance) FROM pgbench_branches",
+    ]
+    .iter()
+    .map(|q| value(db, q))
+    .collect()
+}
+
+fn pgbench_init(db: &str) {
+    let o = Command::new("pgbench")
+        .args(["-i", "-q", "-s", "1", db])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "pgbench -i: {}", stderr(&o));
+}
+
+/// `connbench record` in front of `upstream` (`engine`'s protocol) into `out`: the
+/// recorder and the port it listens on.
+fn start_recorder(engine: &str, upstream: &str, out: &std::path::Path) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["record", "--engine", engine, "--listen", "127.0.0.1:0"])
+        .args(["--upstream", upstream, "--out"])
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let at = line
+        .strip_prefix("record: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected: {line}"));
+    let port = at.rsplit(':').next().unwrap().to_string();
+    (child, port)
+}
+
+/// Ends a recording with Ctrl-C, as a user does.
+fn stop_recorder(child: std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+}
+
+/// Records `pgbench -c 2 -T 2 -M prepared` on `db` (a database of the sandbox) through
+/// `connbench record` into `out`.
+fn record_pgbench(db: &str, out: &std::path::Path) {
+    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
+    let (child, port) = start_recorder("postgres", &upstream, out);
+    let through: String = conninfo("tcp")
+        .split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some(("port", _)) => format!("port={port}"),
+            Some(("dbname", _)) => format!("dbname={db}"),
+            Some(("sslmode", _)) => "sslmode=prefer".to_string(),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = Command::new("pgbench")
+        .args(["-n", "-c", "2", "-T", "2", "-M", "prepared", &through])
+        .output()
+        .unwrap();
+    stop_recorder(child);
+    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
+}
+
+fn create_database(name: &str) -> String {
+    let admin = conninfo("unix");
+    let o = Command::new("psql")
+        .args([admin.as_str(), "-Atc", &format!("CREATE DATABASE {name}")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    with_dbname(&admin, name)
+}
+
+/// Recorded, re-initialised, replayed at the recorded pace: the server holds what it held
+/// after the recording (the same history rows, the same sums of every balance the
+/// transactions moved), the report counts the same requests and transactions, nothing
+/// failed now that had not failed then, and every session connected. Then against an
+/// empty database: refused before anything runs, one line per missing relation.
+#[test]
+fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_named_once() {
+    let admin_db = create_database("cbreplay");
+    pgbench_init(&admin_db);
+    let dir = scratch("replay");
+    let trace = dir.join("app.trace.gz");
+    record_pgbench("cbreplay", &trace);
+    let recorded = server_figures(&admin_db);
+    assert_ne!(recorded[0], "0", "pgbench wrote no history: {recorded:?}");
+
+    pgbench_init(&admin_db);
+    assert_eq!(value(&admin_db, "SELECT count(*) FROM pgbench_history"), "0");
+    let target = with_dbname(&conninfo("tcp"), "cbreplay");
+    let t = trace.to_str().unwrap();
+    let o = connbench(&["replay", t, "--target", &target, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let s = &v["summary"];
+    assert_eq!(server_figures(&admin_db), recorded, "{s}");
+    let f = &s["fidelity"];
+    assert_eq!(f["failed_now_not_then"], 0, "{s}");
+    assert_eq!(f["sessions_not_connected"], 0, "{s}");
+    assert_eq!(f["requests_not_sent"], 0, "{s}");
+    assert_eq!(s["replayed"]["requests"], s["recorded"]["requests"], "{s}");
+    assert_eq!(
+        s["replayed"]["transactions"], s["recorded"]["transactions"],
+        "{s}"
+    );
+    // pgbench's check connection and a connection per client.
+    assert_eq!(s["replayed"]["connected"], 3, "{s}");
+    let insert = s["statements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("INSERT INTO pgbench_history")
+        })
+        .unwrap_or_else(|| panic!("no INSERT row: {s}"));
+    assert_eq!(insert["calls"].to_string(), recorded[0], "{s}");
+    assert_eq!(insert["calls_recorded"], insert["calls"], "{s}");
+    assert!(f["lag"]["p99_ms"].as_f64().is_some(), "{s}");
+
+    // The text report states its method and fidelity.
+    let o = connbench(&["replay", t, "--target", &target, "--speed", "max"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("failed now but not when recorded 0"), "{text}");
+    assert!(text.contains("--speed max: no schedule"), "{text}");
+
+    // A database without pgbench's tables: one line per relation, nothing replayed.
+    create_database("cbreplay_empty");
+    let empty = with_dbname(&conninfo("tcp"), "cbreplay_empty");
+    let o = connbench(&["replay", t, "--target", &empty]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("does not exist")).collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    for table in ["accounts", "branches", "tellers", "history"] {
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains(&format!("\"pgbench_{table}\"")))
+                .count(),
+            1,
+            "{err}"
+        );
+    }
+    assert!(err.contains("nothing was replayed"), "{err}");
+
+    // Ctrl-C at a hundredth of the pace: once the first progress line is out (the signal
+    // handler is in by then), SIGINT stops it, and it still reports, with exit 130.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["replay", t, "--target", &target, "--speed", "0.01"])
+        .args(["--progress", "100ms", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("requests answered") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "no progress line before the end");
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(130));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&done)).unwrap();
+    let s = &v["summary"];
+    assert_eq!(s["interrupted"], true, "{s}");
+    assert!(s["fidelity"]["requests_not_sent"].as_u64().unwrap() > 0, "{s}");
+}
+
+/// A trace of one session and one request, with `header_options` and `request` spliced in.
+fn tiny_trace(
+    dir: &std::path::Path,
+    name: &str,
+    engine: &str,
+    header_options: &str,
+    request: &str,
+) -> String {
+    let path = dir.join(name);
+    let text = format!(
+        "{{\"type\":\"header\",\"format\":\"connbench-trace\",\"version\":1,\"engine\":\"{engine}\",\
+         \"recorder\":\"test\",\"start_time\":\"2026-11-26T10:00:00.000000Z\",\"options\":{header_options}}}\n\
+         {{\"type\":\"session_open\",\"session\":1,\"open_ns\":0,\"transport\":\"tcp\",\"tls_requested\":false,\
+         \"auth_method\":null,\"user\":\"app\",\"database\":\"shop\",\"backend_pid\":null,\"protocol\":null,\
+         \"phases\":{{}},\"ready\":true,\"error\":null}}\n\
+         {{\"type\":\"request\",\"session\":1,\"seq\":0,\"at_ns\":10,\"think_ns\":5,\"request_bytes\":20,{request},\
+         \"outcome\":\"ok\",\"first_byte_ns\":1,\"response_ns\":2,\"response_bytes\":10,\"rows\":1,\"tx\":\"idle\"}}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// What cannot be replayed as recorded is refused with its cause (and count) before
+/// anything connects: the target here does not exist.
+#[test]
+fn unreplayable_traces_are_refused_before_connecting() {
+    let dir = scratch("replay-refused");
+    let nowhere = "host=/nonexistent-cb-replay port=1 dbname=x user=x";
+    let cases = [
+        (
+            tiny_trace(&dir, "redacted", "postgres", r#"{"redact_values":true}"#, r#""op":"query","sql":"SELECT $1","literals":[]"#),
+            "--redact-values",
+        ),
+        (
+            tiny_trace(&dir, "capped", "postgres", "{}", r#""op":"query","sql":null"#),
+            "1 recorded request(s) cannot be replayed as recorded: 1 with SQL over the recorder's 1 MiB cap (null)",
+        ),
+        (
+            tiny_trace(&dir, "mysql", "mysql", "{}", r#""op":"com_other","command":17,"name":"COM_CHANGE_USER""#),
+            "1 with a MySQL command whose payload the trace does not keep",
+        ),
+        (
+            tiny_trace(&dir, "newer", "postgres", "{}", r#""op":"query","sql":"SELECT 1""#),
+            "",
+        ),
+    ];
+    for (path, said) in &cases[..3] {
+        let o = connbench(&["replay", path, "--target", nowhere]);
+        assert_eq!(o.status.code(), Some(2), "{path}: {}", stderr(&o));
+        assert!(stderr(&o).contains(said), "{path}: {}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("/nonexistent-cb-replay"),
+            "{path}: it tried to connect: {}",
+            stderr(&o)
+        );
+    }
+    // A newer version: the reader's message.
+    let newer = std::fs::read_to_string(&cases[3].0)
+        .unwrap()
+        .replacen("\"version\":1", "\"version\":9", 1);
+    std::fs::write(&cases[3].0, newer).unwrap();
+    let o = connbench(&["replay", &cases[3].0, "--target", nowhere]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trace version 9 is newer"), "{}", stderr(&o));
+}
+
+/// A sandbox with MariaDB of this module's own: its counters count only this module's.
+fn maria() -> &'static SandboxInfo {
+    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
+    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
+    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
+}
+
+/// The server's statement counters that executions move (a pre-flight's prepares move
+/// none of them).
+fn executed() -> BTreeMap<String, i64> {
+    let m = maria().mariadb.as_ref().unwrap();
+    let o = Command::new("mariadb")
+        .arg(format!("--defaults-extra-file={}", m.defaults_file.display()))
+        .arg(format!("--socket={}", m.socket.display()))
+        .args(["--skip-ssl", "-N", "-B", "connbench", "-e"])
+        .arg(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_stmt_execute', 'Com_select', 'Com_insert', \
+             'Com_update', 'Com_delete', 'Com_begin', 'Com_commit', 'Com_rollback')",
+        )
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap()))
+        .collect()
+}
+
+fn delta(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    after.iter().map(|(k, v)| (k.clone(), v - before[k])).collect()
+}
+
+/// sysbench's oltp_read_write (prepared statements, two threads) recorded on MariaDB,
+/// its table prepared again, the trace replayed: the server counts the same executions
+/// of each kind, nothing failed now that had not failed then.
+#[test]
+fn sysbench_on_mariadb_replays_to_the_same_statement_counts() {
+    let m = maria().mariadb.as_ref().unwrap();
+    let cnf = std::fs::read_to_string(&m.defaults_file).unwrap();
+    let password = cnf
+        .lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .unwrap()
+        .to_string();
+    let common = [
+        "--db-driver=mysql".to_string(),
+        "--mysql-user=connbench".into(),
+        format!("--mysql-password={password}"),
+        "--mysql-db=connbench".into(),
+        "--tables=1".into(),
+        "--table-size=100".into(),
+    ];
+    let socket = format!("--mysql-socket={}", m.socket.display());
+    let prepare = || {
+        for step in ["cleanup", "prepare"] {
+            let o = Command::new("sysbench")
+                .arg("oltp_read_write")
+                .args(&common)
+                .arg(&socket)
+                .arg(step)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "sysbench {step}: {}{}",
+                stdout(&o),
+                stderr(&o)
+            );
+        }
+    };
+    prepare();
+    let dir = scratch("replay-maria");
+    let trace = dir.join("sb.trace");
+    let (child, port) = start_recorder("mysql", &format!("127.0.0.1:{}", m.port), &trace);
+    let before = executed();
+    let o = Command::new("sysbench")
+        .arg("oltp_read_write")
+        .args(&common)
+        .args([
+            "--mysql-host=127.0.0.1".to_string(),
+            format!("--mysql-port={port}"),
+        ])
+        .args(["--events=40", "--time=0", "--threads=2", "run"])
+        .output()
+        .unwrap();
+    let recorded = delta(&before, &executed());
+    stop_recorder(child);
+    assert!(o.status.success(), "sysbench run: {}{}", stdout(&o), stderr(&o));
+    assert!(recorded["Com_stmt_execute"] > 0, "{recorded:?}");
+
+    prepare();
+    let target = maria().target("mariadb_tcp").unwrap().conninfo.clone();
+    let before = executed();
+    let o = connbench(&["replay", trace.to_str().unwrap(), "--target", &target, "--json"]);
+    let replayed = delta(&before, &executed());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(replayed, recorded);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let s = &v["summary"];
+    assert_eq!(s["fidelity"]["failed_now_not_then"], 0, "{s}");
+    assert_eq!(s["replayed"]["requests"], s["recorded"]["requests"], "{s}");
+    assert_eq!(
+        s["replayed"]["transactions"], s["recorded"]["transactions"],
+        "{s}"
+    );
+}
