@@ -44,9 +44,24 @@ pub struct ReplayArgs {
     /// Print JSON (docs/json.md) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Threads the sessions are dealt to (default: one per core); each runs its
+    /// sessions on a runtime of its own, as `load -j`.
+    #[arg(short = 'j', long, value_name = "N", default_value_t = default_threads(), value_parser = parse_threads)]
+    pub threads: usize,
     /// Print a progress line to stderr this often (0 for none).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub progress: Duration,
+}
+
+fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err(format!("-j {s:?}: give a number of threads from 1 to 256")),
+    }
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn parse_path(s: &str) -> Result<String, String> {

@@ -37,7 +37,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     );
     let stop = stop_on_signals();
     let progress = (!args.progress.is_zero()).then_some(args.progress);
-    let run = replay::run(&mut schedule, &endpoint, args.speed, stop, progress).await;
+    let run = replay::run(&mut schedule, &endpoint, args.speed, stop, progress, args.threads).await;
     let summary = Summary::new(&recorded, &schedule, &run, args.speed);
     let target = endpoint.target.name();
     if args.json {

@@ -27,44 +27,91 @@ use crate::net::timer::PreciseTimer;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::trace::event::TxStatus;
 
-/// Runs every session of `sessions` against `ep`; returns the merged counts and whether
-/// `stop` ended the replay early.
+/// Runs every session of `sessions` against `ep` on `threads` threads of their own (each
+/// a current-thread runtime, as load's workers: one thread cannot keep pace with a
+/// recording made by a multi-threaded application on a busy server), the sessions dealt
+/// round-robin in order of their opens; returns the merged counts.
 pub async fn run(
     sessions: Vec<SessionPlan>,
     ep: &Endpoint,
     speed: Speed,
     stop: watch::Receiver<bool>,
     done: Arc<AtomicU64>,
+    threads: usize,
 ) -> Tally {
     let start = Instant::now();
     // The schedule starts at the first session's open, not at the recorder's start
     // (which may have waited for the application).
     let origin_ns = sessions.iter().map(|s| s.open_ns).min().unwrap_or(0);
-    let mut tasks = tokio::task::JoinSet::new();
-    for plan in sessions {
-        let (ep, stop, done) = (ep.clone(), stop.clone(), done.clone());
-        let r = Replayer {
-            speed,
-            start,
-            origin_ns,
-            stop,
-            done,
-        };
-        tasks.spawn(async move { r.session(plan, &ep).await });
+    let threads = threads.clamp(1, sessions.len().max(1));
+    let mut groups: Vec<Vec<SessionPlan>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, plan) in sessions.into_iter().enumerate() {
+        groups[i % threads].push(plan);
     }
+    let workers: Vec<_> = groups
+        .into_iter()
+        .map(|group| {
+            let r = Replayer {
+                speed,
+                start,
+                origin_ns,
+                stop: stop.clone(),
+                done: done.clone(),
+            };
+            let ep = ep.clone();
+            std::thread::spawn(move || worker(group, r, ep))
+        })
+        .collect();
+    // Joined off this runtime, which keeps printing progress meanwhile.
+    let joined =
+        tokio::task::spawn_blocking(move || workers.into_iter().map(|w| w.join()).collect::<Vec<_>>()).await;
     let mut tally = Tally::default();
-    while let Some(t) = tasks.join_next().await {
-        match t {
-            Ok(t) => tally.merge(t),
-            Err(e) => {
-                *tally.lost.entry(format!("replay task: {e}")).or_default() += 1;
+    match joined {
+        Ok(results) => {
+            for r in results {
+                match r {
+                    Ok(t) => tally.merge(t),
+                    Err(_) => *tally.lost.entry("replay thread panicked".into()).or_default() += 1,
+                }
             }
         }
+        Err(e) => *tally.lost.entry(format!("replay threads: {e}")).or_default() += 1,
     }
     tally
 }
 
+/// One thread's sessions, each a task on the thread's own runtime.
+fn worker(group: Vec<SessionPlan>, r: Replayer, ep: Endpoint) -> Tally {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            let mut t = Tally::default();
+            *t.lost.entry(format!("replay thread's runtime: {e}")).or_default() += group.len() as u64;
+            return t;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for plan in group {
+            let (r, ep) = (r.clone(), ep.clone());
+            tasks.spawn_local(async move { r.session(plan, &ep).await });
+        }
+        let mut tally = Tally::default();
+        while let Some(t) = tasks.join_next().await {
+            match t {
+                Ok(t) => tally.merge(t),
+                Err(e) => {
+                    *tally.lost.entry(format!("replay task: {e}")).or_default() += 1;
+                }
+            }
+        }
+        tally
+    })
+}
+
 /// One session's view of the schedule.
+#[derive(Clone)]
 struct Replayer {
     speed: Speed,
     start: Instant,

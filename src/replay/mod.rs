@@ -109,14 +109,15 @@ pub async fn check_relations(ep: &Endpoint, schedule: &Schedule) -> Result<()> {
     )
 }
 
-/// Replays `schedule`'s sessions on `ep` until done or `stop`; prints a progress line
-/// to stderr every `progress` when given.
+/// Replays `schedule`'s sessions on `ep` until done or `stop`, on `threads` threads;
+/// prints a progress line to stderr every `progress` when given.
 pub async fn run(
     schedule: &mut Schedule,
     ep: &Endpoint,
     speed: Speed,
     stop: watch::Receiver<bool>,
     progress: Option<Duration>,
+    threads: usize,
 ) -> Run {
     let sessions = std::mem::take(&mut schedule.sessions);
     let total: u64 = sessions.iter().map(|s| s.requests.len() as u64).sum();
@@ -136,7 +137,7 @@ pub async fn run(
             }
         })
     });
-    let tally = engine::run(sessions, ep, speed, stop.clone(), done).await;
+    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads).await;
     if let Some(t) = ticker {
         t.abort();
     }
