@@ -61,9 +61,20 @@ pub fn predict(p: &Profile, rtts_ms: &[f64]) -> Vec<Prediction> {
         how: "measured in the trace".into(),
         not_predicted: None,
     }];
+    // The recorder answers a client's SSLRequest `N` itself, next to the application, so
+    // that exchange is in no recorded round trip; at a server N ms away the application
+    // (sslmode=prefer) pays it there: one round trip more for each connect that asked.
+    let asked = if c.sessions > 0 {
+        c.tls_requested as f64 / c.sessions as f64
+    } else {
+        0.0
+    };
     for &n in rtts_ms {
+        let rtt = n + c.upstream_connect_ms.p50.unwrap_or(0.0);
         let t = tx.zip(rts).map(|(t, k)| at_distance(t, n, k));
-        let connect = connect_local.zip(connect_rts).map(|(l, k)| at_distance(l, n, k));
+        let connect = connect_local
+            .zip(connect_rts)
+            .map(|(l, k)| at_distance(l, n, k) + asked * rtt);
         let terms = format!(
             "{} + {n} ms × {} round trips a transaction; a connect {} + {n} ms × {} round trips",
             opt(tx),
@@ -77,7 +88,14 @@ pub fn predict(p: &Profile, rtts_ms: &[f64]) -> Vec<Prediction> {
             transaction_ms: t,
             connect_ms: connect,
             per_transaction_ms: per_tx(t, connect, false),
-            how: terms.clone(),
+            how: if asked > 0.0 {
+                format!(
+                    "{terms}; and the SSLRequest's N from the server, for the {:.0}% of connects that asked",
+                    asked * 100.0
+                )
+            } else {
+                terms.clone()
+            },
             not_predicted: None,
         });
         out.push(Prediction {
@@ -90,9 +108,9 @@ pub fn predict(p: &Profile, rtts_ms: &[f64]) -> Vec<Prediction> {
             not_predicted: None,
         });
         // TLS adds the SSLRequest's exchange and TLS 1.3's handshake: two round trips,
-        // each the recorded one (the recorder's TCP connect) plus the added distance.
-        let tls_extra = if c.tls_requested > 0 { 0.0 } else { 2.0 };
-        let rtt = n + c.upstream_connect_ms.p50.unwrap_or(0.0);
+        // each the recorded one (the recorder's TCP connect) plus the added distance; the
+        // SSLRequest's is already in `connect` for the connects that asked.
+        let tls_extra = 2.0 - asked;
         let tls_connect = connect.map(|cn| cn + tls_extra * rtt);
         out.push(Prediction {
             scenario: format!("+{n} ms, over TLS"),

@@ -573,5 +573,24 @@ mod tests {
         let pr = crate::stats::app::predict(&p, &[50.0]);
         assert_eq!(pr[1].transaction_ms, Some(3.5 + 50.0 * 2.0));
         assert_eq!(pr[1].connect_ms, Some(0.2 + 3.1 + 50.0 * 4.0));
+        // Over TLS: the SSLRequest's exchange and TLS 1.3's handshake, at the recorded
+        // round trip (0.2 ms) plus 50.
+        assert_eq!(pr[3].scenario, "+50 ms, over TLS");
+        let tls = pr[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
+        assert!((tls - 2.0 * 50.2).abs() < 1e-9, "{tls}");
+
+        // A client that asked for TLS (sslmode=prefer): the recorder's local N hid one
+        // round trip that a server 50 ms away answers; over TLS, the handshake's is added.
+        let mut p2 = Profiler::new(&Header::new(Engine::Postgres, RecordOptions::default()));
+        let asked = open.replace(r#""tls_requested":false"#, r#""tls_requested":true"#);
+        for e in events(&[asked.as_str()]) {
+            p2.add(&e);
+        }
+        let p2 = p2.finish();
+        let pr2 = crate::stats::app::predict(&p2, &[50.0]);
+        let plain = pr2[1].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
+        assert!((plain - 50.2).abs() < 1e-9, "{plain}");
+        let tls2 = pr2[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
+        assert!((tls2 - 2.0 * 50.2).abs() < 1e-9, "{tls2}");
     }
 }
