@@ -41,6 +41,7 @@ const GUIDES: &[&str] = &[
     "engines.md",
     "scaling.md",
     "sidecar.md",
+    "your-app.md",
 ];
 
 /// A fenced `sh` block of a guide.
@@ -287,6 +288,26 @@ fn the_sidecar_guide_runs_as_written() {
         out.matches("my-sidecar: Through my sidecar").count(),
         2,
         "the run and its report by name: {out}"
+    );
+}
+
+#[test]
+fn the_your_app_guide_records_traces_and_replays_as_written() {
+    let r = run_recipe("your-app.md");
+    assert_eq!((r.ran, r.skipped), (4, 1), "{}", r.output);
+    let out = joined(&r);
+    // The recorder's summary, the profile and its prediction, both replays.
+    assert!(out.contains("asked for TLS and went on in plaintext"), "{out}");
+    assert!(
+        out.contains("transactions") && out.contains("round trips each"),
+        "{out}"
+    );
+    assert!(out.contains("+50 ms"), "{out}");
+    assert!(out.contains("at the recorded pace"), "{out}");
+    assert!(out.contains("fidelity"), "{out}");
+    assert!(
+        out.contains("round trip requested +50.00 ms") || out.contains("achieved"),
+        "{out}"
     );
 }
 
