@@ -236,7 +236,8 @@ fn time(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
+/// A trace's `hex` value back to bytes (both engines' binary values).
+pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 {
         return None;
     }

@@ -471,17 +471,7 @@ fn param(p: &Param) -> Option<(bool, Option<Vec<u8>>)> {
         return Some((binary, Some(Vec::new())));
     }
     let hex = p.hex.as_deref()?;
-    Some((binary, Some(unhex(hex)?)))
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    Some((binary, Some(mysql::unhex(hex)?)))
 }
 
 #[cfg(test)]
@@ -509,7 +499,7 @@ mod tests {
         assert_eq!(param(&p(None, None, true, false)), Some((false, None)));
         // Redacted: neither text nor hex.
         assert_eq!(param(&p(None, None, false, false)), None);
-        assert_eq!(unhex("0g"), None);
+        assert_eq!(mysql::unhex("0g"), None);
         assert!(ends_transaction(TxStatus::Transaction, false));
         assert!(ends_transaction(TxStatus::Idle, true));
         assert!(!ends_transaction(TxStatus::Idle, false));
