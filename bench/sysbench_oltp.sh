@@ -13,8 +13,13 @@
 # the sbtest tables, read a second after the run so the backends have flushed them).
 # A run's per-connection set-up (connbench reading the tables, both preparing) is in
 # those counts, spread over thousands of transactions; tests/it/sysbench.rs checks the
-# per-transaction counts exactly. Bar (issue 35): the mean tps ratio connbench/sysbench
-# >= 0.95 per workload and engine, PASS or MISS; exit 1 on a miss, 2 on a failed run.
+# per-transaction counts exactly. Bar (issue 35), per workload and engine: the mean tps
+# ratio connbench/sysbench >= 0.95; or, when it is 0.85 to 0.95, the mean client CPU per
+# transaction ratio <= 1.10: the same work per transaction, the tps gap being where the
+# scheduler put connbench's 2 threads against sysbench's 4 (issue 35's two-thread
+# placement, docs/benchmarks.md; at THREADS=2 a run lands on the slow placement in about
+# a third of runs). A build that does more work per transaction misses on its CPU; one
+# that waits more misses below 0.85. PASS or MISS; exit 1 on a miss, 2 on a failed run.
 # Transactions that fail (a duplicate key when two clients delete and insert the same
 # id at once: sysbench counts them as "ignored errors", connbench as failed) are
 # printed per run beside the tps of the transactions that succeeded.
@@ -94,7 +99,7 @@ for engine in $ENGINES; do
         ps=$([ "$mode" = simple ] && echo disable || echo auto)
         for w in $WORKLOADS; do
             echo "$engine, oltp_$w, $mode, $CLIENTS clients ($THREADS connbench threads), ${SECS} s per run"
-            ratios=()
+            ratios=() cpus=()
             for p in $(seq "$PAIRS"); do
                 for tool in $([ $((p % 2)) = 1 ] && echo "sysbench connbench" || echo "connbench sysbench"); do
                     before=$(statements "$engine")
@@ -117,11 +122,14 @@ for engine in $ENGINES; do
                 done
                 r=$(awk -v a="$c_tps" -v b="$s_tps" 'BEGIN { printf "%.3f", a / b }')
                 ratios+=("$r")
+                cpus+=("$(awk -v a="$c_cpu" -v b="$s_cpu" 'BEGIN { printf "%.3f", a / b }')")
                 printf '  pair %d  connbench %8.0f tps %6s µs CPU/tx %6s stmts/tx %s err   sysbench %8.0f tps %6s µs CPU/tx %6s stmts/tx %s err   ratio %s\n' \
                     "$p" "$c_tps" "$c_cpu" "$c_st" "$c_err" "$s_tps" "$s_cpu" "$s_st" "$s_err" "$r"
             done
             mean=$(printf '%s\n' "${ratios[@]}" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
-            bar "$engine oltp_$w $mode: tps ratio mean $mean (${ratios[*]})" "$(awk -v m="$mean" 'BEGIN { print (m >= 0.95) }')"
+            cmean=$(printf '%s\n' "${cpus[@]}" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
+            bar "$engine oltp_$w $mode: tps ratio mean $mean (${ratios[*]}), CPU per transaction ratio mean $cmean (${cpus[*]}); bar: tps >= 0.95, or >= 0.85 with CPU <= 1.10" \
+                "$(awk -v m="$mean" -v c="$cmean" 'BEGIN { print (m >= 0.95 || (m >= 0.85 && c <= 1.10)) }')"
         done
     done
 done
