@@ -59,8 +59,11 @@ CB=${CONNBENCH:-$PWD/target/release/connbench}
 VENV="${XDG_CACHE_HOME:-$HOME/.cache}/connbench-bench-app/venv-$(printf '%s' "$PINS" | md5sum | cut -c1-12)"
 if [ ! -x "$VENV/bin/python" ]; then
     if ! python3 -c 'import ensurepip' 2>/dev/null; then
-        echo "app: installing python3-venv (apt-get)" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null
+        echo "app: installing python3-venv (apt-get, as scripts/setup.sh installs)" >&2
+        SUDO=""
+        [ "$(id -u)" = 0 ] || SUDO=sudo
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     fi
     rm -rf "$VENV"
     python3 -m venv "$VENV.tmp"
