@@ -169,10 +169,15 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
     let mut notes = Vec::new();
     let mut kept: Vec<usize> = Vec::new();
     let mut removed: BTreeMap<String, ()> = BTreeMap::new();
+    // Cells left out, by reason: one note names them all.
+    let mut left_out: Vec<(String, Vec<String>)> = Vec::new();
     for (i, c) in suite.cells.iter_mut().enumerate() {
         if trace {
             if let Some(why) = unaskable(&c.settings) {
-                notes.push(format!("cell {:?} left out: {why}", c.name));
+                match left_out.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, names)) => names.push(format!("{:?}", c.name)),
+                    None => left_out.push((why, vec![format!("{:?}", c.name)])),
+                }
                 continue;
             }
             for key in DECIDED {
@@ -183,6 +188,10 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
         }
         c.settings.insert("workload".into(), workload.to_string());
         kept.push(i);
+    }
+    for (why, names) in left_out {
+        let cells = if names.len() == 1 { "cell" } else { "cells" };
+        notes.push(format!("{cells} {} left out: {why}", names.join(", ")));
     }
     if !removed.is_empty() {
         notes.push(format!(
@@ -355,6 +364,15 @@ pub async fn prepare(
         }
     }
     for t in traces.borrow().values() {
+        if let Some(cap) = suite.duration.filter(|d| d.as_secs_f64() < t.profile.duration_s) {
+            eprintln!(
+                "note: trace {} lasts {:.1} s; the suite's duration caps each repetition at its first {} \
+                 (the repetitions' replay_capped figure says so)",
+                t.path,
+                t.profile.duration_s,
+                crate::units::format_duration(cap)
+            );
+        }
         if !t.writes.is_empty() {
             eprintln!(
                 "warning: trace {} writes ({}, ...): each repetition writes it again, on what the \
@@ -630,7 +648,9 @@ distance = ["0ms", "20ms"]
         }
         let all = notes.join("\n");
         assert!(
-            all.contains("cell \"pool distance=0ms\" left out: connection = \"pool\""),
+            all.contains(
+                "cells \"pool distance=0ms\", \"pool distance=20ms\" left out: connection = \"pool\""
+            ),
             "{all}"
         );
         assert!(all.contains("replaces the cells' clients, connection"), "{all}");

@@ -190,7 +190,8 @@ fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_lea
     assert!(o.status.success(), "{}", stderr(&o));
     let (out, err) = (stdout(&o), stderr(&o));
     assert!(
-        err.contains("cell \"pool, 5 min lifetime distance=0ms\" left out: connection = \"pool\""),
+        err.contains("\"pool, 5 min lifetime distance=0ms\", \"pool, 5 min lifetime distance=1ms\"")
+            && err.contains("left out: connection = \"pool\""),
         "{err}"
     );
     assert!(
