@@ -215,6 +215,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         emit(&dry_run(&s, &args.targets));
         return Ok(Exit::Success);
     }
+    crate::experiment::replayed::check_files(&s)?;
     let store = open_store(&args.store)?;
     let store_path = store.location().to_string();
     if let Some(name) = &args.run_name {

@@ -139,6 +139,23 @@ pub fn check_cell(suite: &Suite, s: &Settings) -> Result<()> {
     Ok(())
 }
 
+/// Every trace the cells name is a readable file: checked before a sandbox starts or a
+/// store opens (`--dry-run` checks the settings only).
+pub fn check_files(suite: &Suite) -> Result<()> {
+    for c in &suite.cells {
+        if let Some(file) = trace_of(&c.settings) {
+            std::fs::File::open(file).with_context(|| {
+                format!(
+                    "suite {}, cell {}: workload {PREFIX}{file}: cannot open the trace (record one with \
+                     `connbench record`; a path in a suite file is relative to the file)",
+                    suite.name, c.name
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Trace paths in a suite file are relative to the file's directory: a suite and its
 /// trace travel together.
 pub fn resolve_paths(suite: &mut Suite, dir: &Path) {
@@ -362,6 +379,18 @@ pub async fn prepare(
                 .await
                 .with_context(|| format!("suite {}, cell {}: trace {file}", suite.name, c.name))?;
         }
+    }
+    if let Some(w) = suite
+        .warmup
+        .filter(|w| !w.is_zero() && !traces.borrow().is_empty())
+    {
+        eprintln!(
+            "note: {}: the suite's warm-up ({}) is not used by the cells replaying a trace: a replay \
+             starts at the trace's start, with the application's own connects (the pre-warm pass, when \
+             the suite has one, warms the server)",
+            suite.name,
+            crate::units::format_duration(w)
+        );
     }
     for t in traces.borrow().values() {
         if let Some(cap) = suite.duration.filter(|d| d.as_secs_f64() < t.profile.duration_s) {

@@ -182,8 +182,8 @@ fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round
 
 /// `run distance --workload trace:FILE`: the trace replaces the cells' clients, think time
 /// and connections; the client-pool cells are left out, each named, and the run still
-/// asks the question at every distance. A connect suite, which runs no workload, is
-/// refused.
+/// asks the question at every distance. A trace that is not there is named before a
+/// sandbox starts; a connect suite, which runs no workload, is refused.
 #[test]
 fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_leaves_out() {
     let o = run(&["run", "distance", "--workload", "trace:app.trace.gz", "--dry-run"].map(String::from));
@@ -203,6 +203,22 @@ fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_lea
         "no pool and PgBouncer near the database at 5 distances: {out}"
     );
     assert!(out.contains("(workload: trace:app.trace.gz)"), "{out}");
+    // Without --dry-run, a trace that is not there is named before anything starts.
+    let o = run(&[
+        "run",
+        "distance",
+        "--workload",
+        "trace:nowhere.trace.gz",
+        "--quick",
+    ]
+    .map(String::from));
+    assert_eq!(o.status.code(), Some(2), "a usage error: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("workload trace:nowhere.trace.gz: cannot open the trace"),
+        "{err}"
+    );
+    assert!(!err.contains("sandbox: started"), "{err}");
     let o = run(&["run", "connect", "--workload", "trace:app.trace.gz", "--dry-run"].map(String::from));
     assert!(!o.status.success());
     assert!(
