@@ -178,6 +178,15 @@ fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round
         .unwrap();
     let words = stdout(&text).split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(words.contains("distance=20ms (+20 ms): predicted"), "{words}");
+    // The stored run's page: a trace cell has no per-interval series, and draws without one.
+    let page = dir.join("run.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["report", "1", "--store", dir.join("r.sqlite").to_str().unwrap(), "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&page).unwrap().contains("distance=20ms"));
 }
 
 /// `run distance --workload trace:FILE`: the trace replaces the cells' clients, think time
