@@ -24,8 +24,8 @@ pub struct RunArgs {
     /// recording by `connbench record`, relative to the working directory), to ask the
     /// suite's question of your own application, replayed at its recorded pace. The
     /// trace replaces the cells' clients, think time and connections (the
-    /// application's own); cells it cannot replay yet (a client-side pool, a fault) are
-    /// left out, each named.
+    /// application's own: cells that differed only there become one); cells it cannot
+    /// replay yet (a client-side pool, a fault) are left out, each named.
     #[arg(long, value_name = "NAME|trace:FILE")]
     pub workload: Option<String>,
     /// Print the cells and the order of the steps, and run nothing.

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _, Result};
 
-use super::suite::{Kind, Suite};
+use super::suite::{Cell, Kind, Suite};
 use crate::options::cell::Settings;
 use crate::options::{self, NetPath};
 use crate::proto::Endpoint;
@@ -170,9 +170,10 @@ pub fn resolve_paths(suite: &mut Suite, dir: &Path) {
 }
 
 /// `run --workload W`: every cell's workload replaced by `workload`. With a trace, the
-/// settings the recording decides are removed, and cells whose question replay cannot
-/// ask yet are left out; each change is one line of the notes returned (printed before
-/// the run). A change that would leave the suite without its question is refused.
+/// settings the recording decides are removed (and the axes of them: cells that differed
+/// only there become one), and cells whose question replay cannot ask yet are left out;
+/// each change is one line of the notes returned (printed before the run). A change that
+/// would leave the suite without its baseline is refused.
 pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>> {
     let name = suite.name.clone();
     if suite.kind != Kind::Load {
@@ -183,28 +184,50 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
         );
     }
     let trace = workload.starts_with(PREFIX);
+    let replaced: Vec<&str> = if trace { DECIDED.to_vec() } else { Vec::new() };
     let mut notes = Vec::new();
-    let mut kept: Vec<usize> = Vec::new();
     let mut removed: BTreeMap<String, ()> = BTreeMap::new();
-    // Cells left out, by reason: one note names them all.
+    // Cells left out, by reason, and cells made one: one note names them all.
     let mut left_out: Vec<(String, Vec<String>)> = Vec::new();
-    for (i, c) in suite.cells.iter_mut().enumerate() {
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut merged: Vec<Vec<String>> = Vec::new();
+    // Each old cell's index among the new ones (`None`: left out).
+    let mut at: Vec<Option<usize>> = vec![None; suite.cells.len()];
+    for (i, old) in suite.cells.iter().enumerate() {
         if trace {
-            if let Some(why) = unaskable(&c.settings) {
+            if let Some(why) = unaskable(&old.settings) {
                 match left_out.iter_mut().find(|(w, _)| *w == why) {
-                    Some((_, names)) => names.push(format!("{:?}", c.name)),
-                    None => left_out.push((why, vec![format!("{:?}", c.name)])),
+                    Some((_, names)) => names.push(format!("{:?}", old.name)),
+                    None => left_out.push((why, vec![format!("{:?}", old.name)])),
                 }
                 continue;
             }
-            for key in DECIDED {
-                if c.settings.remove(*key).is_some() {
-                    removed.insert(key.to_string(), ());
-                }
+        }
+        let mut c = old.clone();
+        for key in &replaced {
+            if c.settings.remove(*key).is_some() {
+                removed.insert(key.to_string(), ());
             }
         }
         c.settings.insert("workload".into(), workload.to_string());
-        kept.push(i);
+        let axes = c.axes.len();
+        c.axes
+            .retain(|(k, _)| k != "workload" && !replaced.contains(&k.as_str()));
+        if c.axes.len() != axes {
+            c.name = cell_name(&c.axes);
+        }
+        match cells.iter().position(|d| d.settings == c.settings) {
+            Some(j) => {
+                merged[j].push(format!("{:?}", old.name));
+                at[i] = Some(j);
+            }
+            None => {
+                at[i] = Some(cells.len());
+                merged.push(vec![format!("{:?}", old.name)]);
+                c.versus = old.versus;
+                cells.push(c);
+            }
+        }
     }
     for (why, names) in left_out {
         let cells = if names.len() == 1 { "cell" } else { "cells" };
@@ -216,45 +239,32 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
             removed.keys().cloned().collect::<Vec<_>>().join(", ")
         ));
     }
-    if !kept.contains(&suite.baseline) {
+    for (c, names) in cells.iter().zip(&merged).filter(|(_, n)| n.len() > 1) {
+        notes.push(format!(
+            "cells {} differ only in what the workload replaces: one cell, {:?}",
+            names.join(", "),
+            c.name
+        ));
+    }
+    let Some(baseline) = at[suite.baseline] else {
         bail!(
             "--workload {workload}: suite {name}'s baseline {:?} cannot be replayed: {}",
             suite.cells[suite.baseline].name,
             notes.join("; ")
         );
-    }
-    let at = |old: usize| kept.iter().position(|&k| k == old);
-    let mut cells = Vec::with_capacity(kept.len());
-    for &i in &kept {
-        let mut c = suite.cells[i].clone();
-        c.versus = match c.versus {
-            None => None,
-            Some(v) => match at(v) {
-                Some(j) => Some(j),
-                None => {
-                    notes.push(format!(
-                        "cell {:?} is compared with the baseline: the cell it was compared with ({:?}) is left out",
-                        c.name, suite.cells[v].name
-                    ));
-                    None
-                }
-            },
-        };
-        cells.push(c);
-    }
-    suite.baseline = at(suite.baseline).expect("checked above");
-    suite.cells = cells;
-    for (i, a) in suite.cells.iter().enumerate() {
-        if let Some(b) = suite.cells[i + 1..].iter().find(|b| b.settings == a.settings) {
-            bail!(
-                "--workload {workload}: cells {:?} and {:?} of suite {name} would run the same thing \
-                 (they differ only in what the workload replaces); ask this suite's question with its own \
-                 workloads",
-                a.name,
-                b.name
-            );
+    };
+    for (j, c) in cells.iter_mut().enumerate() {
+        let Some(v) = c.versus else { continue };
+        c.versus = at[v].filter(|&k| k != j);
+        if at[v].is_none() {
+            notes.push(format!(
+                "cell {:?} is compared with the baseline: the cell it was compared with ({:?}) is left out",
+                c.name, suite.cells[v].name
+            ));
         }
     }
+    suite.baseline = baseline;
+    suite.cells = cells;
     if trace && suite.slice.take().is_some() {
         notes.push("the cells run one after another: a replay keeps the recording's clock, so cells cannot take turns".into());
     }
@@ -266,6 +276,23 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
     }
     suite.question = format!("{} (workload: {workload})", suite.question);
     Ok(notes)
+}
+
+/// A cell's name from its axes, as a suite file's cells are named: its `[[cells]]` label,
+/// then `axis=value` pairs ("all" with neither).
+fn cell_name(axes: &[(String, String)]) -> String {
+    let label = axes.first().filter(|(k, _)| k == "cell").map(|(_, l)| l.as_str());
+    let rest: Vec<String> = axes
+        .iter()
+        .filter(|(k, _)| k != "cell")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    match (label, rest.is_empty()) {
+        (Some(l), true) => l.to_string(),
+        (Some(l), false) => format!("{l} {}", rest.join(" ")),
+        (None, true) => "all".to_string(),
+        (None, false) => rest.join(" "),
+    }
 }
 
 /// A trace read once for the whole run: its sessions to replay, what the pre-flight
@@ -688,12 +715,21 @@ distance = ["0ms", "20ms"]
     }
 
     #[test]
-    fn a_suite_the_trace_cannot_ask_is_refused_by_name() {
-        // Cells that differ only in what the trace replaces would run the same thing.
+    fn cells_the_trace_makes_alike_become_one_and_a_suite_it_cannot_ask_is_refused() {
+        // Cells that differ only in what the trace replaces become one, named without it.
         let pooling = super::super::suite::load_text("pooling").unwrap().1;
         let mut s = Suite::parse(&pooling, "pooling").unwrap();
-        let e = format!("{:#}", replace_workload(&mut s, "trace:a").unwrap_err());
-        assert!(e.contains("would run the same thing"), "{e}");
+        let notes = replace_workload(&mut s, "trace:a").unwrap().join("\n");
+        let names: Vec<&str> = s.cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["target=unix", "target=pgbouncer_tx_unix"], "{notes}");
+        assert_eq!((s.baseline, s.cells[1].versus), (0, None));
+        assert!(
+            notes.contains(
+                "cells \"target=unix connection=per-transaction\", \"target=unix connection=persistent\" \
+                 differ only in what the workload replaces: one cell, \"target=unix\""
+            ),
+            "{notes}"
+        );
         let connect = super::super::suite::load_text("connect").unwrap().1;
         let mut s = Suite::parse(&connect, "connect").unwrap();
         let e = format!("{:#}", replace_workload(&mut s, "trace:a").unwrap_err());

@@ -181,7 +181,13 @@ fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round
     // The stored run's page: a trace cell has no per-interval series, and draws without one.
     let page = dir.join("run.html");
     let o = Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["report", "1", "--store", dir.join("r.sqlite").to_str().unwrap(), "--html"])
+        .args([
+            "report",
+            "1",
+            "--store",
+            dir.join("r.sqlite").to_str().unwrap(),
+            "--html",
+        ])
         .arg(&page)
         .output()
         .unwrap();
