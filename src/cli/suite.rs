@@ -20,6 +20,14 @@ pub struct RunArgs {
     /// The suite's quick profile: short runs, few repetitions.
     #[arg(long)]
     pub quick: bool,
+    /// Replace every cell's workload: a built-in script's name, or `trace:FILE` (a
+    /// recording by `connbench record`, relative to the working directory), to ask the
+    /// suite's question of your own application, replayed at its recorded pace. The
+    /// trace replaces the cells' clients, think time and connections (the
+    /// application's own: cells that differed only there become one); cells it cannot
+    /// replay yet (a client-side pool, a fault) are left out, each named.
+    #[arg(long, value_name = "NAME|trace:FILE")]
+    pub workload: Option<String>,
     /// Print the cells and the order of the steps, and run nothing.
     #[arg(long)]
     pub dry_run: bool,

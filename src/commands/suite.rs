@@ -83,6 +83,7 @@ pub async fn suite_context(
         bridge: Default::default(),
         run_name: None,
         metrics: None,
+        traces: Default::default(),
     };
     Ok((sb, ctx))
 }
@@ -157,7 +158,7 @@ async fn start_suite_sandbox(
                 !matches!(
                     c.settings.get("workload").map(String::as_str),
                     Some("connect-only")
-                )
+                ) && crate::experiment::replayed::trace_of(&c.settings).is_none()
             })
     });
     if needs_tables {
@@ -202,7 +203,8 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         crate::experiment::suite::Profile::Full
     };
     let (origin, text) = crate::experiment::suite::load_text(&args.suite)?;
-    let s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
+    let mut s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
+    with_workload(&mut s, &origin, args.workload.as_deref())?;
     let budget = args
         .adaptive
         .budget
@@ -213,6 +215,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         emit(&dry_run(&s, &args.targets));
         return Ok(Exit::Success);
     }
+    crate::experiment::replayed::check_files(&s)?;
     let store = open_store(&args.store)?;
     let store_path = store.location().to_string();
     if let Some(name) = &args.run_name {
@@ -255,6 +258,28 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     } else {
         Exit::Success
     })
+}
+
+/// A suite file's traces found beside it, then `--workload` over every cell (its notes
+/// on stderr: what the trace replaces, the cells left out).
+fn with_workload(
+    s: &mut crate::experiment::suite::Suite,
+    origin: &str,
+    workload: Option<&str>,
+) -> Result<()> {
+    use crate::experiment::{replayed, suite::BUILTIN};
+    if !BUILTIN.iter().any(|(n, _)| *n == origin) {
+        let dir = std::path::Path::new(origin)
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        replayed::resolve_paths(s, dir);
+    }
+    if let Some(w) = workload {
+        for note in replayed::replace_workload(s, w)? {
+            eprintln!("note: {}: {note}", s.name);
+        }
+    }
+    Ok(())
 }
 
 /// `--metrics-listen`: the live metrics endpoint, labelled with the run's name (the

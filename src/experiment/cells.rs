@@ -43,6 +43,17 @@ pub(super) async fn measure_group(
             let live = ctx.metrics.as_deref().filter(|_| !group[0].is_prewarm());
             run_load_sliced(&cells, suite, ctx, live.map(|m| (m, names.as_slice()))).await
         }
+        Kind::Load if super::replayed::trace_of(&suite.cells[group[0].cell].settings).is_some() => {
+            let (cell, endpoint) = (&suite.cells[group[0].cell], &endpoints[group[0].cell]);
+            let replayed =
+                super::replayed::measure(suite, &cell.settings, endpoint, &ctx.traces, ctx.stop.clone())
+                    .await;
+            vec![replayed.map(|(figures, histogram)| Measured {
+                figures,
+                histogram: Some(histogram),
+                detail: None,
+            })]
+        }
         Kind::Load => {
             let step = group[0];
             let cell = &suite.cells[step.cell];

@@ -44,6 +44,8 @@ pub struct Context {
     /// The live view (`run --metrics-listen`'s endpoint): each counted repetition of a
     /// load cell feeds it.
     pub metrics: Option<std::rc::Rc<dyn super::sink::Sink>>,
+    /// The traces cells replay (`workload = "trace:FILE"`), read once for the run.
+    pub traces: super::replayed::Traces,
 }
 
 /// What a run resolves once, before its loop: each cell's endpoint, the round trip its
@@ -69,6 +71,7 @@ pub async fn resolve(suite: &Suite, ctx: &Context) -> Result<Resolved> {
         })
         .collect::<Result<_>>()?;
     make_datasets(suite, ctx).await?;
+    super::replayed::prepare(suite, &ctx.traces, |s| ctx.direct_endpoint(s)).await?;
     let cell_rtt = verify_distances(suite, ctx).await?;
     let environment = probe_environment(suite, ctx, &endpoints).await?;
     Ok(Resolved {
@@ -333,6 +336,9 @@ pub fn check(suite: &Suite, schema: &str) -> Result<()> {
             options::sslmode(&c.settings)?;
             options::server_cpus(&c.settings)?;
             let fault = options::fault(&c.settings)?;
+            if super::replayed::trace_of(&c.settings).is_some() {
+                return super::replayed::check_cell(suite, &c.settings);
+            }
             match suite.kind {
                 Kind::Load => {
                     if let (Some(f), Some(d)) = (fault, suite.duration) {

@@ -26,6 +26,9 @@ pub struct CellResult {
     pub no_comparison: Option<String>,
     /// For a load cell with a distance: the round-trip model's figure beside the measured.
     pub prediction: Option<crate::stats::model::DistancePrediction>,
+    /// For a cell replaying a trace: the trace's own prediction for its path beside the
+    /// measured figure.
+    pub trace_prediction: Option<super::replayed::TracePrediction>,
     pub errors: Vec<String>,
 }
 
@@ -204,6 +207,10 @@ pub fn summarize(
                     Err(why) => no_comparison = Some(why),
                 }
             }
+            let trace_prediction = super::replayed::prediction(&cell.settings, |f| {
+                let v = figures.get(f).filter(|v| !v.is_empty())?;
+                Some(v.iter().sum::<f64>() / v.len() as f64)
+            });
             CellResult {
                 name: cell.name.clone(),
                 baseline: i == suite.baseline,
@@ -213,6 +220,7 @@ pub fn summarize(
                 comparison: None,
                 no_comparison,
                 prediction: None,
+                trace_prediction,
                 errors,
             }
         })

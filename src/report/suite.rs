@@ -386,6 +386,62 @@ fn other_tables(o: &mut String, r: &SuiteResult) {
             o.push_str(&wrap(&prediction_line(&c.name, p), "  ", "      ", COLUMNS));
         }
     }
+    trace_predictions(o, r);
+}
+
+/// For cells replaying a trace: the trace's own predictions (`connbench trace`'s) beside
+/// what each cell measured.
+fn trace_predictions(o: &mut String, r: &SuiteResult) {
+    let rows: Vec<_> = r
+        .cells
+        .iter()
+        .filter_map(|c| c.trace_prediction.as_ref().map(|p| (c, p)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    o.push('\n');
+    o.push_str(&wrap(
+        "the trace's predictions (connbench trace's round-trip model, from the recording alone): a \
+         request's recorded mean response + the cell's added RTT × round trips a request, beside the \
+         replay's measured mean response of a request",
+        "  ",
+        "      ",
+        COLUMNS,
+    ));
+    for (c, p) in rows {
+        o.push_str(&wrap(&trace_prediction_line(&c.name, p), "  ", "      ", COLUMNS));
+    }
+}
+
+/// One trace cell's prediction as a sentence: the scenario, the request's prediction and
+/// its terms, the measurement and their ratio, and the trace's transaction and connect.
+pub fn trace_prediction_line(name: &str, p: &crate::experiment::replayed::TracePrediction) -> String {
+    let ms = |v: Option<f64>| v.map_or("?".to_string(), |v| format!("{v:.2}"));
+    let mut line = format!("{name} ({}): ", p.scenario);
+    match (p.predicted_request_ms, &p.not_predicted) {
+        (Some(pred), _) => line.push_str(&format!(
+            "predicted {pred:.2} ms a request ({} + {} × {} round trips), measured {:.2} ms ({:.2}× the prediction)",
+            ms(p.recorded_request_ms),
+            super::chart::fmt_num(p.rtt_requested_ms),
+            p.round_trips_per_request.map_or("?".to_string(), |k| format!("{k:.2}")),
+            p.measured_request_ms,
+            p.ratio.unwrap_or(f64::NAN)
+        )),
+        (None, why) => line.push_str(&format!(
+            "measured {:.2} ms a request; not predicted: {}",
+            p.measured_request_ms,
+            why.as_deref().unwrap_or("no figure to start from")
+        )),
+    }
+    if p.predicted_transaction_ms.is_some() || p.predicted_connect_ms.is_some() {
+        line.push_str(&format!(
+            "; the trace predicts a transaction {} ms, a connect {} ms",
+            ms(p.predicted_transaction_ms),
+            ms(p.predicted_connect_ms)
+        ));
+    }
+    line
 }
 
 /// Outliers and failed repetitions, each a warning.
@@ -533,6 +589,10 @@ pub struct CellJson<'a> {
     /// Why a non-baseline cell has no comparison.
     pub no_comparison: Option<&'a str>,
     pub prediction: Option<&'a DistancePrediction>,
+    /// A cell replaying a trace (`workload = "trace:FILE"`): the trace's own prediction
+    /// for the cell's path (`connbench trace`'s round-trip model) beside the measured
+    /// mean response time of a request.
+    pub trace_prediction: Option<&'a crate::experiment::replayed::TracePrediction>,
     /// Messages of failed repetitions (left out of the statistics).
     pub errors: &'a [String],
     /// The server's CPU against its quota (`server_cpus`, `--server-cpus`); null when
@@ -586,6 +646,7 @@ impl<'a> CellJson<'a> {
             comparison: c.comparison.as_ref(),
             no_comparison: c.no_comparison.as_deref(),
             prediction: c.prediction.as_ref(),
+            trace_prediction: c.trace_prediction.as_ref(),
             errors: &c.errors,
         }
     }

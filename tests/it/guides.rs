@@ -294,7 +294,7 @@ fn the_sidecar_guide_runs_as_written() {
 #[test]
 fn the_your_app_guide_records_traces_and_replays_as_written() {
     let r = run_recipe("your-app.md");
-    assert_eq!((r.ran, r.skipped), (4, 1), "{}", r.output);
+    assert_eq!((r.ran, r.skipped), (5, 1), "{}", r.output);
     let out = joined(&r);
     // The recorder's summary, the profile and its prediction, both replays.
     assert!(out.contains("asked for TLS and went on in plaintext"), "{out}");
@@ -309,6 +309,15 @@ fn the_your_app_guide_records_traces_and_replays_as_written() {
         out.contains("round trip requested +50.00 ms") || out.contains("achieved"),
         "{out}"
     );
+    // The distance suite asked of the trace: the pool cells left out by name, an answer
+    // with its interval, and the trace's prediction beside the far cell's measurement.
+    assert!(out.contains("left out: connection = \"pool\""), "{out}");
+    assert!(out.contains("(workload: trace:app.trace.gz)"), "{out}");
+    assert!(
+        out.contains("answer: no pool distance=0ms is") && out.contains("than no pool distance=50ms"),
+        "{out}"
+    );
+    assert!(out.contains("no pool distance=50ms (+50 ms): predicted"), "{out}");
 }
 
 #[test]

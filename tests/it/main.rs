@@ -26,6 +26,7 @@ mod replay;
 mod report;
 mod sandboxes;
 mod secrets;
+mod suite_trace;
 mod suites;
 mod sysbench;
 mod trace;

@@ -1,0 +1,244 @@
+//! A recorded application as a suite's workload: pgbench's select-only run recorded
+//! through `connbench record`, then a suite whose cells replay it (`workload =
+//! "trace:FILE"`, the path relative to the suite file) at no distance and 20 ms away,
+//! with repetitions, a verdict and the trace's own predictions beside the measurements;
+//! and `run distance --workload trace:FILE`, which asks the built-in question of the
+//! trace, leaving out by name the cells replay cannot ask yet.
+
+use std::process::{Command, Stdio};
+
+use crate::common::{conninfo, run, sandbox, scratch, stderr, stdout, with_dbname};
+
+/// `connbench record` in front of the sandbox's PostgreSQL into `out`: the recorder and
+/// the port it listens on.
+fn start_recorder(out: &std::path::Path) -> (std::process::Child, String) {
+    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["record", "--engine", "postgres", "--listen", "127.0.0.1:0"])
+        .args(["--upstream", &upstream, "--out"])
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let at = line
+        .strip_prefix("record: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected: {line}"));
+    let port = at.rsplit(':').next().unwrap().to_string();
+    (child, port)
+}
+
+/// pgbench -S from one client at 20 transactions a second for 2 s, through the recorder,
+/// on database `db`: an application that waits for its users, recorded into `out`.
+fn record_select_only(db: &str, out: &std::path::Path) {
+    let (child, port) = start_recorder(out);
+    let through: String = conninfo("tcp")
+        .split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some(("port", _)) => format!("port={port}"),
+            Some(("dbname", _)) => format!("dbname={db}"),
+            Some(("sslmode", _)) => "sslmode=disable".to_string(),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = Command::new("pgbench")
+        .args(["-n", "-S", "-c", "1", "-R", "20", "-T", "2", &through])
+        .output()
+        .unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
+}
+
+/// A database of the shared sandbox with pgbench's tables: what the application used.
+fn pgbench_database(name: &str) -> String {
+    let admin = conninfo("unix");
+    let o = Command::new("psql")
+        .args([admin.as_str(), "-Atc", &format!("CREATE DATABASE {name}")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let db = with_dbname(&admin, name);
+    let o = Command::new("pgbench")
+        .args(["-i", "-q", "-s", "1", &db])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "pgbench -i: {}", stderr(&o));
+    db
+}
+
+const SUITE: &str = r#"
+name = "app-distance"
+question = "What does 20 ms of distance cost the recorded application?"
+kind = "load"
+# A cap: the 2 s trace ends first.
+duration = "30s"
+repetitions = 3
+prewarm = false
+figure = "latency_mean_ms"
+baseline = "distance=0ms"
+[defaults]
+workload = "trace:app.trace.gz"
+target = "tcp"
+threads = 1
+[axes]
+distance = ["0ms", "20ms"]
+"#;
+
+/// Each request of the far cell waits on the relay's added round trip (a sleep), so its
+/// mean is at least 20 ms × the round trips a request makes: a bound physics sets. The
+/// verdict says slower, its interval above 1; the trace's prediction stands beside both
+/// cells, and nothing the schedule held went unsent.
+#[test]
+fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round_trips() {
+    pgbench_database("cbsuitetrace");
+    let dir = scratch("trace-workload");
+    record_select_only("cbsuitetrace", &dir.join("app.trace.gz"));
+    std::fs::write(dir.join("s.toml"), SUITE).unwrap();
+    let target = with_dbname(&conninfo("tcp"), "cbsuitetrace");
+    let args: Vec<String> = [
+        "run",
+        dir.join("s.toml").to_str().unwrap(),
+        "--json",
+        "--store",
+        dir.join("r.sqlite").to_str().unwrap(),
+        "--target",
+        &format!("tcp={target}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("writes"),
+        "select-only writes nothing: {}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::common::check_schema("run", &v);
+    let cells = v["cells"].as_array().unwrap();
+    let (near, far) = (&cells[0], &cells[1]);
+    assert_eq!(far["name"], "distance=20ms");
+    for c in [near, far] {
+        let values = &c["values"];
+        assert_eq!(values["latency_mean_ms"].as_array().unwrap().len(), 3, "{c}");
+        for (k, want) in [
+            ("requests_not_sent", 0.0),
+            ("replay_capped", 0.0),
+            ("failed_requests", 0.0),
+        ] {
+            assert!(
+                values[k]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|x| x.as_f64() == Some(want)),
+                "{k}: {c}"
+            );
+        }
+        assert!(values["requests"][0].as_f64().unwrap() >= 20.0, "{c}");
+    }
+    let cmp = &far["comparison"];
+    assert_eq!(cmp["verdict"], "slower", "{cmp}");
+    assert!(cmp["ratio"]["ci_low"].as_f64().unwrap() > 1.0, "{cmp}");
+    let p = &far["trace_prediction"];
+    assert_eq!(p["scenario"], "+20 ms", "{p}");
+    let k = p["round_trips_per_request"].as_f64().unwrap();
+    assert!(
+        (0.9..=1.1).contains(&k),
+        "select-only: one round trip a request: {p}"
+    );
+    let measured = p["measured_request_ms"].as_f64().unwrap();
+    assert!(
+        measured >= 20.0 * k,
+        "each request waits 20 ms × {k} round trips: {p}"
+    );
+    let predicted = p["predicted_request_ms"].as_f64().unwrap();
+    let recorded = p["recorded_request_ms"].as_f64().unwrap();
+    assert!((predicted - (recorded + 20.0 * k)).abs() < 1e-6, "{p}");
+    assert!(p["predicted_transaction_ms"].as_f64().unwrap() >= 20.0, "{p}");
+    assert_eq!(near["trace_prediction"]["scenario"], "as recorded");
+    let text = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "runs",
+            "show",
+            "1",
+            "--store",
+            dir.join("r.sqlite").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let words = stdout(&text).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("distance=20ms (+20 ms): predicted"), "{words}");
+    // The stored run's page: a trace cell has no per-interval series, and draws without one.
+    let page = dir.join("run.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "report",
+            "1",
+            "--store",
+            dir.join("r.sqlite").to_str().unwrap(),
+            "--html",
+        ])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&page).unwrap().contains("distance=20ms"));
+}
+
+/// `run distance --workload trace:FILE`: the trace replaces the cells' clients, think time
+/// and connections; the client-pool cells are left out, each named, and the run still
+/// asks the question at every distance. A trace that is not there is named before a
+/// sandbox starts; a connect suite, which runs no workload, is refused.
+#[test]
+fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_leaves_out() {
+    let o = run(&["run", "distance", "--workload", "trace:app.trace.gz", "--dry-run"].map(String::from));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        err.contains("\"pool, 5 min lifetime distance=0ms\", \"pool, 5 min lifetime distance=1ms\"")
+            && err.contains("left out: connection = \"pool\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("the trace replaces the cells' clients, connection, think"),
+        "{err}"
+    );
+    assert!(
+        out.contains("10 cells:"),
+        "no pool and PgBouncer near the database at 5 distances: {out}"
+    );
+    assert!(out.contains("(workload: trace:app.trace.gz)"), "{out}");
+    // Without --dry-run, a trace that is not there is named before anything starts.
+    let o = run(&[
+        "run",
+        "distance",
+        "--workload",
+        "trace:nowhere.trace.gz",
+        "--quick",
+    ]
+    .map(String::from));
+    assert_eq!(o.status.code(), Some(2), "a usage error: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("workload trace:nowhere.trace.gz: cannot open the trace"),
+        "{err}"
+    );
+    assert!(!err.contains("sandbox: started"), "{err}");
+    let o = run(&["run", "connect", "--workload", "trace:app.trace.gz", "--dry-run"].map(String::from));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("suite connect is a Connect suite"),
+        "{}",
+        stderr(&o)
+    );
+}
