@@ -17,6 +17,8 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(cut) = &schedule.cut {
         eprintln!("warning: trace {path}: {cut}; replaying what came before");
     }
+    // -l: the files are created now, so one that cannot be is refused before connecting.
+    let log = args.log().map(|l| l.create(args.threads)).transpose()?;
     let direct = Endpoint::new(resolve_target(&args.target)?)?;
     let subject = Subject {
         endpoint: direct.clone(),
@@ -35,9 +37,13 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
         recorded.requests,
         endpoint.target.name()
     );
-    let stop = stop_on_signals();
-    let progress = (!args.progress.is_zero()).then_some(args.progress);
-    let run = replay::run(&mut schedule, &endpoint, args.speed, stop, progress, args.threads).await;
+    let settings = replay::Settings {
+        speed: args.speed,
+        progress: (!args.progress.is_zero()).then_some(args.progress),
+        threads: args.threads,
+        log,
+    };
+    let run = replay::run(&mut schedule, &endpoint, settings, stop_on_signals()).await;
     let summary = Summary::new(&recorded, &schedule, &run, args.speed);
     let target = endpoint.target.name();
     if args.json {

@@ -8,7 +8,8 @@
 //! - [`preflight`]: the relations the trace uses that the target lacks, one line each.
 //! - [`engine`]: the clock and the sessions (open loop, lag from the intended send time);
 //!   [`conn`]: a session's connection and its per-request wire calls, either engine.
-//! - [`tally`]: what is counted, per session, merged at the end.
+//! - [`tally`]: what is counted, per session, merged at the end; [`txlog`]: each
+//!   session's transactions in `-l`'s log (pgbench's format, load's writer).
 //! - [`summary`]: the counts beside the recording's, as the report prints them.
 
 pub mod conn;
@@ -18,6 +19,7 @@ pub mod preflight;
 pub mod schedule;
 pub mod summary;
 pub mod tally;
+pub mod txlog;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
+use crate::load::log::LogFiles;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::target::Engine;
 pub use schedule::Schedule;
@@ -109,16 +112,30 @@ pub async fn check_relations(ep: &Endpoint, schedule: &Schedule) -> Result<()> {
     )
 }
 
-/// Replays `schedule`'s sessions on `ep` until done or `stop`, on `threads` threads;
-/// prints a progress line to stderr every `progress` when given.
+/// How a replay runs, besides its schedule and target.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub speed: Speed,
+    /// Print a progress line to stderr this often.
+    pub progress: Option<Duration>,
+    pub threads: usize,
+    /// `-l`: the log files, one per thread, created before anything connects.
+    pub log: Option<LogFiles>,
+}
+
+/// Replays `schedule`'s sessions on `ep` until done or `stop`.
 pub async fn run(
     schedule: &mut Schedule,
     ep: &Endpoint,
-    speed: Speed,
+    settings: Settings,
     stop: watch::Receiver<bool>,
-    progress: Option<Duration>,
-    threads: usize,
 ) -> Run {
+    let Settings {
+        speed,
+        progress,
+        threads,
+        log,
+    } = settings;
     let sessions = std::mem::take(&mut schedule.sessions);
     let total: u64 = sessions.iter().map(|s| s.requests.len() as u64).sum();
     let done = Arc::new(AtomicU64::new(0));
@@ -137,7 +154,7 @@ pub async fn run(
             }
         })
     });
-    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads).await;
+    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads, log).await;
     if let Some(t) = ticker {
         t.abort();
     }
