@@ -16,6 +16,7 @@ Examples:
   connbench replay app.trace.gz --target tcp --rtt 50ms            # what if the application were 50 ms away
   connbench replay app.trace.gz --target unix --path sidecar-tcp --json > replay.json
   connbench replay app.trace.gz --target tcp -l --log-prefix replay    # a line per transaction, as pgbench -l
+  connbench replay app.trace.gz --target tcp --metrics-listen :9187   # live figures for Prometheus
 The target's database must hold the application's tables (a pre-flight parses each recorded
 statement once and refuses, one line per missing relation); the replay writes what the
 application wrote. It connects with the target's own credentials: a trace holds none.";
@@ -74,6 +75,8 @@ pub struct ReplayArgs {
     /// rather than failed.
     #[arg(long, requires = "log")]
     pub failures_detailed: bool,
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
     /// Print a progress line to stderr this often (0 for none).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub progress: Duration,

@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use super::conn::Conn;
 use super::schedule::{ends_transaction, SessionPlan};
 use super::tally::{Lag, Tally};
-use super::txlog::{Step, Transactions};
+use super::txlog::{Period, Step, Transactions};
 use super::Speed;
 use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
@@ -42,7 +42,7 @@ pub async fn run(
     stop: watch::Receiver<bool>,
     done: Arc<AtomicU64>,
     threads: usize,
-    log: Option<LogFiles>,
+    out: Outputs,
 ) -> Tally {
     let start = Instant::now();
     // The schedule starts at the first session's open, not at the recorder's start
@@ -67,14 +67,15 @@ pub async fn run(
                 done: done.clone(),
             };
             let ep = ep.clone();
-            let log = log.as_ref().map(|files| {
+            let live = out.periods.as_ref().and_then(|p| p.get(thread).cloned());
+            let log = out.log.as_ref().map(|files| {
                 let columns = Columns {
                     lag: matches!(speed, Speed::Factor(_)),
                     ..Columns::default()
                 };
                 files.writer(thread, columns, clock, thread as u64 + 1)
             });
-            std::thread::spawn(move || worker(group, r, ep, log.flatten()))
+            std::thread::spawn(move || worker(group, r, ep, log.flatten(), live))
         })
         .collect();
     // Joined off this runtime, which keeps printing progress meanwhile.
@@ -97,7 +98,13 @@ pub async fn run(
 
 /// One thread's sessions, each a task on the thread's own runtime, and its log's writer
 /// (flushed when they end, Ctrl-C included; a write error is said, the figures reported).
-fn worker(group: Vec<(usize, SessionPlan)>, r: Replayer, ep: Endpoint, log: Option<TxLog>) -> Tally {
+fn worker(
+    group: Vec<(usize, SessionPlan)>,
+    r: Replayer,
+    ep: Endpoint,
+    log: Option<TxLog>,
+    live: Option<Period>,
+) -> Tally {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -112,7 +119,8 @@ fn worker(group: Vec<(usize, SessionPlan)>, r: Replayer, ep: Endpoint, log: Opti
         let mut tasks = tokio::task::JoinSet::new();
         for (i, plan) in group {
             let (r, ep) = (r.clone(), ep.clone());
-            let tx = log.clone().map(|l| Transactions::new(i, l));
+            let tx =
+                (log.is_some() || live.is_some()).then(|| Transactions::new(i, log.clone(), live.clone()));
             tasks.spawn_local(async move { r.session(plan, &ep, tx).await });
         }
         let mut tally = Tally::default();
@@ -133,6 +141,14 @@ fn worker(group: Vec<(usize, SessionPlan)>, r: Replayer, ep: Endpoint, log: Opti
         }
     }
     tally
+}
+
+/// What the sessions write besides their counts: `-l`'s files, and one live period per
+/// thread for `--metrics-listen`.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub log: Option<LogFiles>,
+    pub periods: Option<Vec<Period>>,
 }
 
 /// One session's view of the schedule.
@@ -190,18 +206,26 @@ impl Replayer {
             return tally;
         }
         let cursor = PhaseCursor::default();
+        let began = Instant::now();
         let mut s = match or_stop(&mut self.stop, proto::connect(ep, &cursor)).await {
             None => {
                 tally.not_sent = total;
                 return tally;
             }
             Some(Err(e)) => {
-                *tally.connect_errors.entry(e.to_string()).or_default() += 1;
+                let key = e.to_string();
+                if let Some(tx) = tx.as_mut() {
+                    tx.connected(0, Some(&key));
+                }
+                *tally.connect_errors.entry(key).or_default() += 1;
                 tally.not_sent = total;
                 return tally;
             }
             Some(Ok((s, _))) => Conn::new(s),
         };
+        if let Some(tx) = tx.as_mut() {
+            tx.connected(began.elapsed().as_nanos() as u64, None);
+        }
         tally.connected = 1;
         let mut status = TxStatus::Idle;
         // When the session could send next: the connect's end, then each answer's arrival.

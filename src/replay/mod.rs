@@ -29,6 +29,7 @@ use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
 use crate::load::log::LogFiles;
+use crate::load::record::Interval;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::target::Engine;
 pub use schedule::Schedule;
@@ -113,7 +114,7 @@ pub async fn check_relations(ep: &Endpoint, schedule: &Schedule) -> Result<()> {
 }
 
 /// How a replay runs, besides its schedule and target.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Settings {
     pub speed: Speed,
     /// Print a progress line to stderr this often.
@@ -121,6 +122,30 @@ pub struct Settings {
     pub threads: usize,
     /// `-l`: the log files, one per thread, created before anything connects.
     pub log: Option<LogFiles>,
+    /// `--metrics-listen`: handed every period's figures (each `progress`, else each
+    /// second), and the last, partial period's when the replay ends.
+    pub live: Option<Live>,
+}
+
+/// Where the live periods go: the metrics endpoint (above this stage).
+pub type Live = Arc<dyn Fn(&Interval) + Send + Sync>;
+
+/// Takes every thread's period, merged.
+fn take_periods(periods: &[txlog::Period]) -> Interval {
+    let mut sum = Interval::new();
+    for p in periods {
+        let p = std::mem::take(&mut *p.lock().unwrap_or_else(|e| e.into_inner()));
+        sum.transactions += p.transactions;
+        sum.failures += p.failures;
+        sum.connects += p.connects;
+        sum.connect_ns += p.connect_ns;
+        for (k, n) in p.failure_kinds {
+            *sum.failure_kinds.entry(k).or_default() += n;
+        }
+        let _ = sum.latency_us.add(&p.latency_us);
+        sum.lag_max_us = sum.lag_max_us.max(p.lag_max_us);
+    }
+    sum
 }
 
 /// Replays `schedule`'s sessions on `ep` until done or `stop`.
@@ -135,28 +160,45 @@ pub async fn run(
         progress,
         threads,
         log,
+        live,
     } = settings;
+    let periods: Option<Vec<txlog::Period>> = live
+        .as_ref()
+        .map(|_| (0..threads).map(|_| Default::default()).collect());
     let sessions = std::mem::take(&mut schedule.sessions);
     let total: u64 = sessions.iter().map(|s| s.requests.len() as u64).sum();
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
-    let ticker = progress.map(|every| {
-        let done = done.clone();
+    let every = progress.or(live.as_ref().map(|_| Duration::from_secs(1)));
+    let ticker = every.map(|every| {
+        let (done, live, periods) = (done.clone(), live.clone(), periods.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
                 tick.tick().await;
-                eprintln!(
-                    "replay: {:.0} s, {} of {total} requests answered",
-                    start.elapsed().as_secs_f64(),
-                    done.load(Ordering::Relaxed)
-                );
+                if progress.is_some() {
+                    eprintln!(
+                        "replay: {:.0} s, {} of {total} requests answered",
+                        start.elapsed().as_secs_f64(),
+                        done.load(Ordering::Relaxed)
+                    );
+                }
+                if let (Some(live), Some(p)) = (&live, &periods) {
+                    live(&take_periods(p));
+                }
             }
         })
     });
-    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads, log).await;
+    let out = engine::Outputs {
+        log,
+        periods: periods.clone(),
+    };
+    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads, out).await;
     if let Some(t) = ticker {
         t.abort();
+    }
+    if let (Some(live), Some(p)) = (&live, &periods) {
+        live(&take_periods(p));
     }
     Run {
         tally,

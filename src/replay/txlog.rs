@@ -1,6 +1,8 @@
 //! A replayed session's transactions written to `-l`'s log, in pgbench 15's format
 //! through load's own writer (`crate::load::log`), so the tools people run on pgbench's
-//! logs read a replay's.
+//! logs read a replay's; and added to its thread's live period (load's
+//! `record::Interval`) for `--metrics-listen`: transactions, their latency, failures by
+//! SQLSTATE, connects, the period's largest lag.
 //!
 //! One line per transaction, not per request: pgbench's format is per transaction, and a
 //! transaction is the unit the application's users wait for. A transaction is what
@@ -15,16 +17,23 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::load::log::{Entry, Failure, Outcome, TxLog};
+use crate::load::record::Interval;
 
-/// One session's transactions, logged on its thread's writer.
+/// A thread's figures since the last scrape's period, taken by the progress ticker.
+pub type Period = Arc<Mutex<Interval>>;
+
+/// One session's transactions, logged on its thread's writer and counted in its thread's
+/// live period, when either is asked for.
 pub struct Transactions {
     client: usize,
     number: u64,
     open: Option<Open>,
-    log: Rc<RefCell<TxLog>>,
+    log: Option<Rc<RefCell<TxLog>>>,
+    live: Option<Period>,
 }
 
 /// A transaction under way.
@@ -32,6 +41,8 @@ struct Open {
     start: Instant,
     lag_ns: u64,
     failure: Option<Failure>,
+    /// The first error's key, for the live failures by kind.
+    error: Option<String>,
 }
 
 /// One answered request, as the log needs it.
@@ -50,13 +61,32 @@ pub struct Step<'a> {
 }
 
 impl Transactions {
-    pub fn new(client: usize, log: Rc<RefCell<TxLog>>) -> Transactions {
+    pub fn new(client: usize, log: Option<Rc<RefCell<TxLog>>>, live: Option<Period>) -> Transactions {
         Transactions {
             client,
             number: 0,
             open: None,
             log,
+            live,
         }
+    }
+
+    /// The live period, locked (a poisoned lock still counts: its data are plain sums).
+    fn with_live(&self, f: impl FnOnce(&mut Interval)) {
+        if let Some(l) = &self.live {
+            f(&mut l.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// The session's connect: its time, or the error's key.
+    pub fn connected(&mut self, took_ns: u64, error: Option<&str>) {
+        self.with_live(|l| match error {
+            None => {
+                l.connects += 1;
+                l.connect_ns += took_ns;
+            }
+            Some(e) => *l.failure_kinds.entry(e.to_string()).or_default() += 1,
+        });
     }
 
     /// Counts a request into its transaction; logs the transaction it ends.
@@ -65,9 +95,15 @@ impl Transactions {
             start: s.intended.unwrap_or(s.sent),
             lag_ns: s.lag_ns,
             failure: None,
+            error: None,
         });
         if let Some(code) = s.error {
             open.failure.get_or_insert(failure(code));
+            open.error.get_or_insert_with(|| code.to_string());
+        }
+        if s.intended.is_some() {
+            let lag_us = s.lag_ns / 1_000;
+            self.with_live(|l| l.lag_max_us = Some(l.lag_max_us.map_or(lag_us, |m| m.max(lag_us))));
         }
         if !s.idle {
             return;
@@ -78,14 +114,26 @@ impl Transactions {
             return;
         }
         self.number += 1;
+        let latency_ns = s.answered.saturating_duration_since(open.start).as_nanos() as u64;
+        self.with_live(|l| match &open.error {
+            None => {
+                l.transactions += 1;
+                l.latency_us.saturating_record((latency_ns / 1_000).max(1));
+            }
+            Some(code) => {
+                l.failures += 1;
+                *l.failure_kinds.entry(code.clone()).or_default() += 1;
+            }
+        });
         let outcome = match open.failure {
             Some(f) => Outcome::Failed(f),
             None => Outcome::Committed {
-                latency_ns: s.answered.saturating_duration_since(open.start).as_nanos() as u64,
+                latency_ns,
                 lag_ns: open.lag_ns,
             },
         };
-        self.log.borrow_mut().record(&Entry {
+        let Some(log) = &self.log else { return };
+        log.borrow_mut().record(&Entry {
             client: self.client,
             number: self.number,
             script: 0,
@@ -131,7 +179,8 @@ mod tests {
             ..Columns::default()
         };
         let log = Rc::new(RefCell::new(files.writer(0, columns, Clock::new(t0), 1).unwrap()));
-        let mut tx = Transactions::new(3, log.clone());
+        let live = Period::default();
+        let mut tx = Transactions::new(3, Some(log.clone()), Some(live.clone()));
         let ms = |n| t0 + Duration::from_millis(n);
         let step = |at: u64, error, idle, ended| Step {
             intended: Some(ms(at)),
@@ -157,5 +206,9 @@ mod tests {
         // 40 ms intended, answered at 42 ms: 2,000 µs; its lag 1,000 µs.
         assert_eq!(&lines[1][..4], ["3", "2", "2000", "0"], "{text}");
         assert_eq!(lines[1][6], "1000", "{text}");
+        let l = live.lock().unwrap();
+        assert_eq!((l.transactions, l.failures, l.latency_us.len()), (1, 1, 1));
+        assert_eq!(l.failure_kinds.get("40001"), Some(&1));
+        assert_eq!(l.lag_max_us, Some(1000));
     }
 }

@@ -168,6 +168,8 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
     assert_eq!(insert["calls_recorded"], insert["calls"], "{s}");
     assert!(f["lag"]["p99_ms"].as_f64().is_some(), "{s}");
 
+    assert_metrics(t, &target);
+
     // The text report states its method and fidelity.
     let o = connbench(&["replay", t, "--target", &target, "--speed", "max"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -258,6 +260,73 @@ fn the_replay_sends_within_a_millisecond_of_when_it_could() {
         "{:.1}% of the sends were more than 1 ms late by connbench's own doing: {f}",
         late * 100.0
     );
+}
+
+/// `--metrics-listen` (load's endpoint): once the replay has printed its report and
+/// lingers, a scrape holds its transactions, as many as the report counts, its connects
+/// (pgbench's check connection and 2 clients), no failures, and `finished="true"`.
+fn assert_metrics(trace: &str, target: &str) {
+    use std::io::{BufRead, Read, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["replay", trace, "--target", target, "--speed", "max", "--json"])
+        .args(["--metrics-listen", "127.0.0.1:0", "--metrics-linger", "2m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut out = child.stdout.take().unwrap();
+    let _child = crate::common::Killed(child);
+    let (mut endpoint, mut line) = (None, String::new());
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "the replay ended without lingering"
+        );
+        if let Some(rest) = line.trim().strip_prefix("metrics: serving http://") {
+            endpoint = Some(rest.trim_end_matches("/metrics").to_string());
+        }
+        if line.contains("serving the final figures") {
+            break;
+        }
+    }
+    let addr = endpoint.expect("no metrics address");
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let value = |name: &str| -> u64 {
+        let l = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains("run=\"replay\""))
+            .unwrap_or_else(|| panic!("no {name}: {text}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // The report came out before the linger: the whole JSON document is in the pipe.
+    let mut report = Vec::new();
+    let mut buf = [0u8; 65536];
+    let v: serde_json::Value = loop {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "no report before the linger");
+        report.extend_from_slice(&buf[..n]);
+        if let Ok(v) = serde_json::from_slice(&report) {
+            break v;
+        }
+    };
+    assert!(text.contains("finished=\"true\""), "{text}");
+    let s = &v["summary"];
+    assert_eq!(
+        value("connbench_transactions_total"),
+        s["replayed"]["transactions"].as_u64().unwrap(),
+        "{text}"
+    );
+    assert_eq!(value("connbench_connections_total"), 3, "{text}");
+    assert!(!text.contains("connbench_failures_total{"), "{text}");
 }
 
 /// -l's files (txlog.PID, txlog.PID.1, ... in `dir`) hold a line per replayed
