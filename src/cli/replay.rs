@@ -17,6 +17,7 @@ Examples:
   connbench replay app.trace.gz --target unix --path sidecar-tcp --json > replay.json
   connbench replay app.trace.gz --target tcp -l --log-prefix replay    # a line per transaction, as pgbench -l
   connbench replay app.trace.gz --target tcp --metrics-listen :9187   # live figures for Prometheus
+  connbench replay app.trace.gz --target tcp --server-cpus 1          # on a 1-core server (a sandbox started with a quota)
 The target's database must hold the application's tables (a pre-flight parses each recorded
 statement once and refuses, one line per missing relation); the replay writes what the
 application wrote. It connects with the target's own credentials: a trace holds none.";
@@ -77,6 +78,12 @@ pub struct ReplayArgs {
     pub failures_detailed: bool,
     #[command(flatten)]
     pub metrics: super::MetricsArgs,
+    /// A running sandbox's target only: its database servers run under a CPU quota of N
+    /// cores (e.g. 0.5, 1, 2) while the replay lasts, as if on a server that size; the
+    /// sandbox's own quota is put back after. The sandbox must have been started with
+    /// one (`connbench sandbox start --server-cpus M`).
+    #[arg(long, value_name = "N", value_parser = crate::sandbox::cgroup::parse_cpus)]
+    pub server_cpus: Option<f64>,
     /// Print a progress line to stderr this often (0 for none).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub progress: Duration,

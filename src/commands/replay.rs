@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::{emit, resolve_target, routed, stop_on_signals};
 use crate::cli::replay::ReplayArgs;
@@ -13,7 +13,49 @@ use crate::live::{Exporter, Labels};
 use crate::load::record::{Interval, Recorder};
 use crate::proto::Endpoint;
 use crate::replay::{self, summary::Recorded, Schedule, Summary};
+use crate::sandbox::cgroup::Cgroups;
 use crate::Exit;
+
+/// `--server-cpus`: the quota a running sandbox's servers had, put back on drop.
+struct Quota {
+    cgroups: Cgroups,
+    was: Option<f64>,
+}
+
+impl Drop for Quota {
+    fn drop(&mut self) {
+        if let Err(e) = self.cgroups.set_cpus(false, self.was) {
+            eprintln!("warning: cannot put the sandbox's servers back under their own CPU quota: {e:#}");
+        }
+    }
+}
+
+/// Sets the servers' quota of the sandbox that owns `direct` to `cpus` (live: the quota
+/// is a cgroup's, as a suite's `server_cpus` sets it between cells).
+fn size_server(cpus: Option<f64>, direct: &Endpoint) -> Result<Option<Quota>> {
+    let Some(cpus) = cpus else { return Ok(None) };
+    let name = direct.target.name();
+    let Some(info) = super::own_sandbox(&direct.target) else {
+        bail!(
+            "--server-cpus {cpus}: the quota is set on connbench's sandbox, and {name} is not a running \
+             sandbox's target; on your own servers, replay on a server of each size"
+        );
+    };
+    let Some(mut cgroups) = info.cgroups.clone() else {
+        bail!(
+            "--server-cpus {cpus}: the sandbox in {} was started without a CPU quota, so its servers are in \
+             no cgroup of connbench's; start it with `connbench sandbox start --server-cpus N`",
+            info.dir.display()
+        );
+    };
+    let was = cgroups.server.cpus;
+    cgroups
+        .set_cpus(false, Some(cpus))
+        .with_context(|| format!("--server-cpus {cpus}"))?;
+    let own = was.map_or("none".to_string(), |c| format!("{c} cores"));
+    eprintln!("replay: the sandbox's servers run under {cpus} cores while the replay lasts (their own quota: {own})");
+    Ok(Some(Quota { cgroups, was }))
+}
 
 /// The cell's name on the metrics endpoint.
 const CELL: &str = "replay";
@@ -85,6 +127,8 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     // -l: the files are created now, so one that cannot be is refused before connecting.
     let log = args.log().map(|l| l.create(args.threads)).transpose()?;
     let direct = Endpoint::new(resolve_target(&args.target)?)?;
+    // Put back when this function returns, however it returns.
+    let _quota = size_server(args.server_cpus, &direct)?;
     let subject = Subject {
         endpoint: direct.clone(),
         description: None,

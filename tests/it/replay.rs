@@ -550,3 +550,114 @@ fn sysbench_on_mariadb_replays_to_the_same_statement_counts() {
         "{s}"
     );
 }
+
+/// `--server-cpus` on a running sandbox's target: the servers' quota, as the kernel holds
+/// it, is the replay's while a request of it runs (a pg_sleep of 1 s) and the sandbox's
+/// own once it ends; on a target that is no running sandbox's it is refused.
+#[test]
+fn server_cpus_sizes_a_running_sandbox_for_the_replay_and_puts_its_quota_back() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a CPU quota needs root");
+        return;
+    }
+    let dir = scratch("replay-cpus");
+    let trace = tiny_trace(
+        &dir,
+        "sleep",
+        "postgres",
+        "{}",
+        r#""op":"query","sql":"SELECT pg_sleep(1)""#,
+    );
+    // The test binary's own sandbox is no running sandbox's target (none is in the
+    // registry under the tests' TMPDIR): refused, before anything connects.
+    let o = connbench(&[
+        "replay",
+        &trace,
+        "--target",
+        &conninfo("tcp"),
+        "--server-cpus",
+        "0.5",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not a running sandbox's target"),
+        "{}",
+        stderr(&o)
+    );
+
+    let tmp = std::env::temp_dir().join(format!("cbr-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_connbench"))
+            .args(args)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    struct StopOnDrop(std::path::PathBuf);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Command::new(env!("CARGO_BIN_EXE_connbench"))
+                .args(["sandbox", "stop"])
+                .env("TMPDIR", &self.0)
+                .output();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _stop = StopOnDrop(tmp.clone());
+    let o = run(&[
+        "sandbox",
+        "start",
+        "--engines",
+        "postgres",
+        "--server-cpus",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let info: SandboxInfo = serde_json::from_slice(&o.stdout).unwrap();
+    let g = info.cgroups.clone().expect("the cgroups are described").server;
+    let v2 = info.cgroups.as_ref().unwrap().v2;
+    // The cores the kernel lets the group use: its quota over its period.
+    let cores = || -> f64 {
+        let read = |f: &str| std::fs::read_to_string(g.quota_dir.join(f)).unwrap();
+        let (quota, period) = if v2 {
+            let max = read("cpu.max");
+            let mut w = max.split_whitespace();
+            (w.next().unwrap().to_string(), w.next().unwrap().to_string())
+        } else {
+            (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us"))
+        };
+        quota.trim().parse::<f64>().unwrap() / period.trim().parse::<f64>().unwrap()
+    };
+    assert_eq!(cores(), 2.0);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "replay",
+            &trace,
+            "--target",
+            "tcp",
+            "--server-cpus",
+            "0.5",
+            "--json",
+        ])
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // Once the replay has connected, its one request sleeps for a second.
+    while !line.contains("request(s) from") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "the replay ended first"
+        );
+    }
+    assert_eq!(cores(), 0.5);
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(0));
+    assert_eq!(cores(), 2.0);
+}
