@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::load::log::LogSettings;
 use crate::replay::Speed;
 
 pub const REPLAY_EXAMPLES: &str = "\
@@ -14,6 +15,9 @@ Examples:
   connbench replay app.trace.gz --target tcp --speed max          # a running sandbox's target, as fast as it answers
   connbench replay app.trace.gz --target tcp --rtt 50ms            # what if the application were 50 ms away
   connbench replay app.trace.gz --target unix --path sidecar-tcp --json > replay.json
+  connbench replay app.trace.gz --target tcp -l --log-prefix replay    # a line per transaction, as pgbench -l
+  connbench replay app.trace.gz --target tcp --metrics-listen :9187   # live figures for Prometheus
+  connbench replay app.trace.gz --target tcp --server-cpus 1          # on a 1-core server (a sandbox started with a quota)
 The target's database must hold the application's tables (a pre-flight parses each recorded
 statement once and refuses, one line per missing relation); the replay writes what the
 application wrote. It connects with the target's own credentials: a trace holds none.";
@@ -48,9 +52,56 @@ pub struct ReplayArgs {
     /// sessions on a runtime of its own, as `load -j`.
     #[arg(short = 'j', long, value_name = "N", default_value_t = default_threads(), value_parser = parse_threads)]
     pub threads: usize,
+    /// Write each replayed transaction to a log file in pgbench 15's format, one file per
+    /// thread (-j) in the current directory (pgbench_log.PID, pgbench_log.PID.1, ...):
+    /// client_id transaction_no time script_no time_epoch time_us [schedule_lag].
+    /// client_id is the session's place in the trace (by its open); time is µs from the
+    /// transaction's first intended send to its last answer, or failed (serialization or
+    /// deadlock with --failures-detailed); schedule_lag (not with --speed max) is its
+    /// first request's lag. One line per transaction, as `trace` counts them.
+    #[arg(short = 'l', long = "log")]
+    pub log: bool,
+    /// The log files' prefix, a path: PREFIX.PID, PREFIX.PID.1, ... [default: pgbench_log].
+    #[arg(long, value_name = "PREFIX", requires = "log")]
+    pub log_prefix: Option<String>,
+    /// Log only this fraction of transactions (e.g. 0.01), drawn at random.
+    #[arg(long, value_name = "FRACTION", requires = "log", conflicts_with = "aggregate_interval",
+          value_parser = crate::options::parse_sampling_rate)]
+    pub sampling_rate: Option<f64>,
+    /// Log one line per this many seconds instead of one per transaction, pgbench 15's 15
+    /// columns (µs; the lag columns 0 with --speed max).
+    #[arg(long, value_name = "SECONDS", requires = "log", value_parser = crate::options::parse_aggregate_interval)]
+    pub aggregate_interval: Option<u64>,
+    /// Failed transactions say serialization or deadlock (and the aggregate counts them)
+    /// rather than failed.
+    #[arg(long, requires = "log")]
+    pub failures_detailed: bool,
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
+    /// A running sandbox's target only: its database servers run under a CPU quota of N
+    /// cores (e.g. 0.5, 1, 2) while the replay lasts, as if on a server that size; the
+    /// sandbox's own quota is put back after. The sandbox must have been started with
+    /// one (`connbench sandbox start --server-cpus M`).
+    #[arg(long, value_name = "N", value_parser = crate::sandbox::cgroup::parse_cpus)]
+    pub server_cpus: Option<f64>,
     /// Print a progress line to stderr this often (0 for none).
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub progress: Duration,
+}
+
+impl ReplayArgs {
+    /// The transaction log's settings, with -l (load's, `crate::load::log`).
+    pub fn log(&self) -> Option<LogSettings> {
+        self.log.then(|| LogSettings {
+            prefix: self
+                .log_prefix
+                .clone()
+                .unwrap_or_else(|| LogSettings::DEFAULT_PREFIX.to_string()),
+            sampling_rate: self.sampling_rate,
+            aggregate_interval_s: self.aggregate_interval,
+            failures_detailed: self.failures_detailed,
+        })
+    }
 }
 
 fn parse_threads(s: &str) -> Result<usize, String> {

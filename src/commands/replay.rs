@@ -2,14 +2,121 @@
 //! before connecting when it cannot be replayed as recorded), the target resolved and
 //! routed as `load`'s, the pre-flight for missing relations, the replay, the report.
 
-use anyhow::{Context, Result};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Context, Result};
 
 use super::{emit, resolve_target, routed, stop_on_signals};
 use crate::cli::replay::ReplayArgs;
 use crate::connect::Subject;
+use crate::live::{Exporter, Labels};
+use crate::load::record::{Interval, Recorder};
 use crate::proto::Endpoint;
 use crate::replay::{self, summary::Recorded, Schedule, Summary};
+use crate::sandbox::cgroup::Cgroups;
 use crate::Exit;
+
+/// `--server-cpus`: the quota a running sandbox's servers had, put back on drop.
+struct Quota {
+    cgroups: Cgroups,
+    was: Option<f64>,
+}
+
+impl Drop for Quota {
+    fn drop(&mut self) {
+        if let Err(e) = self.cgroups.set_cpus(false, self.was) {
+            eprintln!("warning: cannot put the sandbox's servers back under their own CPU quota: {e:#}");
+        }
+    }
+}
+
+/// Sets the servers' quota of the sandbox that owns `direct` to `cpus` (live: the quota
+/// is a cgroup's, as a suite's `server_cpus` sets it between cells).
+fn size_server(cpus: Option<f64>, direct: &Endpoint) -> Result<Option<Quota>> {
+    let Some(cpus) = cpus else { return Ok(None) };
+    let name = direct.target.name();
+    let Some(info) = super::own_sandbox(&direct.target) else {
+        bail!(
+            "--server-cpus {cpus}: the quota is set on connbench's sandbox, and {name} is not a running \
+             sandbox's target; on your own servers, replay on a server of each size"
+        );
+    };
+    let Some(mut cgroups) = info.cgroups.clone() else {
+        bail!(
+            "--server-cpus {cpus}: the sandbox in {} was started without a CPU quota, so its servers are in \
+             no cgroup of connbench's; start it with `connbench sandbox start --server-cpus N`",
+            info.dir.display()
+        );
+    };
+    let was = cgroups.server.cpus;
+    cgroups
+        .set_cpus(false, Some(cpus))
+        .with_context(|| format!("--server-cpus {cpus}"))?;
+    let own = was.map_or("none".to_string(), |c| format!("{c} cores"));
+    eprintln!("replay: the sandbox's servers run under {cpus} cores while the replay lasts (their own quota: {own})");
+    Ok(Some(Quota { cgroups, was }))
+}
+
+/// The cell's name on the metrics endpoint.
+const CELL: &str = "replay";
+
+/// `--metrics-listen`'s endpoint, fed the replay's periods, and their sum so far: at the
+/// end the endpoint gets the exact totals (every transaction is in one period).
+struct Metrics {
+    exporter: Exporter,
+    total: Mutex<Interval>,
+}
+
+impl Metrics {
+    fn add(&self, p: &Interval) {
+        self.exporter.add_period(CELL, p);
+        let mut t = self.total.lock().unwrap_or_else(|e| e.into_inner());
+        t.transactions += p.transactions;
+        t.connects += p.connects;
+        t.connect_ns += p.connect_ns;
+        for (k, n) in &p.failure_kinds {
+            *t.failure_kinds.entry(k.clone()).or_default() += n;
+        }
+        let _ = t.latency_us.add(&p.latency_us);
+    }
+
+    /// The replay's totals in place of its periods, as load's last scrape has them.
+    fn finish(&self) {
+        let t = self.total.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rec = Recorder::new();
+        rec.transactions = t.transactions;
+        rec.connects = t.connects;
+        rec.connect_ns = t.connect_ns;
+        for (k, n) in &t.failure_kinds {
+            let example = k.clone();
+            rec.failures
+                .insert(k.clone(), crate::connect::FailureCount { count: *n, example });
+        }
+        for v in t.latency_us.iter_recorded() {
+            rec.latency
+                .saturating_record_n(v.value_iterated_to() * 1_000, v.count_at_value());
+        }
+        self.exporter.finish(CELL, &rec);
+    }
+}
+
+/// The metrics endpoint, when asked for: labelled run `replay`, its target and sessions.
+fn start_exporter(args: &ReplayArgs, ep: &Endpoint, sessions: u64) -> Result<Option<Arc<Metrics>>> {
+    let Some(listen) = &args.metrics.listen else {
+        return Ok(None);
+    };
+    let labels = Labels {
+        run: CELL.into(),
+        worker: 0,
+    };
+    let exporter = Exporter::start(listen, labels)?;
+    exporter.begin(CELL, &ep.target.name(), sessions);
+    eprintln!("metrics: serving http://{}/metrics", exporter.addr);
+    Ok(Some(Arc::new(Metrics {
+        exporter,
+        total: Mutex::new(Interval::new()),
+    })))
+}
 
 pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();
@@ -17,7 +124,11 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(cut) = &schedule.cut {
         eprintln!("warning: trace {path}: {cut}; replaying what came before");
     }
+    // -l: the files are created now, so one that cannot be is refused before connecting.
+    let log = args.log().map(|l| l.create(args.threads)).transpose()?;
     let direct = Endpoint::new(resolve_target(&args.target)?)?;
+    // Put back when this function returns, however it returns.
+    let _quota = size_server(args.server_cpus, &direct)?;
     let subject = Subject {
         endpoint: direct.clone(),
         description: None,
@@ -35,9 +146,20 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
         recorded.requests,
         endpoint.target.name()
     );
-    let stop = stop_on_signals();
-    let progress = (!args.progress.is_zero()).then_some(args.progress);
-    let run = replay::run(&mut schedule, &endpoint, args.speed, stop, progress, args.threads).await;
+    let exporter = start_exporter(&args, &endpoint, recorded.sessions)?;
+    let settings = replay::Settings {
+        speed: args.speed,
+        progress: (!args.progress.is_zero()).then_some(args.progress),
+        threads: args.threads,
+        log,
+        live: exporter
+            .clone()
+            .map(|e| -> replay::Live { Arc::new(move |p| e.add(p)) }),
+    };
+    let run = replay::run(&mut schedule, &endpoint, settings, stop_on_signals()).await;
+    if let Some(e) = &exporter {
+        e.finish();
+    }
     let summary = Summary::new(&recorded, &schedule, &run, args.speed);
     let target = endpoint.target.name();
     if args.json {
@@ -45,6 +167,9 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
         emit(&(serde_json::to_string_pretty(&v)? + "\n"));
     } else {
         emit(&crate::report::replay::text(&summary, &path, &target, args.top));
+    }
+    if let (Some(e), Some(linger), false) = (&exporter, args.metrics.linger, run.interrupted) {
+        super::linger_metrics(&e.exporter, linger).await;
     }
     Ok(if run.interrupted {
         Exit::Interrupted

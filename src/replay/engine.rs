@@ -12,7 +12,9 @@
 //! (`--speed max`) every session starts at once and each request goes as soon as the
 //! previous answer is in: lag is not measured then.
 
+use std::cell::RefCell;
 use std::future::Future;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,8 +23,10 @@ use tokio::sync::watch;
 
 use super::conn::Conn;
 use super::schedule::{ends_transaction, SessionPlan};
-use super::tally::Tally;
+use super::tally::{Lag, Tally};
+use super::txlog::{Period, Step, Transactions};
 use super::Speed;
+use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::trace::event::TxStatus;
@@ -38,19 +42,23 @@ pub async fn run(
     stop: watch::Receiver<bool>,
     done: Arc<AtomicU64>,
     threads: usize,
+    out: Outputs,
 ) -> Tally {
     let start = Instant::now();
     // The schedule starts at the first session's open, not at the recorder's start
     // (which may have waited for the application).
     let origin_ns = sessions.iter().map(|s| s.open_ns).min().unwrap_or(0);
     let threads = threads.clamp(1, sessions.len().max(1));
-    let mut groups: Vec<Vec<SessionPlan>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut groups: Vec<Vec<(usize, SessionPlan)>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, plan) in sessions.into_iter().enumerate() {
-        groups[i % threads].push(plan);
+        groups[i % threads].push((i, plan));
     }
+    // One reading of both clocks for every thread's log.
+    let clock = Clock::new(start);
     let workers: Vec<_> = groups
         .into_iter()
-        .map(|group| {
+        .enumerate()
+        .map(|(thread, group)| {
             let r = Replayer {
                 speed,
                 start,
@@ -59,7 +67,15 @@ pub async fn run(
                 done: done.clone(),
             };
             let ep = ep.clone();
-            std::thread::spawn(move || worker(group, r, ep))
+            let live = out.periods.as_ref().and_then(|p| p.get(thread).cloned());
+            let log = out.log.as_ref().map(|files| {
+                let columns = Columns {
+                    lag: matches!(speed, Speed::Factor(_)),
+                    ..Columns::default()
+                };
+                files.writer(thread, columns, clock, thread as u64 + 1)
+            });
+            std::thread::spawn(move || worker(group, r, ep, log.flatten(), live))
         })
         .collect();
     // Joined off this runtime, which keeps printing progress meanwhile.
@@ -80,8 +96,15 @@ pub async fn run(
     tally
 }
 
-/// One thread's sessions, each a task on the thread's own runtime.
-fn worker(group: Vec<SessionPlan>, r: Replayer, ep: Endpoint) -> Tally {
+/// One thread's sessions, each a task on the thread's own runtime, and its log's writer
+/// (flushed when they end, Ctrl-C included; a write error is said, the figures reported).
+fn worker(
+    group: Vec<(usize, SessionPlan)>,
+    r: Replayer,
+    ep: Endpoint,
+    log: Option<TxLog>,
+    live: Option<Period>,
+) -> Tally {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -90,12 +113,15 @@ fn worker(group: Vec<SessionPlan>, r: Replayer, ep: Endpoint) -> Tally {
             return t;
         }
     };
+    let log = log.map(|l| Rc::new(RefCell::new(l)));
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
+    let tally = local.block_on(&rt, async {
         let mut tasks = tokio::task::JoinSet::new();
-        for plan in group {
+        for (i, plan) in group {
             let (r, ep) = (r.clone(), ep.clone());
-            tasks.spawn_local(async move { r.session(plan, &ep).await });
+            let tx =
+                (log.is_some() || live.is_some()).then(|| Transactions::new(i, log.clone(), live.clone()));
+            tasks.spawn_local(async move { r.session(plan, &ep, tx).await });
         }
         let mut tally = Tally::default();
         while let Some(t) = tasks.join_next().await {
@@ -107,7 +133,22 @@ fn worker(group: Vec<SessionPlan>, r: Replayer, ep: Endpoint) -> Tally {
             }
         }
         tally
-    })
+    });
+    drop(local);
+    if let Some(log) = log.and_then(|l| Rc::try_unwrap(l).ok()) {
+        if let Err(e) = log.into_inner().finish() {
+            eprintln!("warning: {e:#}");
+        }
+    }
+    tally
+}
+
+/// What the sessions write besides their counts: `-l`'s files, and one live period per
+/// thread for `--metrics-listen`.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub log: Option<LogFiles>,
+    pub periods: Option<Vec<Period>>,
 }
 
 /// One session's view of the schedule.
@@ -148,7 +189,7 @@ impl Replayer {
         or_stop(&mut self.stop, sleep).await.is_some()
     }
 
-    async fn session(mut self, plan: SessionPlan, ep: &Endpoint) -> Tally {
+    async fn session(mut self, plan: SessionPlan, ep: &Endpoint, mut tx: Option<Transactions>) -> Tally {
         let total = plan.requests.len() as u64;
         // A timer per session, as load's clients have; tokio's when the kernel refuses.
         let mut timer = PreciseTimer::new().ok();
@@ -165,20 +206,30 @@ impl Replayer {
             return tally;
         }
         let cursor = PhaseCursor::default();
+        let began = Instant::now();
         let mut s = match or_stop(&mut self.stop, proto::connect(ep, &cursor)).await {
             None => {
                 tally.not_sent = total;
                 return tally;
             }
             Some(Err(e)) => {
-                *tally.connect_errors.entry(e.to_string()).or_default() += 1;
+                let key = e.to_string();
+                if let Some(tx) = tx.as_mut() {
+                    tx.connected(0, Some(&key));
+                }
+                *tally.connect_errors.entry(key).or_default() += 1;
                 tally.not_sent = total;
                 return tally;
             }
             Some(Ok((s, _))) => Conn::new(s),
         };
+        if let Some(tx) = tx.as_mut() {
+            tx.connected(began.elapsed().as_nanos() as u64, None);
+        }
         tally.connected = 1;
         let mut status = TxStatus::Idle;
+        // When the session could send next: the connect's end, then each answer's arrival.
+        let mut ready = Instant::now();
         for (k, r) in plan.requests.iter().enumerate() {
             let intended = self.at(plan.open_ns + r.at_ns);
             if !self.sleep(&mut timer, intended).await {
@@ -186,6 +237,7 @@ impl Replayer {
                 break;
             }
             let sent = Instant::now();
+            let lag = intended.map(|i| Lag::of(i, ready, sent));
             let answer = or_stop(&mut self.stop, s.exchange(&r.wire)).await;
             let a = match answer {
                 None => {
@@ -199,12 +251,23 @@ impl Replayer {
                 }
                 Some(Ok(a)) => a,
             };
-            tally.sent(intended.map(|i| sent.saturating_duration_since(i).as_nanos() as u64));
+            ready = Instant::now();
+            tally.sent(lag);
             let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
             let took = a.took.map(|t| t.as_nanos() as u64);
             tally.answered(r.statement, took, now, r.seen.error.as_deref());
-            if a.status == TxStatus::Idle && ends_transaction(status, r.executes) {
-                tally.transactions += 1;
+            let ended = a.status == TxStatus::Idle && ends_transaction(status, r.executes);
+            tally.transactions += u64::from(ended);
+            if let Some(tx) = tx.as_mut() {
+                tx.step(&Step {
+                    intended,
+                    sent,
+                    lag_ns: lag.map_or(0, |l| l.waiting_ns + l.send_delay_ns),
+                    error: now.map(|(code, _)| code),
+                    answered: ready,
+                    idle: a.status == TxStatus::Idle,
+                    ended,
+                });
             }
             status = a.status;
             self.done.fetch_add(1, Ordering::Relaxed);

@@ -8,7 +8,8 @@
 //! - [`preflight`]: the relations the trace uses that the target lacks, one line each.
 //! - [`engine`]: the clock and the sessions (open loop, lag from the intended send time);
 //!   [`conn`]: a session's connection and its per-request wire calls, either engine.
-//! - [`tally`]: what is counted, per session, merged at the end.
+//! - [`tally`]: what is counted, per session, merged at the end; [`txlog`]: each
+//!   session's transactions in `-l`'s log (pgbench's format, load's writer).
 //! - [`summary`]: the counts beside the recording's, as the report prints them.
 
 pub mod conn;
@@ -18,6 +19,7 @@ pub mod preflight;
 pub mod schedule;
 pub mod summary;
 pub mod tally;
+pub mod txlog;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +28,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
+use crate::load::log::LogFiles;
+use crate::load::record::Interval;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::target::Engine;
 pub use schedule::Schedule;
@@ -109,37 +113,92 @@ pub async fn check_relations(ep: &Endpoint, schedule: &Schedule) -> Result<()> {
     )
 }
 
-/// Replays `schedule`'s sessions on `ep` until done or `stop`, on `threads` threads;
-/// prints a progress line to stderr every `progress` when given.
+/// How a replay runs, besides its schedule and target.
+#[derive(Clone)]
+pub struct Settings {
+    pub speed: Speed,
+    /// Print a progress line to stderr this often.
+    pub progress: Option<Duration>,
+    pub threads: usize,
+    /// `-l`: the log files, one per thread, created before anything connects.
+    pub log: Option<LogFiles>,
+    /// `--metrics-listen`: handed every period's figures (each `progress`, else each
+    /// second), and the last, partial period's when the replay ends.
+    pub live: Option<Live>,
+}
+
+/// Where the live periods go: the metrics endpoint (above this stage).
+pub type Live = Arc<dyn Fn(&Interval) + Send + Sync>;
+
+/// Takes every thread's period, merged.
+fn take_periods(periods: &[txlog::Period]) -> Interval {
+    let mut sum = Interval::new();
+    for p in periods {
+        let p = std::mem::take(&mut *p.lock().unwrap_or_else(|e| e.into_inner()));
+        sum.transactions += p.transactions;
+        sum.failures += p.failures;
+        sum.connects += p.connects;
+        sum.connect_ns += p.connect_ns;
+        for (k, n) in p.failure_kinds {
+            *sum.failure_kinds.entry(k).or_default() += n;
+        }
+        let _ = sum.latency_us.add(&p.latency_us);
+        sum.lag_max_us = sum.lag_max_us.max(p.lag_max_us);
+    }
+    sum
+}
+
+/// Replays `schedule`'s sessions on `ep` until done or `stop`.
 pub async fn run(
     schedule: &mut Schedule,
     ep: &Endpoint,
-    speed: Speed,
+    settings: Settings,
     stop: watch::Receiver<bool>,
-    progress: Option<Duration>,
-    threads: usize,
 ) -> Run {
+    let Settings {
+        speed,
+        progress,
+        threads,
+        log,
+        live,
+    } = settings;
+    let periods: Option<Vec<txlog::Period>> = live
+        .as_ref()
+        .map(|_| (0..threads).map(|_| Default::default()).collect());
     let sessions = std::mem::take(&mut schedule.sessions);
     let total: u64 = sessions.iter().map(|s| s.requests.len() as u64).sum();
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
-    let ticker = progress.map(|every| {
-        let done = done.clone();
+    let every = progress.or(live.as_ref().map(|_| Duration::from_secs(1)));
+    let ticker = every.map(|every| {
+        let (done, live, periods) = (done.clone(), live.clone(), periods.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             loop {
                 tick.tick().await;
-                eprintln!(
-                    "replay: {:.0} s, {} of {total} requests answered",
-                    start.elapsed().as_secs_f64(),
-                    done.load(Ordering::Relaxed)
-                );
+                if progress.is_some() {
+                    eprintln!(
+                        "replay: {:.0} s, {} of {total} requests answered",
+                        start.elapsed().as_secs_f64(),
+                        done.load(Ordering::Relaxed)
+                    );
+                }
+                if let (Some(live), Some(p)) = (&live, &periods) {
+                    live(&take_periods(p));
+                }
             }
         })
     });
-    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads).await;
+    let out = engine::Outputs {
+        log,
+        periods: periods.clone(),
+    };
+    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads, out).await;
     if let Some(t) = ticker {
         t.abort();
+    }
+    if let (Some(live), Some(p)) = (&live, &periods) {
+        live(&take_periods(p));
     }
     Run {
         tally,

@@ -110,6 +110,14 @@ pub struct Fidelity {
     pub on_time_share: Option<f64>,
     /// Actual send − intended send.
     pub lag: Option<Times>,
+    /// The part of each request's lag spent waiting for the previous answer (the
+    /// connect, for a session's first): `max(intended, answer) − intended`. The server
+    /// answered later than when recorded, or the session carried lag from before.
+    pub waiting_for_server: Option<Times>,
+    /// The rest, connbench's own send delay: `send − max(intended, answer)`.
+    pub send_delay: Option<Times>,
+    /// Requests whose own send delay exceeded 1 ms, as a share of those sent.
+    pub send_delay_late_share: Option<f64>,
     /// Why lag is `null`.
     pub lag_note: Option<String>,
     pub failed_now_not_then: u64,
@@ -154,7 +162,10 @@ fn method(speed: Speed) -> String {
         Speed::Factor(f) => format!(
             "open loop at {}: each session opened, and each request sent, at its recorded offset from \
              the first session's open divided by {f}; lag is the actual send minus that intended time (a request \
-             sent late because the previous answer came late counts its wait, as pgbench -R's lag)",
+             sent late because the previous answer came late counts its wait, as pgbench -R's lag), split in two \
+             parts that add up to it: waiting for the server (the intended time to the previous answer's \
+             arrival, or the connect's end, when that came later) and connbench's own send delay (the later \
+             of the two to the moment the request is written: the timer's wake-up, the thread's turn on a core)",
             if f == 1.0 { "the recorded pace".to_string() } else { format!("{f}x the recorded pace") }
         ),
     };
@@ -230,6 +241,9 @@ impl Summary {
             fidelity: Fidelity {
                 on_time_share: (scheduled && t.sent > 0).then(|| t.on_time as f64 / t.sent as f64),
                 lag: if scheduled { Times::of(&t.lag) } else { None },
+                waiting_for_server: if scheduled { Times::of(&t.waiting) } else { None },
+                send_delay: if scheduled { Times::of(&t.send_delay) } else { None },
+                send_delay_late_share: (scheduled && t.sent > 0).then(|| t.late_sends as f64 / t.sent as f64),
                 lag_note: (!scheduled).then(|| "--speed max: no schedule to lag behind".to_string()),
                 failed_now_not_then: t.failed_now_not_then,
                 failed_then_not_now: t.failed_then_not_now,

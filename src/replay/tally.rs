@@ -40,8 +40,15 @@ pub struct Tally {
     pub response: Histogram<u64>,
     /// Actual send − intended send, ns (recorded as at least 1 ns).
     pub lag: Histogram<u64>,
+    /// The part of each lag spent waiting for the previous answer (or the connect):
+    /// `max(intended, answer) − intended`, ns.
+    pub waiting: Histogram<u64>,
+    /// The rest, connbench's own: `send − max(intended, answer)`, ns.
+    pub send_delay: Histogram<u64>,
     /// Requests sent at most 1 ms after their intended time.
     pub on_time: u64,
+    /// Requests whose own send delay exceeded 1 ms.
+    pub late_sends: u64,
     pub sent: u64,
     /// Requests of the schedule not sent: the session could not connect, broke, or the
     /// replay was stopped.
@@ -65,7 +72,10 @@ impl Default for Tally {
             statements: HashMap::new(),
             response: command_histogram(),
             lag: command_histogram(),
+            waiting: command_histogram(),
+            send_delay: command_histogram(),
             on_time: 0,
+            late_sends: 0,
             sent: 0,
             not_sent: 0,
             failures: BTreeMap::new(),
@@ -81,20 +91,46 @@ impl Default for Tally {
     }
 }
 
+/// One request's lag behind its intended send time, in two parts that add up to it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lag {
+    /// The intended time to the previous answer's arrival (the connect's end for a
+    /// session's first request), when that came later: the session could not send
+    /// before it. The server's doing, or lag carried from the session's earlier requests.
+    pub waiting_ns: u64,
+    /// The later of the intended time and that arrival, to the send: connbench's own
+    /// (its timer's wake-up, the thread's turn on a core, writing the request).
+    pub send_delay_ns: u64,
+}
+
+impl Lag {
+    /// The split of `sent − intended` around `ready` (when the session could send).
+    pub fn of(intended: std::time::Instant, ready: std::time::Instant, sent: std::time::Instant) -> Lag {
+        let from = intended.max(ready);
+        Lag {
+            waiting_ns: from.saturating_duration_since(intended).as_nanos() as u64,
+            send_delay_ns: sent.saturating_duration_since(from).as_nanos() as u64,
+        }
+    }
+}
+
 /// The figures past which a histogram saturates rather than fails.
 fn record(h: &mut Histogram<u64>, ns: u64) {
     h.saturating_record(ns.max(1));
 }
 
 impl Tally {
-    /// One request's send: its lag behind the schedule (`None` with no schedule).
-    pub fn sent(&mut self, lag_ns: Option<u64>) {
+    /// One request's send: its lag behind the schedule split in two (`None` with no
+    /// schedule).
+    pub fn sent(&mut self, lag: Option<Lag>) {
         self.sent += 1;
-        if let Some(l) = lag_ns {
-            record(&mut self.lag, l);
-            if l <= 1_000_000 {
-                self.on_time += 1;
-            }
+        if let Some(l) = lag {
+            let total = l.waiting_ns + l.send_delay_ns;
+            record(&mut self.lag, total);
+            record(&mut self.waiting, l.waiting_ns);
+            record(&mut self.send_delay, l.send_delay_ns);
+            self.on_time += u64::from(total <= 1_000_000);
+            self.late_sends += u64::from(l.send_delay_ns > 1_000_000);
         }
     }
 
@@ -142,7 +178,10 @@ impl Tally {
         }
         let _ = self.response.add(&o.response);
         let _ = self.lag.add(&o.lag);
+        let _ = self.waiting.add(&o.waiting);
+        let _ = self.send_delay.add(&o.send_delay);
         self.on_time += o.on_time;
+        self.late_sends += o.late_sends;
         self.sent += o.sent;
         self.not_sent += o.not_sent;
         for (k, n) in o.failures {
@@ -172,11 +211,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lag_splits_at_the_later_of_the_intended_time_and_the_answer() {
+        let t0 = std::time::Instant::now();
+        let ms = |n| t0 + std::time::Duration::from_millis(n);
+        // The answer came 3 ms after the intended time; sent 1 ms after the answer.
+        let l = Lag::of(ms(10), ms(13), ms(14));
+        assert_eq!((l.waiting_ns, l.send_delay_ns), (3_000_000, 1_000_000));
+        // The answer was in before the intended time: all of the lag is connbench's.
+        let l = Lag::of(ms(10), ms(5), ms(12));
+        assert_eq!((l.waiting_ns, l.send_delay_ns), (0, 2_000_000));
+        let mut t = Tally::default();
+        t.sent(Some(Lag::of(ms(10), ms(5), ms(12))));
+        assert_eq!((t.on_time, t.late_sends), (0, 1));
+    }
+
+    #[test]
     fn outcomes_are_compared_with_the_recording_and_merge_adds() {
         let mut a = Tally::default();
-        a.sent(Some(500_000));
+        let lag = |waiting_ns, send_delay_ns| {
+            Some(Lag {
+                waiting_ns,
+                send_delay_ns,
+            })
+        };
+        a.sent(lag(0, 500_000));
         a.answered(Some(0), Some(1_000), None, None);
-        a.sent(Some(2_000_000));
+        a.sent(lag(1_500_000, 500_000));
         a.answered(
             Some(0),
             Some(2_000),
@@ -188,6 +248,9 @@ mod tests {
         b.answered(Some(1), Some(3_000), None, Some("40001"));
         a.merge(b);
         assert_eq!((a.sent, a.on_time, a.lag.len()), (3, 1, 2));
+        assert_eq!(a.late_sends, 0);
+        assert_eq!(a.lag.max(), a.lag.highest_equivalent(2_000_000));
+        assert_eq!(a.waiting.max(), a.waiting.highest_equivalent(1_500_000));
         assert_eq!((a.failed_now_not_then, a.failed_then_not_now), (1, 1));
         assert_eq!(a.failures.get("42P01"), Some(&1));
         assert_eq!(a.statements[&0].calls, 2);

@@ -80,6 +80,16 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
         (l, None) => format!("lag {}", times(*l)),
     };
     o.push_str(&format!("fidelity     on time (lag ≤ 1 ms) {on_time}; {lag}\n"));
+    if f.lag_note.is_none() {
+        let late = f
+            .send_delay_late_share
+            .map_or("-".to_string(), |v| format!("{:.2}%", v * 100.0));
+        o.push_str(&format!(
+            "             of which waiting for the server {}\n             and connbench's own send delay {}; over 1 ms {late}\n",
+            times(f.waiting_for_server),
+            times(f.send_delay)
+        ));
+    }
     o.push_str(&format!(
         "             failed now but not when recorded {}; failed when recorded but not now {}; sessions not connected {}\n",
         f.failed_now_not_then, f.failed_then_not_now, f.sessions_not_connected

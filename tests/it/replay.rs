@@ -72,9 +72,9 @@ fn stop_recorder(child: std::process::Child) {
     assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
 }
 
-/// Records `pgbench -c 2 -T 2 -M prepared` on `db` (a database of the sandbox) through
+/// Records `pgbench -c 2 -T 2` with `args` on `db` (a database of the sandbox) through
 /// `connbench record` into `out`.
-fn record_pgbench(db: &str, out: &std::path::Path) {
+fn record_pgbench(db: &str, out: &std::path::Path, args: &[&str]) {
     let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
     let (child, port) = start_recorder("postgres", &upstream, out);
     let through: String = conninfo("tcp")
@@ -88,7 +88,9 @@ fn record_pgbench(db: &str, out: &std::path::Path) {
         .collect::<Vec<_>>()
         .join(" ");
     let o = Command::new("pgbench")
-        .args(["-n", "-c", "2", "-T", "2", "-M", "prepared", &through])
+        .args(["-n", "-c", "2", "-T", "2"])
+        .args(args)
+        .arg(&through)
         .output()
         .unwrap();
     stop_recorder(child);
@@ -116,7 +118,7 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
     pgbench_init(&admin_db);
     let dir = scratch("replay");
     let trace = dir.join("app.trace.gz");
-    record_pgbench("cbreplay", &trace);
+    record_pgbench("cbreplay", &trace, &["-M", "prepared"]);
     let recorded = server_figures(&admin_db);
     assert_ne!(recorded[0], "0", "pgbench wrote no history: {recorded:?}");
 
@@ -124,11 +126,22 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
     assert_eq!(value(&admin_db, "SELECT count(*) FROM pgbench_history"), "0");
     let target = with_dbname(&conninfo("tcp"), "cbreplay");
     let t = trace.to_str().unwrap();
-    let o = connbench(&["replay", t, "--target", &target, "--json"]);
+    let prefix = dir.join("txlog").display().to_string();
+    let o = connbench(&[
+        "replay",
+        t,
+        "--target",
+        &target,
+        "--json",
+        "-l",
+        "--log-prefix",
+        &prefix,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let s = &v["summary"];
     assert_eq!(server_figures(&admin_db), recorded, "{s}");
+    assert_transaction_log(&dir, s);
     let f = &s["fidelity"];
     assert_eq!(f["failed_now_not_then"], 0, "{s}");
     assert_eq!(f["sessions_not_connected"], 0, "{s}");
@@ -154,6 +167,8 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
     assert_eq!(insert["calls"].to_string(), recorded[0], "{s}");
     assert_eq!(insert["calls_recorded"], insert["calls"], "{s}");
     assert!(f["lag"]["p99_ms"].as_f64().is_some(), "{s}");
+
+    assert_metrics(t, &target);
 
     // The text report states its method and fidelity.
     let o = connbench(&["replay", t, "--target", &target, "--speed", "max"]);
@@ -206,6 +221,160 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
     let s = &v["summary"];
     assert_eq!(s["interrupted"], true, "{s}");
     assert!(s["fidelity"]["requests_not_sent"].as_u64().unwrap() > 0, "{s}");
+}
+
+/// The engine's own lag, apart from the server's: pgbench -S at 1,000 transactions/s
+/// (no locks; the schedule's gaps make nearly every request wait for its time on the
+/// timer, even for a debug build on a busy machine) recorded and replayed at the recorded
+/// pace. Its lag splits into waiting for
+/// the server and connbench's own send delay (the send minus the later of the intended
+/// time and the previous answer), which add up; and the share of sends more than 1 ms
+/// late by connbench's own doing is small. A timer on a 1 ms tick (tokio's, the engine
+/// without `PreciseTimer`) is late by the distance to its tick plus its driver's
+/// whole-millisecond `epoll_wait`: a median of 1.0-1.5 ms (net::timer's test), so most
+/// sends would be over 1 ms late; a busy machine delays some wake-ups past 1 ms too, hence
+/// a share, not a maximum.
+#[test]
+fn the_replay_sends_within_a_millisecond_of_when_it_could() {
+    let admin_db = create_database("cbreplay_lag");
+    pgbench_init(&admin_db);
+    let dir = scratch("replay-lag");
+    let trace = dir.join("select.trace.gz");
+    record_pgbench("cbreplay_lag", &trace, &["-S", "-R", "1000"]);
+    let target = with_dbname(&conninfo("tcp"), "cbreplay_lag");
+    let o = connbench(&["replay", trace.to_str().unwrap(), "--target", &target, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let f = &v["summary"]["fidelity"];
+    let ms = |k: &str, q: &str| f[k][q].as_f64().unwrap_or_else(|| panic!("{k}.{q}: {f}"));
+    // The two parts add up to the lag, request by request: neither exceeds it.
+    for k in ["waiting_for_server", "send_delay"] {
+        assert!(ms(k, "max_ms") <= ms("lag", "max_ms") * 1.01, "{k}: {f}");
+    }
+    let sent = v["summary"]["replayed"]["requests"].as_u64().unwrap();
+    assert!(sent > 500, "too few requests to judge: {f}");
+    let late = f["send_delay_late_share"].as_f64().unwrap();
+    eprintln!("replay of pgbench -S at the recorded pace, {sent} requests: {f}");
+    assert!(
+        late <= 0.10,
+        "{:.1}% of the sends were more than 1 ms late by connbench's own doing: {f}",
+        late * 100.0
+    );
+}
+
+/// `--metrics-listen` (load's endpoint): once the replay has printed its report and
+/// lingers, a scrape holds its transactions, as many as the report counts, its connects
+/// (pgbench's check connection and 2 clients), no failures, and `finished="true"`.
+fn assert_metrics(trace: &str, target: &str) {
+    use std::io::{BufRead, Read, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["replay", trace, "--target", target, "--speed", "max", "--json"])
+        .args(["--metrics-listen", "127.0.0.1:0", "--metrics-linger", "2m"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut out = child.stdout.take().unwrap();
+    let _child = crate::common::Killed(child);
+    let (mut endpoint, mut line) = (None, String::new());
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "the replay ended without lingering"
+        );
+        if let Some(rest) = line.trim().strip_prefix("metrics: serving http://") {
+            endpoint = Some(rest.trim_end_matches("/metrics").to_string());
+        }
+        if line.contains("serving the final figures") {
+            break;
+        }
+    }
+    let addr = endpoint.expect("no metrics address");
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let value = |name: &str| -> u64 {
+        let l = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains("run=\"replay\""))
+            .unwrap_or_else(|| panic!("no {name}: {text}"));
+        l.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // The report came out before the linger: the whole JSON document is in the pipe.
+    let mut report = Vec::new();
+    let mut buf = [0u8; 65536];
+    let v: serde_json::Value = loop {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "no report before the linger");
+        report.extend_from_slice(&buf[..n]);
+        if let Ok(v) = serde_json::from_slice(&report) {
+            break v;
+        }
+    };
+    assert!(text.contains("finished=\"true\""), "{text}");
+    let s = &v["summary"];
+    assert_eq!(
+        value("connbench_transactions_total"),
+        s["replayed"]["transactions"].as_u64().unwrap(),
+        "{text}"
+    );
+    assert_eq!(value("connbench_connections_total"), 3, "{text}");
+    assert!(!text.contains("connbench_failures_total{"), "{text}");
+}
+
+/// -l's files (txlog.PID, txlog.PID.1, ... in `dir`) hold a line per replayed
+/// transaction in pgbench's format with its schedule lag: client_id (a session's place,
+/// pgbench's check connection and 2 clients), transaction_no counting from 1 in each
+/// session, the time in µs, script 0, the end as Unix seconds and µs, the lag in µs.
+fn assert_transaction_log(dir: &std::path::Path, s: &serde_json::Value) {
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.file_name().unwrap().to_str().unwrap().starts_with("txlog.") {
+            lines.extend(
+                std::fs::read_to_string(&path)
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string),
+            );
+        }
+    }
+    assert_eq!(
+        lines.len() as u64,
+        s["replayed"]["transactions"].as_u64().unwrap(),
+        "{s}"
+    );
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut numbers: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for l in &lines {
+        let f: Vec<u64> = l
+            .split(' ')
+            .map(|x| x.parse().unwrap_or_else(|_| panic!("not a number in {l:?}")))
+            .collect();
+        assert_eq!(f.len(), 7, "{l}");
+        assert!(f[0] < 3 && f[3] == 0 && f[5] < 1_000_000, "{l}");
+        assert!(
+            f[4] + 600 > now_s && f[4] <= now_s,
+            "ended within the last 10 minutes: {l}"
+        );
+        // A transaction's time includes its lag.
+        assert!(f[2] >= f[6], "{l}");
+        numbers.entry(f[0]).or_default().push(f[1]);
+    }
+    for (client, mut n) in numbers {
+        n.sort();
+        assert_eq!(n, (1..=n.len() as u64).collect::<Vec<_>>(), "client {client}");
+    }
 }
 
 /// A trace of one session and one request, with `header_options` and `request` spliced in.
@@ -380,4 +549,115 @@ fn sysbench_on_mariadb_replays_to_the_same_statement_counts() {
         s["replayed"]["transactions"], s["recorded"]["transactions"],
         "{s}"
     );
+}
+
+/// `--server-cpus` on a running sandbox's target: the servers' quota, as the kernel holds
+/// it, is the replay's while a request of it runs (a pg_sleep of 1 s) and the sandbox's
+/// own once it ends; on a target that is no running sandbox's it is refused.
+#[test]
+fn server_cpus_sizes_a_running_sandbox_for_the_replay_and_puts_its_quota_back() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a CPU quota needs root");
+        return;
+    }
+    let dir = scratch("replay-cpus");
+    let trace = tiny_trace(
+        &dir,
+        "sleep",
+        "postgres",
+        "{}",
+        r#""op":"query","sql":"SELECT pg_sleep(1)""#,
+    );
+    // The test binary's own sandbox is no running sandbox's target (none is in the
+    // registry under the tests' TMPDIR): refused, before anything connects.
+    let o = connbench(&[
+        "replay",
+        &trace,
+        "--target",
+        &conninfo("tcp"),
+        "--server-cpus",
+        "0.5",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not a running sandbox's target"),
+        "{}",
+        stderr(&o)
+    );
+
+    let tmp = std::env::temp_dir().join(format!("cbr-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_connbench"))
+            .args(args)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    struct StopOnDrop(std::path::PathBuf);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Command::new(env!("CARGO_BIN_EXE_connbench"))
+                .args(["sandbox", "stop"])
+                .env("TMPDIR", &self.0)
+                .output();
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _stop = StopOnDrop(tmp.clone());
+    let o = run(&[
+        "sandbox",
+        "start",
+        "--engines",
+        "postgres",
+        "--server-cpus",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let info: SandboxInfo = serde_json::from_slice(&o.stdout).unwrap();
+    let g = info.cgroups.clone().expect("the cgroups are described").server;
+    let v2 = info.cgroups.as_ref().unwrap().v2;
+    // The cores the kernel lets the group use: its quota over its period.
+    let cores = || -> f64 {
+        let read = |f: &str| std::fs::read_to_string(g.quota_dir.join(f)).unwrap();
+        let (quota, period) = if v2 {
+            let max = read("cpu.max");
+            let mut w = max.split_whitespace();
+            (w.next().unwrap().to_string(), w.next().unwrap().to_string())
+        } else {
+            (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us"))
+        };
+        quota.trim().parse::<f64>().unwrap() / period.trim().parse::<f64>().unwrap()
+    };
+    assert_eq!(cores(), 2.0);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args([
+            "replay",
+            &trace,
+            "--target",
+            "tcp",
+            "--server-cpus",
+            "0.5",
+            "--json",
+        ])
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // Once the replay has connected, its one request sleeps for a second.
+    while !line.contains("request(s) from") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "the replay ended first"
+        );
+    }
+    assert_eq!(cores(), 0.5);
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(0));
+    assert_eq!(cores(), 2.0);
 }
