@@ -488,7 +488,14 @@ pub async fn measure(
         sessions: trace.sessions.clone(),
         ..Schedule::default()
     };
-    let run = replay::run(&mut schedule, endpoint, Speed::Factor(1.0), cap_rx, None, threads).await;
+    let settings = replay::Settings {
+        speed: Speed::Factor(1.0),
+        progress: None,
+        threads,
+        log: None,
+        live: None,
+    };
+    let run = replay::run(&mut schedule, endpoint, settings, cap_rx).await;
     capper.abort();
     let t = &run.tally;
     let Some(lat) = crate::stats::load::latency(&t.response, 1) else {

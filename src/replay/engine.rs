@@ -175,6 +175,15 @@ impl Replayer {
         }
     }
 
+    /// The recorded think time at this pace (none with no schedule: as fast as the
+    /// server allows).
+    fn think(&self, think_ns: Option<u64>) -> Duration {
+        match (self.speed, think_ns) {
+            (Speed::Factor(f), Some(ns)) => Duration::from_nanos((ns as f64 / f) as u64),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Sleeps until `at` (at once with no schedule); `false` when stopped first.
     async fn sleep(&mut self, timer: &mut Option<PreciseTimer>, at: Option<Instant>) -> bool {
         let Some(at) = at else { return !*self.stop.borrow() };
@@ -223,21 +232,32 @@ impl Replayer {
             }
             Some(Ok((s, _))) => Conn::new(s),
         };
+        let connect_ns = began.elapsed().as_nanos() as u64;
         if let Some(tx) = tx.as_mut() {
-            tx.connected(began.elapsed().as_nanos() as u64, None);
+            tx.connected(connect_ns, None);
         }
         tally.connected = 1;
+        tally.connect_ns = connect_ns;
+        // The open transaction's first send.
+        let mut began_tx: Option<Instant> = None;
         let mut status = TxStatus::Idle;
-        // When the session could send next: the connect's end, then each answer's arrival.
+        // The connect's end, then each answer's arrival: the session can send its next
+        // request once the application's recorded think time after it has passed.
         let mut ready = Instant::now();
         for (k, r) in plan.requests.iter().enumerate() {
             let intended = self.at(plan.open_ns + r.at_ns);
-            if !self.sleep(&mut timer, intended).await {
+            // A session behind its schedule still takes the application's own time
+            // after each answer (its code between two requests: a password hash inside
+            // a transaction, a template rendered): sending at once would replay a faster
+            // application than the one recorded.
+            let could = ready + self.think(r.think_ns);
+            let due = intended.map(|i| i.max(could));
+            if !self.sleep(&mut timer, due).await {
                 tally.not_sent += total - k as u64;
                 break;
             }
             let sent = Instant::now();
-            let lag = intended.map(|i| Lag::of(i, ready, sent));
+            let lag = intended.map(|i| Lag::of(i, could, sent));
             let answer = or_stop(&mut self.stop, s.exchange(&r.wire)).await;
             let a = match answer {
                 None => {
@@ -256,8 +276,16 @@ impl Replayer {
             let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
             let took = a.took.map(|t| t.as_nanos() as u64);
             tally.answered(r.statement, took, now, r.seen.error.as_deref());
+            // As `connbench trace` counts one: from a request that executes sent while
+            // idle to the answer that leaves the session idle again.
+            if status == TxStatus::Idle && r.executes && began_tx.is_none() {
+                began_tx = Some(sent);
+            }
             let ended = a.status == TxStatus::Idle && ends_transaction(status, r.executes);
-            tally.transactions += u64::from(ended);
+            if ended {
+                let first = began_tx.take().unwrap_or(sent);
+                tally.transaction(ready.saturating_duration_since(first).as_nanos() as u64);
+            }
             if let Some(tx) = tx.as_mut() {
                 tx.step(&Step {
                     intended,

@@ -52,6 +52,9 @@ pub struct Planned {
     pub statement: Option<usize>,
     /// It runs something (a Query, or an Execute step): a transaction's work.
     pub executes: bool,
+    /// The application's own time before it, as recorded: from the previous answer's
+    /// end (or the connect's) to this request; `None` when it was pipelined.
+    pub think_ns: Option<u64>,
     pub seen: Seen,
 }
 
@@ -266,6 +269,7 @@ impl Builder {
             wire,
             statement,
             executes,
+            think_ns: r.think_ns,
             seen,
         })
     }

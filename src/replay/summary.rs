@@ -22,6 +22,9 @@ pub struct Recorded {
     pub transactions: u64,
     failures: BTreeMap<String, u64>,
     statements: HashMap<usize, (u64, u64, Histogram<u64>)>,
+    /// Each recorded transaction's time, its first request to its last response, ns.
+    transaction: Histogram<u64>,
+    transaction_ns: u64,
 }
 
 impl Recorded {
@@ -32,7 +35,25 @@ impl Recorded {
             transactions: 0,
             failures: BTreeMap::new(),
             statements: HashMap::new(),
+            transaction: command_histogram(),
+            transaction_ns: 0,
         };
+        for session in &s.sessions {
+            // As `connbench trace` times one: from a request that executes sent while
+            // idle to the response that leaves the session idle.
+            let mut first: Option<u64> = None;
+            for p in &session.requests {
+                if p.executes && first.is_none() {
+                    first = Some(p.at_ns);
+                }
+                if p.seen.ends_transaction {
+                    let from = first.take().unwrap_or(p.at_ns);
+                    let ns = (p.at_ns + p.seen.response_ns.unwrap_or(0)).saturating_sub(from);
+                    r.transaction.saturating_record(ns.max(1));
+                    r.transaction_ns += ns;
+                }
+            }
+        }
         for p in s.sessions.iter().flat_map(|s| &s.requests) {
             r.requests += 1;
             r.transactions += u64::from(p.seen.ends_transaction);
@@ -71,6 +92,43 @@ impl Times {
             max_ms: l.max_ns as f64 / 1e6,
         })
     }
+}
+
+/// A mean beside p50, p99 and max, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Spread {
+    /// `sum_ns` is the exact sum of what `h` holds (its own mean is at 2 digits).
+    fn of(h: &Histogram<u64>, sum_ns: u64) -> Option<Spread> {
+        let t = Times::of(h)?;
+        Some(Spread {
+            mean_ms: sum_ns as f64 / h.len() as f64 / 1e6,
+            p50_ms: t.p50_ms,
+            p99_ms: t.p99_ms,
+            max_ms: t.max_ms,
+        })
+    }
+}
+
+/// Transactions' times now and when recorded: the unit of `connbench trace`'s
+/// predictions, so `replay --rtt N` measures what `trace` predicted for +N ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransactionTimes {
+    /// First request sent to last answer read, now.
+    pub now: Option<Spread>,
+    /// The recorder's first request to its last response.
+    pub recorded: Option<Spread>,
+    /// The connects' mean now (start to the session's ready), ms.
+    pub connect_mean_ms: Option<f64>,
+    /// The mean transaction now with its share of the connects:
+    /// (Σ transactions + Σ connects) / transactions, `trace`'s `per_transaction_ms`.
+    pub per_transaction_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,6 +206,7 @@ pub struct Summary {
     /// The recording was cut short: what it held was replayed.
     pub trace_cut: Option<String>,
     pub response: Option<Times>,
+    pub transaction_times: TransactionTimes,
     pub statements: Vec<StatementRow>,
     pub failures: Vec<FailureRow>,
     pub fidelity: Fidelity,
@@ -164,14 +223,17 @@ fn method(speed: Speed) -> String {
              the first session's open divided by {f}; lag is the actual send minus that intended time (a request \
              sent late because the previous answer came late counts its wait, as pgbench -R's lag), split in two \
              parts that add up to it: waiting for the server (the intended time to the previous answer's \
-             arrival, or the connect's end, when that came later) and connbench's own send delay (the later \
+             arrival, or the connect's end, plus the application's think time after it, when that came later) and connbench's own send delay (the later \
              of the two to the moment the request is written: the timer's wake-up, the thread's turn on a core)",
             if f == 1.0 { "the recorded pace".to_string() } else { format!("{f}x the recorded pace") }
         ),
     };
     format!(
         "{pace}; each session waits for an answer before its next request (a pipelined request goes \
-         after it); percentiles are HDR histograms' at 2 significant digits; a request's time now is its last byte written to its answer's last byte read (ReadyForQuery; MySQL's final OK, EOF or ERR), beside the \
+         after it), and then for the application's recorded think time (its own time between an answer and \
+         its next request), also when behind its schedule (at the pace's speed; not with --speed max); \
+         a transaction's time is its first request's send to its last answer, beside the recorder's first \
+         request to last response; percentiles are HDR histograms' at 2 significant digits; a request's time now is its last byte written to its answer's last byte read (ReadyForQuery; MySQL's final OK, EOF or ERR), beside the \
          recorder's request's last byte to the response's last byte; calls are requests that executed \
          the statement (a Query or COM_QUERY, an extended group with an Execute, a COM_STMT_EXECUTE), by fingerprint; a transaction \
          ends at a response that leaves the session idle"
@@ -236,6 +298,13 @@ impl Summary {
             sessions_skipped: schedule.skipped_sessions,
             trace_cut: schedule.cut.clone(),
             response: Times::of(&t.response),
+            transaction_times: TransactionTimes {
+                now: Spread::of(&t.transaction, t.transaction_ns),
+                recorded: Spread::of(&rec.transaction, rec.transaction_ns),
+                connect_mean_ms: (t.connected > 0).then(|| t.connect_ns as f64 / t.connected as f64 / 1e6),
+                per_transaction_ms: (t.transactions > 0)
+                    .then(|| (t.transaction_ns + t.connect_ns) as f64 / t.transactions as f64 / 1e6),
+            },
             statements,
             failures,
             fidelity: Fidelity {

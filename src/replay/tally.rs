@@ -59,8 +59,15 @@ pub struct Tally {
     /// Examples of `failed_now_not_then`: SQLSTATE and message, a few.
     pub examples: Vec<String>,
     pub transactions: u64,
+    /// Each transaction's time now, its first request's send to its last answer, ns
+    /// (`connbench trace`'s "first request to last response").
+    pub transaction: Histogram<u64>,
+    /// Their sum, ns, for the mean.
+    pub transaction_ns: u64,
     pub sessions: u64,
     pub connected: u64,
+    /// The connects' times summed (the connect's start to the session's ready), ns.
+    pub connect_ns: u64,
     /// Connect failures and lost connections by their key (phase and kind).
     pub connect_errors: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
@@ -83,8 +90,11 @@ impl Default for Tally {
             failed_then_not_now: 0,
             examples: Vec::new(),
             transactions: 0,
+            transaction: command_histogram(),
+            transaction_ns: 0,
             sessions: 0,
             connected: 0,
+            connect_ns: 0,
             connect_errors: BTreeMap::new(),
             lost: BTreeMap::new(),
         }
@@ -169,6 +179,13 @@ impl Tally {
         }
     }
 
+    /// One transaction ended, `ns` after its first request was sent.
+    pub fn transaction(&mut self, ns: u64) {
+        self.transactions += 1;
+        record(&mut self.transaction, ns);
+        self.transaction_ns += ns;
+    }
+
     pub fn merge(&mut self, o: Tally) {
         for (i, s) in o.statements {
             let t = self.statements.entry(i).or_default();
@@ -195,8 +212,11 @@ impl Tally {
             }
         }
         self.transactions += o.transactions;
+        let _ = self.transaction.add(&o.transaction);
+        self.transaction_ns += o.transaction_ns;
         self.sessions += o.sessions;
         self.connected += o.connected;
+        self.connect_ns += o.connect_ns;
         for (k, n) in o.connect_errors {
             *self.connect_errors.entry(k).or_default() += n;
         }

@@ -2,7 +2,7 @@
 //! `replay::summary`), as text for people and JSON for programs (docs/json.md). Reads
 //! figures; computes nothing but display units.
 
-use crate::replay::summary::{Summary, Times};
+use crate::replay::summary::{Spread, Summary, Times};
 
 /// The JSON document.
 pub fn json(s: &Summary, trace: &str, target: &str) -> serde_json::Value {
@@ -26,6 +26,18 @@ fn ms(v: f64) -> String {
 fn times(t: Option<Times>) -> String {
     t.map_or("-".to_string(), |t| {
         format!("p50 {}, p99 {}, max {}", ms(t.p50_ms), ms(t.p99_ms), ms(t.max_ms))
+    })
+}
+
+fn spread(t: Option<Spread>) -> String {
+    t.map_or("-".to_string(), |t| {
+        format!(
+            "mean {}, p50 {}, p99 {}, max {}",
+            ms(t.mean_ms),
+            ms(t.p50_ms),
+            ms(t.p99_ms),
+            ms(t.max_ms)
+        )
     })
 }
 
@@ -70,6 +82,16 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
         "transactions {} (recorded {})\n",
         r.transactions, n.transactions
     ));
+    let tt = &s.transaction_times;
+    if tt.now.is_some() || tt.recorded.is_some() {
+        o.push_str(&format!(
+            "             each {}\n             recorded {}\n             with the connects' share (mean connect {}): {} a transaction\n",
+            spread(tt.now),
+            spread(tt.recorded),
+            tt.connect_mean_ms.map_or("-".to_string(), ms),
+            tt.per_transaction_ms.map_or("-".to_string(), ms)
+        ));
+    }
     o.push_str(&format!("response     {}\n", times(s.response)));
     let f = &s.fidelity;
     let on_time = f
