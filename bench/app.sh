@@ -15,15 +15,13 @@
 # 2. Predict: `connbench trace --rtt 50ms --json`, the "+50 ms" scenario's
 #    per_transaction_ms: a transaction's mean time (first request to last response) 50 ms
 #    farther away, with its share of the connects the application made (the pool's one).
-# 3. Measure: `connbench replay --rtt 50ms --speed max --json` on a fresh copy. The
-#    recording has one session (the pool's connection); with no schedule it sends each
-#    request when the previous answer is in, so its elapsed time is its connect and its
-#    requests back to back, and elapsed / transactions is a transaction's mean time, the
-#    connect's share included: the unit of per_transaction_ms. Bar: measured / predicted
-#    within 1 +- 0.10. Printed beside it: the term a replay lacks (the application's own
-#    time inside a transaction, the trace's split), and the same replay at the recorded
-#    pace (the acceptance's command): behind its schedule it skips the application's
-#    time, caught up it waits for its schedule, so its elapsed time is no transaction's.
+# 3. Measure: `connbench replay --rtt 50ms --json` at the recorded pace on a fresh copy:
+#    its transaction_times.per_transaction_ms, each transaction's first send to its last
+#    answer (the application's recorded think time kept after each answer, also when the
+#    session is behind its schedule) with the connects' share: the unit of
+#    per_transaction_ms. Bar: measured / predicted within 1 +- 0.10. Printed beside it:
+#    the application's own time inside a transaction (the trace's split), the replay's
+#    fidelity, and `--speed max`'s elapsed time over transactions (no think: a figure).
 # 4. What users feel (figures, no bar): the same driver through `connbench relay --rtt
 #    50ms` in front of a copy: its mean page time (an HTTP request's first byte sent to its
 #    response's last byte read) beside the recording run's and beside the model applied
