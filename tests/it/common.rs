@@ -315,3 +315,49 @@ pub fn root_or_skip(why: &str) -> bool {
     }
     root
 }
+
+/// `connbench record --listen 127.0.0.1:0 --upstream UPSTREAM` with `extra` flags, writing
+/// `out`: the recorder and the port it listens on (from its first line on stderr).
+pub fn start_recorder(upstream: &str, extra: &[&str], out: &Path) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["record", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let at = line
+        .strip_prefix("record: ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("unexpected: {line}"));
+    let port = at.rsplit(':').next().unwrap().to_string();
+    (child, port)
+}
+
+/// Ends a recording with Ctrl-C, as a user does: exit 130.
+pub fn stop_recorder(child: std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let done = child.wait_with_output().unwrap();
+    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+}
+
+/// The shared sandbox's `tcp` conninfo turned to reach database `db` through a hop on
+/// 127.0.0.1:`port`, with `sslmode`.
+pub fn through_port(port: &str, db: &str, sslmode: &str) -> String {
+    conninfo("tcp")
+        .split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some(("port", _)) => format!("port={port}"),
+            Some(("dbname", _)) => format!("dbname={db}"),
+            Some(("sslmode", _)) => format!("sslmode={sslmode}"),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

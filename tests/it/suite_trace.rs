@@ -5,55 +5,23 @@
 //! and `run distance --workload trace:FILE`, which asks the built-in question of the
 //! trace, leaving out by name the cells replay cannot ask yet.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use crate::common::{conninfo, run, sandbox, scratch, stderr, stdout, with_dbname};
-
-/// `connbench record` in front of the sandbox's PostgreSQL into `out`: the recorder and
-/// the port it listens on.
-fn start_recorder(out: &std::path::Path) -> (std::process::Child, String) {
-    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["record", "--engine", "postgres", "--listen", "127.0.0.1:0"])
-        .args(["--upstream", &upstream, "--out"])
-        .arg(out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    let at = line
-        .strip_prefix("record: ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected: {line}"));
-    let port = at.rsplit(':').next().unwrap().to_string();
-    (child, port)
-}
+use crate::common::{
+    conninfo, run, sandbox, scratch, start_recorder, stderr, stdout, stop_recorder, through_port, with_dbname,
+};
 
 /// pgbench -S from one client at 20 transactions a second for 2 s, through the recorder,
 /// on database `db`: an application that waits for its users, recorded into `out`.
 fn record_select_only(db: &str, out: &std::path::Path) {
-    let (child, port) = start_recorder(out);
-    let through: String = conninfo("tcp")
-        .split_whitespace()
-        .map(|kv| match kv.split_once('=') {
-            Some(("port", _)) => format!("port={port}"),
-            Some(("dbname", _)) => format!("dbname={db}"),
-            Some(("sslmode", _)) => "sslmode=disable".to_string(),
-            _ => kv.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
+    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
+    let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], out);
     let o = Command::new("pgbench")
-        .args(["-n", "-S", "-c", "1", "-R", "20", "-T", "2", &through])
+        .args(["-n", "-S", "-c", "1", "-R", "20", "-T", "2"])
+        .arg(through_port(&port, db, "disable"))
         .output()
         .unwrap();
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let done = child.wait_with_output().unwrap();
-    assert_eq!(done.status.code(), Some(130), "{}", stderr(&done));
+    stop_recorder(child);
     assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
 }
 

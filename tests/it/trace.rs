@@ -22,7 +22,7 @@ use connbench::trace::{
     SessionMeta, TraceReader, TraceWriter, Transport,
 };
 
-use crate::common::{conninfo, mariadb_sandbox, sandbox, stderr, stdout};
+use crate::common::{conninfo, mariadb_sandbox, sandbox, start_recorder, stderr, stdout, through_port};
 
 /// PostgreSQL's SSLRequest.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
@@ -736,34 +736,8 @@ fn sysbench_and_the_mariadb_client_through_the_tee_are_traced_as_the_server_coun
 /// turned to reach the sandbox through it (database cbtrace, sslmode=prefer).
 fn start_record(out: &std::path::Path, extra: &[&str]) -> (std::process::Child, String) {
     let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["record", "--listen", "127.0.0.1:0", "--upstream", &upstream])
-        .args(extra)
-        .arg("--out")
-        .arg(out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    let at = line
-        .strip_prefix("record: ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected: {line}"));
-    let port = at.rsplit(':').next().unwrap();
-    let through: String = conninfo("tcp")
-        .split_whitespace()
-        .map(|kv| match kv.split_once('=') {
-            Some(("port", _)) => format!("port={port}"),
-            Some(("dbname", _)) => "dbname=cbtrace".to_string(),
-            Some(("sslmode", _)) => "sslmode=prefer".to_string(),
-            _ => kv.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
-    (child, through)
+    let (child, port) = start_recorder(&upstream, extra, out);
+    (child, through_port(&port, "cbtrace", "prefer"))
 }
 
 /// `connbench record --upstream-tls`, as an application whose database requires TLS is
