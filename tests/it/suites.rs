@@ -271,13 +271,20 @@ target = ["unix"]
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
-    // What another reader of the store sees just before the kill...
-    let before = connbench::experiment::store::Store::open(&store)
-        .unwrap()
-        .list_runs()
-        .unwrap()[0]
-        .repetitions_saved;
+    // Wait for the event, not a time: two repetitions saved (a --stress run once had
+    // saved one after 2.5 s). What another reader of the store sees just before the kill...
+    let saved = || {
+        connbench::experiment::store::Store::open(&store)
+            .ok()
+            .and_then(|st| st.list_runs().ok())
+            .and_then(|runs| runs.first().map(|r| r.repetitions_saved))
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while saved() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = saved();
     child.kill().unwrap();
     child.wait().unwrap();
     // ...is all still there after it: at most the repetition that was finishing is added.
