@@ -13,9 +13,8 @@
 #
 # Not here: bench/thread_shape.sh (figures, no bar), bench/fuzz.sh (the property tests
 # run for minutes: a robustness run, not a performance bar; the test suite runs them too),
-# and bench/replay.sh and bench/recorder.sh (issue 44's bars, still being built: the
-# tpcb-like lag bar misses, docs/benchmarks.md; they join this list's runs when issue 44
-# is done).
+# and bench/replay.sh, bench/recorder.sh and bench/app.sh (issue 44's bars, still being
+# built, docs/benchmarks.md; they join this list's runs when issue 44 is done).
 #
 # Usage: bench/all.sh [--quick]   (CONNBENCH=path/to/connbench to test another build)
 #   full:    about 26 minutes on this 2-core VM, the quick lab (bench/verdicts.sh) 4 of them;
