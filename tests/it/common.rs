@@ -316,14 +316,13 @@ pub fn root_or_skip(why: &str) -> bool {
     root
 }
 
-/// `connbench record --listen 127.0.0.1:0 --upstream UPSTREAM` with `extra` flags, writing
-/// `out`: the recorder and the port it listens on (from its first line on stderr).
-pub fn start_recorder(upstream: &str, extra: &[&str], out: &Path) -> (std::process::Child, String) {
+/// Starts `connbench SUBCOMMAND --listen 127.0.0.1:0 ARGS...` (a relay or a recorder):
+/// the process, the address it listens on and its first line on stderr
+/// ("SUBCOMMAND: 127.0.0.1:PORT ...").
+pub fn spawn_hop(subcommand: &str, args: &[&std::ffi::OsStr]) -> (std::process::Child, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["record", "--listen", "127.0.0.1:0", "--upstream", upstream])
-        .args(extra)
-        .arg("--out")
-        .arg(out)
+        .args([subcommand, "--listen", "127.0.0.1:0"])
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -332,9 +331,20 @@ pub fn start_recorder(upstream: &str, extra: &[&str], out: &Path) -> (std::proce
     let mut line = String::new();
     std::io::BufRead::read_line(&mut err, &mut line).unwrap();
     let at = line
-        .strip_prefix("record: ")
+        .strip_prefix(&format!("{subcommand}: "))
         .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected: {line}"));
+        .unwrap_or_else(|| panic!("unexpected: {line}"))
+        .to_string();
+    (child, at, line)
+}
+
+/// `connbench record --upstream UPSTREAM` with `extra` flags, writing `out`: the recorder
+/// and the port it listens on.
+pub fn start_recorder(upstream: &str, extra: &[&str], out: &Path) -> (std::process::Child, String) {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--upstream".as_ref(), upstream.as_ref()];
+    args.extend(extra.iter().map(|a| std::ffi::OsStr::new(*a)));
+    args.extend(["--out".as_ref(), out.as_os_str()]);
+    let (child, at, _) = spawn_hop("record", &args);
     let port = at.rsplit(':').next().unwrap().to_string();
     (child, port)
 }

@@ -446,21 +446,8 @@ impl Drop for RelayProcess {
 /// Starts `connbench relay --listen 127.0.0.1:0 ARGS...`; returns the process, the address
 /// it listens on and its first line: "relay: 127.0.0.1:PORT -> UPSTREAM, ...".
 pub fn spawn_relay(args: &[&str]) -> (RelayProcess, String, String) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_connbench"))
-        .args(["relay", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    let at = line
-        .strip_prefix("relay: ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected: {line}"))
-        .to_string();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| std::ffi::OsStr::new(*a)).collect();
+    let (child, at, line) = crate::common::spawn_hop("relay", &args);
     (RelayProcess(Some(child)), at, line)
 }
 
