@@ -11,6 +11,8 @@
 #    run's in that round; the figures are the medians of the rounds. Bar: the recorder's
 #    addition no more than the relay's + 10 µs (median of the rounds' differences, measured
 #    side by side; 10 µs is about a round's noise here, and a tenth of the relay's own hop).
+#    Beside it, each hop's CPU per transaction (its /proc ticks over the run / pgbench's
+#    transactions): on 2 cores a hop's CPU is latency the others wait for.
 # 2. Memory over a long recording: pgbench -S -c 2 -R 500 (500 transactions a second,
 #    paced, so the recording lasts MEM_SECS s with the same traffic throughout) through the
 #    recorder, its resident set (VmRSS) sampled every 10 s. Bar: the largest sample of the
@@ -68,8 +70,10 @@ start_hop() {
 }
 start_hop relay "$CB" relay --listen 127.0.0.1:0 --upstream "127.0.0.1:$PORT"
 RELAY=$HOP_PORT
+RELAY_PID=$HOP_PID
 start_hop record "$CB" record --listen 127.0.0.1:0 --upstream "127.0.0.1:$PORT" --out "$WORK/lat.trace.gz"
 RECORD=$HOP_PORT
+RECORD_PID=$HOP_PID
 SOCAT=""
 if command -v socat >/dev/null 2>&1; then
     SOCAT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -78,32 +82,43 @@ if command -v socat >/dev/null 2>&1; then
     for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$SOCAT") 2>/dev/null && break; sleep 0.05; done
 fi
 
-# latency PORT: pgbench -S's latency average in µs through 127.0.0.1:PORT.
+# ticks PID: the CPU the process has used, user + system, in clock ticks.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# latency PORT [PID]: pgbench -S's latency average in µs through 127.0.0.1:PORT; with
+# the hop's PID also the hop's CPU per transaction in µs (its ticks over the run).
 latency() {
+    local t0=""
+    [ -z "${2:-}" ] || t0=$(ticks "$2")
     pgbench -n -S -c 1 -T "$SECS" "${TCP/port=$PORT/port=$1}" >"$WORK/pgb.out" 2>&1 ||
         { echo "FAIL  pgbench -S through port $1: $(tail -2 "$WORK/pgb.out")" >&2; exit 2; }
-    awk '/^latency average/ { printf "%.1f\n", $4 * 1000 }' "$WORK/pgb.out"
+    awk '/^latency average/ { printf "%.1f", $4 * 1000 }' "$WORK/pgb.out"
+    if [ -n "$t0" ]; then
+        awk -v d=$(($(ticks "$2") - t0)) -v hz="$(getconf CLK_TCK)" \
+            '/^number of transactions actually processed/ { split($NF, a, "/"); printf " %.1f", d / hz * 1e6 / a[1] }' "$WORK/pgb.out"
+    fi
+    echo
 }
 
 echo
 echo "1. latency added per request, pgbench -S -c 1, $SECS s per run (bar: recorder's addition <= relay's + 10 us, medians of the rounds)"
-printf '  %-6s %10s %10s %10s %10s   (pgbench latency average, us)\n' round direct relay record socat
+printf '  %-6s %10s %10s %10s %10s   (pgbench latency average, us; the hop'"'"'s CPU per transaction, us)\n' round direct relay record socat
 paths=(direct relay record)
 [ -z "$SOCAT" ] || paths+=(socat)
 : >"$WORK/rounds.txt"
 for round in $(seq 1 "$ROUNDS"); do
-    declare -A lat=()
+    declare -A lat=() cpu=()
     for i in "${!paths[@]}"; do # the order turns: each path goes first in turn
         p=${paths[$(((i + round - 1) % ${#paths[@]}))]}
         case $p in
-            direct) lat[$p]=$(latency "$PORT") ;;
-            relay) lat[$p]=$(latency "$RELAY") ;;
-            record) lat[$p]=$(latency "$RECORD") ;;
-            socat) lat[$p]=$(latency "$SOCAT") ;;
+            direct) read -r lat[$p] < <(latency "$PORT") ;;
+            relay) read -r lat[$p] cpu[$p] < <(latency "$RELAY" "$RELAY_PID") ;;
+            record) read -r lat[$p] cpu[$p] < <(latency "$RECORD" "$RECORD_PID") ;;
+            socat) read -r lat[$p] < <(latency "$SOCAT") ;;
         esac
     done
-    printf '  %-6s %10s %10s %10s %10s\n' "$round" "${lat[direct]}" "${lat[relay]}" "${lat[record]}" "${lat[socat]:-}"
-    echo "${lat[direct]} ${lat[relay]} ${lat[record]} ${lat[socat]:-nan}" >>"$WORK/rounds.txt"
+    printf '  %-6s %10s %10s %10s %10s   cpu: relay %s, record %s\n' "$round" "${lat[direct]}" "${lat[relay]}" \
+        "${lat[record]}" "${lat[socat]:-}" "${cpu[relay]}" "${cpu[record]}"
+    echo "${lat[direct]} ${lat[relay]} ${lat[record]} ${lat[socat]:-nan} ${cpu[relay]} ${cpu[record]}" >>"$WORK/rounds.txt"
 done
 bar "$(python3 - "$WORK/rounds.txt" <<'PY'
 import math, statistics as st, sys
@@ -113,6 +128,9 @@ record = st.median(r[2] - r[0] for r in rows)
 diff = st.median(r[2] - r[1] for r in rows)
 socat = [r[3] - r[0] for r in rows if not math.isnan(r[3])]
 socat_s = f"; socat +{st.median(socat):.1f} us" if socat else ""
+cpu_relay, cpu_record = st.median(r[4] for r in rows), st.median(r[5] for r in rows)
+print(f"  CPU per transaction, medians: relay {cpu_relay:.1f} us, recorder {cpu_record:.1f} us "
+      f"({cpu_record / cpu_relay:.2f}x; the recorder decodes and writes each request)")
 print(f"  added, medians of {len(rows)} rounds: relay +{relay:.1f} us, recorder +{record:.1f} us{socat_s}; "
       f"recorder - relay {diff:+.1f} us (bar <= +10.0) {'PASS' if diff <= 10 else 'MISS'}")
 PY
