@@ -12,15 +12,16 @@
 #   2  no unlisted miss, but a run failed (a script exited 2, or 1 without a MISS line).
 #
 # Not here: bench/thread_shape.sh (figures, no bar), bench/fuzz.sh (the property tests
-# run for minutes: a robustness run, not a performance bar; the test suite runs them too),
-# and bench/replay.sh, bench/recorder.sh and bench/app.sh (issue 44's bars, still being
-# built, docs/benchmarks.md; they join this list's runs when issue 44 is done).
+# run for minutes: a robustness run, not a performance bar; the test suite runs them too).
 #
 # Usage: bench/all.sh [--quick]   (CONNBENCH=path/to/connbench to test another build)
-#   full:    about 26 minutes on this 2-core VM, the quick lab (bench/verdicts.sh) 4 of them;
-#   --quick: about 10 minutes: fewer pairs, shorter runs, three of sysbench's eight
-#            workloads, and no lab. Its bars are noisier; use it to catch a regression,
-#            the full run to quote figures.
+#   full:    about 50 minutes on this 2-core VM: the quick lab (bench/verdicts.sh) 4 of
+#            them, the recorder's 10-minute memory run 12;
+#   --quick: about 18 minutes: fewer pairs, shorter runs, three of sysbench's eight
+#            workloads, a 2-minute memory run, and no lab. Its bars are noisier; use it to
+#            catch a regression, the full run to quote figures.
+# The application bench (bench/app.sh) needs Django from PyPI the first time (cached in
+# ~/.cache/connbench-bench-app).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
@@ -108,6 +109,9 @@ if [ "$QUICK" = 1 ]; then
     run "mysql vs sysbench" mysql_vs_sysbench.sh 2 3
     run "sysbench oltp" sysbench_oltp.sh WORKLOADS="point_select read_only read_write" 2 3
     if root; then run "server cpus" server_cpus.sh 2 3; else skip "server cpus (a CPU quota needs root)"; fi
+    run "replay vs pgreplay" replay.sh 1 5
+    run "recorder" recorder.sh 3 3 120
+    run "an application recorded and replayed" app.sh 3
     skip "verdicts (lab --quick, 4 minutes: bench/all.sh without --quick runs it)"
 else
     run "connect vs pgbench -C" connect_vs_pgbench.sh 3 200
@@ -118,6 +122,9 @@ else
     run "mysql vs sysbench" mysql_vs_sysbench.sh 3 5
     run "sysbench oltp" sysbench_oltp.sh 3 5
     if root; then run "server cpus" server_cpus.sh 2 5; else skip "server cpus (a CPU quota needs root)"; fi
+    run "replay vs pgreplay" replay.sh 3 10
+    run "recorder" recorder.sh 5 5 600
+    run "an application recorded and replayed" app.sh 5
     run "verdicts (lab --quick)" verdicts.sh
 fi
 summary="all.sh: $passed passed, $known with known misses only, $missed missed, $failed failed, in $(($(date +%s) - started)) s"
