@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::load::log::LogSettings;
-use crate::replay::Speed;
+use crate::replay::{PoolSettings, Speed};
 
 pub const REPLAY_EXAMPLES: &str = "\
 Examples:
@@ -18,6 +18,7 @@ Examples:
   connbench replay app.trace.gz --target tcp -l --log-prefix replay    # a line per transaction, as pgbench -l
   connbench replay app.trace.gz --target tcp --metrics-listen :9187   # live figures for Prometheus
   connbench replay app.trace.gz --target tcp --server-cpus 1          # on a 1-core server (a sandbox started with a quota)
+  connbench replay app.trace.gz --target tcp --pool 4                 # what a client-side pool of 4 would change
 The target's database must hold the application's tables (a pre-flight parses each recorded
 statement once and refuses, one line per missing relation); the replay writes what the
 application wrote. It connects with the target's own credentials: a trace holds none.";
@@ -42,6 +43,23 @@ pub struct ReplayArgs {
     /// (e.g. 50ms); the achieved round trip is measured and printed first.
     #[arg(long, visible_alias = "distance", value_name = "RTT", value_parser = crate::options::parse_pause)]
     pub rtt: Option<Duration>,
+    /// Replay through a client-side pool of N connections in all (split over the threads,
+    /// -j: never more threads than connections, so at most N are open): the recorded
+    /// connects and closes are not replayed; each transaction, and each request outside
+    /// one, borrows a connection when its first request is due and gives it back at the
+    /// answer that leaves it idle, as a transaction-pooling application pool does. The
+    /// pool is filled before the clock starts. Named prepared statements are prepared on
+    /// each connection once, under names of the pool's; session state a pool does not
+    /// keep (SET, temporary tables, LISTEN, advisory locks) is replayed all the same and
+    /// counted in the report. Lag gets a third part: waiting for the pool.
+    #[arg(long, value_name = "N", value_parser = crate::options::parse_pool_size)]
+    pub pool: Option<usize>,
+    /// Pool: retire a connection this old when it is returned (e.g. 5s, 5m).
+    #[arg(long, value_name = "DURATION", requires = "pool", value_parser = crate::options::parse_period)]
+    pub pool_max_lifetime: Option<Duration>,
+    /// Pool: close a connection idle this long instead of handing it out.
+    #[arg(long, value_name = "DURATION", requires = "pool", value_parser = crate::options::parse_period)]
+    pub pool_idle_timeout: Option<Duration>,
     /// Statements listed in the text report, by recorded calls.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
@@ -90,6 +108,15 @@ pub struct ReplayArgs {
 }
 
 impl ReplayArgs {
+    /// `--pool` and its retirement rules.
+    pub fn pool(&self) -> Option<PoolSettings> {
+        self.pool.map(|size| PoolSettings {
+            size,
+            max_lifetime: self.pool_max_lifetime,
+            idle_timeout: self.pool_idle_timeout,
+        })
+    }
+
     /// The transaction log's settings, with -l (load's, `crate::load::log`).
     pub fn log(&self) -> Option<LogSettings> {
         self.log.then(|| LogSettings {

@@ -494,6 +494,7 @@ pub async fn measure(
         threads,
         log: None,
         live: None,
+        pool: None,
     };
     let run = replay::run(&mut schedule, endpoint, settings, cap_rx).await;
     capper.abort();
@@ -521,7 +522,7 @@ pub async fn measure(
     f.insert("latency_max_ms".into(), ms(lat.max_ns as f64));
     f.insert("requests".into(), t.sent as f64);
     f.insert("transactions".into(), t.transactions as f64);
-    f.insert("connects".into(), t.connected as f64);
+    f.insert("connects".into(), t.connects as f64);
     f.insert("failed_requests".into(), t.failures.values().sum::<u64>() as f64);
     f.insert("failed_now_not_then".into(), t.failed_now_not_then as f64);
     f.insert("requests_not_sent".into(), t.not_sent as f64);

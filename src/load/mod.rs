@@ -11,7 +11,7 @@
 pub mod record;
 pub mod log;
 pub mod plan;
-mod pool;
+pub mod pool;
 mod client;
 pub mod engine;
 pub mod slices;

@@ -7,17 +7,15 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::schedule::Wire;
-use crate::proto::{self, mysql, postgres, ConnectError};
+use crate::proto::{self, ConnectError};
 use crate::trace::event::TxStatus;
 
-/// A replay's connection.
-pub enum Conn {
-    Postgres(postgres::Session),
-    Mysql {
-        session: mysql::Session,
-        /// Recorded statement id -> this connection's.
-        ids: HashMap<u32, u32>,
-    },
+/// A replay's connection: the session, and (MySQL) the recorded server's statement ids
+/// mapped to this connection's.
+pub struct Conn {
+    pub session: proto::Session,
+    /// Recorded statement id -> this connection's.
+    pub ids: HashMap<u32, u32>,
 }
 
 /// What came back for one request.
@@ -29,85 +27,92 @@ pub struct Answer {
     /// The error's key (PostgreSQL SQLSTATE, MySQL `code/SQLSTATE`) and message.
     pub error: Option<(String, String)>,
     pub status: TxStatus,
+    /// COM_STMT_PREPARE: the id this connection's server gave the statement.
+    pub prepared: Option<u32>,
 }
 
 impl Conn {
-    pub fn new(s: proto::Session) -> Conn {
-        match s {
-            proto::Session::Postgres(s) => Conn::Postgres(s),
-            proto::Session::Mysql(s) => Conn::Mysql {
-                session: s,
-                ids: HashMap::new(),
-            },
+    pub fn new(session: proto::Session) -> Conn {
+        Conn {
+            session,
+            ids: HashMap::new(),
         }
     }
 
     /// Sends `wire` and reads its answer. A `wire` of the other engine is refused.
     pub async fn exchange(&mut self, wire: &Wire) -> Result<Answer, ConnectError> {
-        match (self, wire) {
-            (Conn::Postgres(s), Wire::Postgres(msgs)) => {
-                s.send_raw(msgs).await?;
-                let written = Instant::now();
-                let out = s.read_raw().await?;
-                Ok(Answer {
-                    took: Some(written.elapsed()),
-                    error: out.error,
-                    status: match out.status {
-                        b'T' => TxStatus::Transaction,
-                        b'E' => TxStatus::Failed,
-                        _ => TxStatus::Idle,
-                    },
-                })
-            }
-            (Conn::Mysql { session, ids }, Wire::Mysql(c)) => {
-                let mapped;
-                let payload = match c.statement_id {
-                    Some(recorded) => {
-                        let now = ids.get(&recorded).copied().unwrap_or(recorded);
-                        let mut p = c.payload.clone();
-                        p[..4].copy_from_slice(&now.to_le_bytes());
-                        mapped = p;
-                        &mapped[..]
-                    }
-                    None => &c.payload[..],
-                };
-                session.send_command(c.code, payload).await?;
-                let written = Instant::now();
-                let out = if !c.answered {
-                    None
-                } else if c.code == super::mysql::COM_STMT_PREPARE {
-                    Some(session.read_prepared().await?)
-                } else {
-                    Some(session.read_answer().await?)
-                };
-                let took = out.as_ref().map(|_| written.elapsed());
-                if let (Some(recorded), Some(now)) = (c.prepares, out.as_ref().and_then(|o| o.statement_id)) {
-                    ids.insert(recorded, now);
-                }
-                let status = if session.in_transaction() {
-                    TxStatus::Transaction
-                } else {
-                    TxStatus::Idle
-                };
-                Ok(Answer {
-                    took,
-                    error: out.and_then(|o| o.error),
-                    status,
-                })
-            }
-            _ => Err(ConnectError::new(
-                proto::Phase::Query,
-                proto::ErrorKind::Config(
-                    "the target speaks the other engine's protocol than the trace".into(),
-                ),
-            )),
-        }
+        exchange(&mut self.session, &mut self.ids, wire).await
     }
 
     pub async fn close(self) {
-        match self {
-            Conn::Postgres(s) => s.close().await,
-            Conn::Mysql { session, .. } => session.close().await,
+        self.session.close().await
+    }
+}
+
+/// Sends `wire` on `session` and reads its answer; a MySQL statement id is mapped through
+/// `ids` (an id it lacks is sent as it is). A `wire` of the other engine is refused.
+pub async fn exchange(
+    session: &mut proto::Session,
+    ids: &mut HashMap<u32, u32>,
+    wire: &Wire,
+) -> Result<Answer, ConnectError> {
+    match (session, wire) {
+        (proto::Session::Postgres(s), Wire::Postgres(msgs)) => {
+            s.send_raw(msgs).await?;
+            let written = Instant::now();
+            let out = s.read_raw().await?;
+            Ok(Answer {
+                took: Some(written.elapsed()),
+                error: out.error,
+                status: match out.status {
+                    b'T' => TxStatus::Transaction,
+                    b'E' => TxStatus::Failed,
+                    _ => TxStatus::Idle,
+                },
+                prepared: None,
+            })
         }
+        (proto::Session::Mysql(session), Wire::Mysql(c)) => {
+            let mapped;
+            let payload = match c.statement_id {
+                Some(recorded) => {
+                    let now = ids.get(&recorded).copied().unwrap_or(recorded);
+                    let mut p = c.payload.clone();
+                    p[..4].copy_from_slice(&now.to_le_bytes());
+                    mapped = p;
+                    &mapped[..]
+                }
+                None => &c.payload[..],
+            };
+            session.send_command(c.code, payload).await?;
+            let written = Instant::now();
+            let out = if !c.answered {
+                None
+            } else if c.code == super::mysql::COM_STMT_PREPARE {
+                Some(session.read_prepared().await?)
+            } else {
+                Some(session.read_answer().await?)
+            };
+            let took = out.as_ref().map(|_| written.elapsed());
+            let prepared = out.as_ref().and_then(|o| o.statement_id);
+            if let (Some(recorded), Some(now)) = (c.prepares, prepared) {
+                ids.insert(recorded, now);
+            }
+            let status = if session.in_transaction() {
+                TxStatus::Transaction
+            } else {
+                TxStatus::Idle
+            };
+            Ok(Answer {
+                took,
+                error: out.and_then(|o| o.error),
+                status,
+                prepared,
+            })
+        }
+        _ => Err(ConnectError::new(
+            proto::Phase::Query,
+            proto::ErrorKind::Config("the target speaks the other engine's protocol than the trace".into()),
+        )),
     }
 }

@@ -11,48 +11,66 @@
 //! are on [`PreciseTimer`] (tokio's timer wheel is 1 ms). With no schedule
 //! (`--speed max`) every session starts at once and each request goes as soon as the
 //! previous answer is in: lag is not measured then.
+//!
+//! With `--pool` ([`super::pooled`]) a session opens no connection of its own: each of
+//! its transactions borrows one of its thread's pool when its first request is due, and a
+//! request's lag has a third part, the wait for the pool. The pools are filled before
+//! the clock starts (every thread's, then one start for all).
 
 use std::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::conn::Conn;
-use super::schedule::{ends_transaction, SessionPlan};
+use super::conn::{Answer, Conn};
+use super::pooled::{Borrower, Namer, PoolSettings, ThreadPool};
+use super::schedule::{ends_transaction, SessionPlan, Wire};
 use super::tally::{Lag, Tally};
 use super::txlog::{Period, Step, Transactions};
 use super::Speed;
 use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
-use crate::proto::{self, Endpoint, PhaseCursor};
+use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
 use crate::trace::event::TxStatus;
 
 /// Runs every session of `sessions` against `ep` on `threads` threads of their own (each
 /// a current-thread runtime, as load's workers: one thread cannot keep pace with a
 /// recording made by a multi-threaded application on a busy server), the sessions dealt
-/// round-robin in order of their opens; returns the merged counts.
+/// round-robin in order of their opens; returns the merged counts and the instant the
+/// schedule started (after the pools were filled).
 pub async fn run(
     sessions: Vec<SessionPlan>,
     ep: &Endpoint,
     speed: Speed,
     stop: watch::Receiver<bool>,
     done: Arc<AtomicU64>,
-    threads: usize,
+    threads: Threads,
     out: Outputs,
-) -> Tally {
+) -> (Tally, Instant) {
     let start = Instant::now();
     // The schedule starts at the first session's open, not at the recorder's start
     // (which may have waited for the application).
     let origin_ns = sessions.iter().map(|s| s.open_ns).min().unwrap_or(0);
-    let threads = threads.clamp(1, sessions.len().max(1));
-    let mut groups: Vec<Vec<(usize, SessionPlan)>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, plan) in sessions.into_iter().enumerate() {
-        groups[i % threads].push((i, plan));
+    let mut count = threads.count.clamp(1, sessions.len().max(1));
+    // A pool's connections split over at most as many threads.
+    let sizes = threads.pool.map(|p| p.split(count));
+    if let Some(sizes) = &sizes {
+        count = sizes.len();
     }
+    let namer = Namer::for_sessions(&sessions);
+    let mut groups: Vec<Vec<(usize, SessionPlan)>> = (0..count).map(|_| Vec::new()).collect();
+    for (i, plan) in sessions.into_iter().enumerate() {
+        groups[i % count].push((i, plan));
+    }
+    // Every thread fills its pool, then all take one start.
+    let gate = Arc::new(Gate {
+        filled: Barrier::new(count),
+        start: OnceLock::new(),
+    });
     // One reading of both clocks for every thread's log.
     let clock = Clock::new(start);
     let workers: Vec<_> = groups
@@ -66,8 +84,11 @@ pub async fn run(
                 stop: stop.clone(),
                 done: done.clone(),
             };
-            let ep = ep.clone();
             let live = out.periods.as_ref().and_then(|p| p.get(thread).cloned());
+            let pool = threads.pool.zip(sizes.as_ref()).map(|(p, sizes)| {
+                let (ep, namer, live, size) = (ep.clone(), namer.clone(), live.clone(), sizes[thread]);
+                move || Rc::new(ThreadPool::new(size, &p, ep, namer, live))
+            });
             let log = out.log.as_ref().map(|files| {
                 let columns = Columns {
                     lag: matches!(speed, Speed::Factor(_)),
@@ -75,7 +96,8 @@ pub async fn run(
                 };
                 files.writer(thread, columns, clock, thread as u64 + 1)
             });
-            std::thread::spawn(move || worker(group, r, ep, log.flatten(), live))
+            let (ep, gate) = (ep.clone(), gate.clone());
+            std::thread::spawn(move || worker(group, r, ep, log.flatten(), live, pool, gate))
         })
         .collect();
     // Joined off this runtime, which keeps printing progress meanwhile.
@@ -93,19 +115,46 @@ pub async fn run(
         }
         Err(e) => *tally.lost.entry(format!("replay threads: {e}")).or_default() += 1,
     }
-    tally
+    (tally, gate.start.get().copied().unwrap_or(start))
+}
+
+/// How many threads, and the pool they split (`--pool`).
+#[derive(Debug, Clone, Copy)]
+pub struct Threads {
+    pub count: usize,
+    pub pool: Option<PoolSettings>,
+}
+
+/// Where the threads meet once their pools are filled, and the start they take then.
+struct Gate {
+    filled: Barrier,
+    start: OnceLock<Instant>,
 }
 
 /// One thread's sessions, each a task on the thread's own runtime, and its log's writer
 /// (flushed when they end, Ctrl-C included; a write error is said, the figures reported).
+/// With a pool, the pool is made and filled first, and the schedule starts once every
+/// thread's is.
 fn worker(
     group: Vec<(usize, SessionPlan)>,
-    r: Replayer,
+    mut r: Replayer,
     ep: Endpoint,
     log: Option<TxLog>,
     live: Option<Period>,
+    pool: Option<impl FnOnce() -> Rc<ThreadPool>>,
+    gate: Arc<Gate>,
 ) -> Tally {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let local = tokio::task::LocalSet::new();
+    let pool = pool.map(|make| make());
+    if let (Ok(rt), Some(pool)) = (&rt, &pool) {
+        local.block_on(rt, pool.fill());
+    }
+    // Waited for whatever happened above: a thread that does not come would hold the
+    // others here.
+    gate.filled.wait();
+    r.start = *gate.start.get_or_init(Instant::now);
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             let mut t = Tally::default();
@@ -114,14 +163,13 @@ fn worker(
         }
     };
     let log = log.map(|l| Rc::new(RefCell::new(l)));
-    let local = tokio::task::LocalSet::new();
-    let tally = local.block_on(&rt, async {
+    let mut tally = local.block_on(&rt, async {
         let mut tasks = tokio::task::JoinSet::new();
         for (i, plan) in group {
-            let (r, ep) = (r.clone(), ep.clone());
+            let (r, ep, pool) = (r.clone(), ep.clone(), pool.clone());
             let tx =
                 (log.is_some() || live.is_some()).then(|| Transactions::new(i, log.clone(), live.clone()));
-            tasks.spawn_local(async move { r.session(plan, &ep, tx).await });
+            tasks.spawn_local(async move { r.session(plan, &ep, tx, pool).await });
         }
         let mut tally = Tally::default();
         while let Some(t) = tasks.join_next().await {
@@ -132,8 +180,18 @@ fn worker(
                 }
             }
         }
+        if let Some(pool) = &pool {
+            pool.close().await;
+        }
         tally
     });
+    if let Some(pool) = &pool {
+        let c = pool.counts.borrow();
+        tally.connects += c.connects;
+        tally.connect_ns += c.connect_ns;
+        tally.prepared_again += c.prepared_again;
+        tally.rolled_back += c.rolled_back;
+    }
     drop(local);
     if let Some(log) = log.and_then(|l| Rc::try_unwrap(l).ok()) {
         if let Err(e) = log.into_inner().finish() {
@@ -198,7 +256,13 @@ impl Replayer {
         or_stop(&mut self.stop, sleep).await.is_some()
     }
 
-    async fn session(mut self, plan: SessionPlan, ep: &Endpoint, mut tx: Option<Transactions>) -> Tally {
+    async fn session(
+        mut self,
+        plan: SessionPlan,
+        ep: &Endpoint,
+        mut tx: Option<Transactions>,
+        pool: Option<Rc<ThreadPool>>,
+    ) -> Tally {
         let total = plan.requests.len() as u64;
         // A timer per session, as load's clients have; tokio's when the kernel refuses.
         let mut timer = PreciseTimer::new().ok();
@@ -214,34 +278,79 @@ impl Replayer {
             tally.not_sent = total;
             return tally;
         }
+        let link = match pool {
+            Some(pool) => Link::Pooled(Borrower::new(pool)),
+            None => match self.connect(ep, &mut tally, tx.as_mut()).await {
+                Some(c) => Link::Own(c),
+                None => {
+                    tally.not_sent = total;
+                    return tally;
+                }
+            },
+        };
+        tally.connected = 1;
+        let (link, status) = self
+            .requests(&plan, link, &mut timer, &mut tally, tx.as_mut())
+            .await;
+        match link {
+            Link::Own(c) => {
+                if let Some(close) = plan.close_ns {
+                    // The application's close, unless stopped: then at once.
+                    self.sleep(&mut timer, self.at(plan.open_ns + close)).await;
+                }
+                c.close().await;
+            }
+            Link::Pooled(b) => b.finish(status).await,
+        }
+        tally
+    }
+
+    /// The session's own connection, counted; `None` when stopped or refused.
+    async fn connect(
+        &mut self,
+        ep: &Endpoint,
+        tally: &mut Tally,
+        tx: Option<&mut Transactions>,
+    ) -> Option<Conn> {
         let cursor = PhaseCursor::default();
         let began = Instant::now();
-        let mut s = match or_stop(&mut self.stop, proto::connect(ep, &cursor)).await {
-            None => {
-                tally.not_sent = total;
-                return tally;
-            }
+        match or_stop(&mut self.stop, proto::connect(ep, &cursor)).await {
+            None => None,
             Some(Err(e)) => {
                 let key = e.to_string();
-                if let Some(tx) = tx.as_mut() {
+                if let Some(tx) = tx {
                     tx.connected(0, Some(&key));
                 }
                 *tally.connect_errors.entry(key).or_default() += 1;
-                tally.not_sent = total;
-                return tally;
+                None
             }
-            Some(Ok((s, _))) => Conn::new(s),
-        };
-        let connect_ns = began.elapsed().as_nanos() as u64;
-        if let Some(tx) = tx.as_mut() {
-            tx.connected(connect_ns, None);
+            Some(Ok((s, _))) => {
+                let connect_ns = began.elapsed().as_nanos() as u64;
+                if let Some(tx) = tx {
+                    tx.connected(connect_ns, None);
+                }
+                tally.connects = 1;
+                tally.connect_ns = connect_ns;
+                Some(Conn::new(s))
+            }
         }
-        tally.connected = 1;
-        tally.connect_ns = connect_ns;
+    }
+
+    /// The session's requests, each at its time; returns the link and the status its
+    /// last answer left.
+    async fn requests(
+        &mut self,
+        plan: &SessionPlan,
+        mut link: Link,
+        timer: &mut Option<PreciseTimer>,
+        tally: &mut Tally,
+        mut tx: Option<&mut Transactions>,
+    ) -> (Link, TxStatus) {
+        let total = plan.requests.len() as u64;
         // The open transaction's first send.
         let mut began_tx: Option<Instant> = None;
         let mut status = TxStatus::Idle;
-        // The connect's end, then each answer's arrival: the session can send its next
+        // The session's open, then each answer's arrival: the session can send its next
         // request once the application's recorded think time after it has passed.
         let mut ready = Instant::now();
         for (k, r) in plan.requests.iter().enumerate() {
@@ -252,14 +361,29 @@ impl Replayer {
             // application than the one recorded.
             let could = ready + self.think(r.think_ns);
             let due = intended.map(|i| i.max(could));
-            if !self.sleep(&mut timer, due).await {
+            if !self.sleep(timer, due).await {
                 tally.not_sent += total - k as u64;
                 break;
             }
+            let waited = match or_stop(&mut self.stop, link.borrow()).await {
+                None => {
+                    tally.not_sent += total - k as u64;
+                    break;
+                }
+                Some(Err(e)) => {
+                    *tally.connect_errors.entry(e.to_string()).or_default() += 1;
+                    tally.connected = 0;
+                    tally.not_sent += total - k as u64;
+                    break;
+                }
+                Some(Ok(w)) => w,
+            };
             let sent = Instant::now();
-            let lag = intended.map(|i| Lag::of(i, could, sent));
-            let answer = or_stop(&mut self.stop, s.exchange(&r.wire)).await;
-            let a = match answer {
+            let lag = intended.map(|i| {
+                let l = Lag::of(i, could, sent);
+                waited.map_or(l, |w| l.with_pool(w))
+            });
+            let a = match or_stop(&mut self.stop, link.exchange(&r.wire)).await {
                 None => {
                     tally.not_sent += total - k as u64;
                     break;
@@ -290,7 +414,7 @@ impl Replayer {
                 tx.step(&Step {
                     intended,
                     sent,
-                    lag_ns: lag.map_or(0, |l| l.waiting_ns + l.send_delay_ns),
+                    lag_ns: lag.map_or(0, |l| l.total_ns()),
                     error: now.map(|(code, _)| code),
                     answered: ready,
                     idle: a.status == TxStatus::Idle,
@@ -298,14 +422,40 @@ impl Replayer {
                 });
             }
             status = a.status;
+            link.give_back(status);
             self.done.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(close) = plan.close_ns {
-            // The application's close, unless stopped: then at once.
-            self.sleep(&mut timer, self.at(plan.open_ns + close)).await;
+        (link, status)
+    }
+}
+
+/// A session's way to the server: its own connection, or its thread's pool.
+enum Link {
+    Own(Conn),
+    Pooled(Borrower),
+}
+
+impl Link {
+    /// A connection for the next request: the pool's wait (`None` on its own).
+    async fn borrow(&mut self) -> Result<Option<Duration>, ConnectError> {
+        match self {
+            Link::Own(_) => Ok(None),
+            Link::Pooled(b) => b.borrow().await.map(Some),
         }
-        s.close().await;
-        tally
+    }
+
+    async fn exchange(&mut self, wire: &Wire) -> Result<Answer, ConnectError> {
+        match self {
+            Link::Own(c) => c.exchange(wire).await,
+            Link::Pooled(b) => b.exchange(wire).await,
+        }
+    }
+
+    /// Gives a pooled connection back when `status` leaves it idle.
+    fn give_back(&mut self, status: TxStatus) {
+        if let Link::Pooled(b) = self {
+            b.give_back(status);
+        }
     }
 }
 

@@ -7,7 +7,8 @@
 //!   MySQL request's command packet, its values encoded back into the binary protocol.
 //! - [`preflight`]: the relations the trace uses that the target lacks, one line each.
 //! - [`engine`]: the clock and the sessions (open loop, lag from the intended send time);
-//!   [`conn`]: a session's connection and its per-request wire calls, either engine.
+//!   [`conn`]: a session's connection and its per-request wire calls, either engine;
+//!   [`pooled`]: `--pool`, the sessions' transactions through a client-side pool.
 //! - [`tally`]: what is counted, per session, merged at the end; [`txlog`]: each
 //!   session's transactions in `-l`'s log (pgbench's format, load's writer).
 //! - [`summary`]: the counts beside the recording's, as the report prints them.
@@ -15,12 +16,14 @@
 pub mod conn;
 pub mod engine;
 pub mod mysql;
+pub mod pooled;
 pub mod preflight;
 pub mod schedule;
 pub mod summary;
 pub mod tally;
 pub mod txlog;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +35,7 @@ use crate::load::log::LogFiles;
 use crate::load::record::Interval;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::target::Engine;
+pub use pooled::PoolSettings;
 pub use schedule::Schedule;
 pub use summary::Summary;
 
@@ -63,8 +67,15 @@ impl Speed {
 #[derive(Debug)]
 pub struct Run {
     pub tally: tally::Tally,
+    /// The schedule's start (after a pool was filled) to the last session's end.
     pub elapsed: Duration,
     pub interrupted: bool,
+    /// `--pool`, as it ran.
+    pub pool: Option<PoolSettings>,
+    /// The threads asked for (`-j`), which a pool's split reads.
+    pub threads: usize,
+    /// `--pool`: requests that set session state a pool does not keep, by kind.
+    pub session_state: BTreeMap<&'static str, u64>,
 }
 
 /// Refuses the replay when the target lacks relations the recording used (one line
@@ -125,6 +136,8 @@ pub struct Settings {
     /// `--metrics-listen`: handed every period's figures (each `progress`, else each
     /// second), and the last, partial period's when the replay ends.
     pub live: Option<Live>,
+    /// `--pool`: the sessions' transactions through a client-side pool of this size.
+    pub pool: Option<PoolSettings>,
 }
 
 /// Where the live periods go: the metrics endpoint (above this stage).
@@ -161,11 +174,19 @@ pub async fn run(
         threads,
         log,
         live,
+        pool,
     } = settings;
     let periods: Option<Vec<txlog::Period>> = live
         .as_ref()
         .map(|_| (0..threads).map(|_| Default::default()).collect());
     let sessions = std::mem::take(&mut schedule.sessions);
+    // Never more threads than sessions (nor, with a pool, than its connections: the
+    // engine's split).
+    let threads = threads.clamp(1, sessions.len().max(1));
+    let session_state = match pool {
+        Some(_) => pooled::session_state(&sessions),
+        None => BTreeMap::new(),
+    };
     let total: u64 = sessions.iter().map(|s| s.requests.len() as u64).sum();
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -193,7 +214,8 @@ pub async fn run(
         log,
         periods: periods.clone(),
     };
-    let tally = engine::run(sessions, ep, speed, stop.clone(), done, threads, out).await;
+    let spread = engine::Threads { count: threads, pool };
+    let (tally, started) = engine::run(sessions, ep, speed, stop.clone(), done, spread, out).await;
     if let Some(t) = ticker {
         t.abort();
     }
@@ -202,8 +224,11 @@ pub async fn run(
     }
     Run {
         tally,
-        elapsed: start.elapsed(),
+        elapsed: started.elapsed(),
         interrupted: *stop.borrow(),
+        pool,
+        threads,
+        session_state,
     }
 }
 

@@ -124,7 +124,8 @@ pub struct TransactionTimes {
     pub now: Option<Spread>,
     /// The recorder's first request to its last response.
     pub recorded: Option<Spread>,
-    /// The connects' mean now (start to the session's ready), ms.
+    /// The connects' mean now (start to the session's ready; with `--pool`, the pool's
+    /// connects), ms.
     pub connect_mean_ms: Option<f64>,
     /// The mean transaction now with its share of the connects:
     /// (Σ transactions + Σ connects) / transactions, `trace`'s `per_transaction_ms`.
@@ -152,10 +153,34 @@ pub struct FailureRow {
     pub recorded: u64,
 }
 
+/// `--pool`: the pool in front of the replay, and what it did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolSummary {
+    /// Connections in all (`--pool`).
+    pub size: usize,
+    /// Each replay thread's share of them.
+    pub per_thread: Vec<usize>,
+    pub max_lifetime_s: Option<f64>,
+    pub idle_timeout_s: Option<f64>,
+    /// Connections the pool opened (before the clock, and again after retiring one).
+    pub connects: u64,
+    /// Their mean time, start to ready, ms.
+    pub connect_mean_ms: Option<f64>,
+    /// Statements prepared again on a borrowed connection that lacked one the session
+    /// had prepared on another.
+    pub prepared_again: u64,
+    /// Connections a session left inside a transaction, rolled back before going back.
+    pub rolled_back: u64,
+    /// Requests that set session state the pool does not keep between borrows, by kind
+    /// (replayed all the same, on whichever connection was borrowed).
+    pub session_state: BTreeMap<String, u64>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Counts {
     pub sessions: u64,
-    /// Sessions that connected (the replay) or became ready (the recording).
+    /// Sessions that connected (the replay; with `--pool`, sessions every borrow of which
+    /// got a connection) or became ready (the recording).
     pub connected: u64,
     pub requests: u64,
     pub transactions: u64,
@@ -172,7 +197,12 @@ pub struct Fidelity {
     /// connect, for a session's first): `max(intended, answer) − intended`. The server
     /// answered later than when recorded, or the session carried lag from before.
     pub waiting_for_server: Option<Times>,
-    /// The rest, connbench's own send delay: `send − max(intended, answer)`.
+    /// `--pool`: the part spent waiting for the pool to hand a connection over (a free
+    /// one, or a new one's connect), 0 for a request on a connection the transaction
+    /// already holds; `null` without a pool.
+    pub waiting_for_pool: Option<Times>,
+    /// The rest, connbench's own send delay: `send − max(intended, answer)`, less the
+    /// pool's wait.
     pub send_delay: Option<Times>,
     /// Requests whose own send delay exceeded 1 ms, as a share of those sent.
     pub send_delay_late_share: Option<f64>,
@@ -182,6 +212,7 @@ pub struct Fidelity {
     pub failed_then_not_now: u64,
     /// A few of the new failures: SQLSTATE and message.
     pub failed_now_examples: Vec<String>,
+    /// Sessions that could not connect (with `--pool`: that a borrow failed for).
     pub sessions_not_connected: u64,
     pub connect_errors: BTreeMap<String, u64>,
     /// Connections lost during the replay, by error.
@@ -206,6 +237,9 @@ pub struct Summary {
     /// The recording was cut short: what it held was replayed.
     pub trace_cut: Option<String>,
     pub response: Option<Times>,
+    /// `--pool`: the client-side pool; `null` without one (each session on its own
+    /// connection, as recorded).
+    pub pool: Option<PoolSummary>,
     pub transaction_times: TransactionTimes,
     pub statements: Vec<StatementRow>,
     pub failures: Vec<FailureRow>,
@@ -213,7 +247,7 @@ pub struct Summary {
 }
 
 /// How the figures are made, stated in the output.
-fn method(speed: Speed) -> String {
+fn method(speed: Speed, pooled: bool) -> String {
     let pace = match speed {
         Speed::Max => "--speed max: no schedule; every session opened at once and each request sent as soon \
              as the previous answer was in, so lag is not measured"
@@ -236,7 +270,16 @@ fn method(speed: Speed) -> String {
          request to last response; percentiles are HDR histograms' at 2 significant digits; a request's time now is its last byte written to its answer's last byte read (ReadyForQuery; MySQL's final OK, EOF or ERR), beside the \
          recorder's request's last byte to the response's last byte; calls are requests that executed \
          the statement (a Query or COM_QUERY, an extended group with an Execute, a COM_STMT_EXECUTE), by fingerprint; a transaction \
-         ends at a response that leaves the session idle"
+         ends at a response that leaves the session idle{}",
+        if pooled {
+            "; --pool: the recorded opens and closes were not replayed as connects: each transaction (and each \
+             request outside one) borrowed a connection of its thread's pool (filled before the clock) when its \
+             first request was due and gave it back at the answer that left it idle; a named prepared statement \
+             was prepared on each connection once, under a name of the pool's; a request's lag has a third part, \
+             waiting for the pool (from when it could be sent to the connection's handover)"
+        } else {
+            ""
+        }
     )
 }
 
@@ -275,8 +318,24 @@ impl Summary {
             })
             .collect();
         let scheduled = matches!(speed, Speed::Factor(_));
+        let mean = |ns: u64, n: u64| (n > 0).then(|| ns as f64 / n as f64 / 1e6);
+        let pool = run.pool.map(|p| PoolSummary {
+            size: p.size,
+            per_thread: p.split(run.threads),
+            max_lifetime_s: p.max_lifetime.map(|d| d.as_secs_f64()),
+            idle_timeout_s: p.idle_timeout.map(|d| d.as_secs_f64()),
+            connects: t.connects,
+            connect_mean_ms: mean(t.connect_ns, t.connects),
+            prepared_again: t.prepared_again,
+            rolled_back: t.rolled_back,
+            session_state: run
+                .session_state
+                .iter()
+                .map(|(k, n)| (k.to_string(), *n))
+                .collect(),
+        });
         Summary {
-            method: method(speed),
+            method: method(speed, pool.is_some()),
             speed: match speed {
                 Speed::Max => "max".into(),
                 Speed::Factor(f) => format!("{f}"),
@@ -298,10 +357,11 @@ impl Summary {
             sessions_skipped: schedule.skipped_sessions,
             trace_cut: schedule.cut.clone(),
             response: Times::of(&t.response),
+            pool,
             transaction_times: TransactionTimes {
                 now: Spread::of(&t.transaction, t.transaction_ns),
                 recorded: Spread::of(&rec.transaction, rec.transaction_ns),
-                connect_mean_ms: (t.connected > 0).then(|| t.connect_ns as f64 / t.connected as f64 / 1e6),
+                connect_mean_ms: mean(t.connect_ns, t.connects),
                 per_transaction_ms: (t.transactions > 0)
                     .then(|| (t.transaction_ns + t.connect_ns) as f64 / t.transactions as f64 / 1e6),
             },
@@ -311,6 +371,7 @@ impl Summary {
                 on_time_share: (scheduled && t.sent > 0).then(|| t.on_time as f64 / t.sent as f64),
                 lag: if scheduled { Times::of(&t.lag) } else { None },
                 waiting_for_server: if scheduled { Times::of(&t.waiting) } else { None },
+                waiting_for_pool: if scheduled { Times::of(&t.pool_wait) } else { None },
                 send_delay: if scheduled { Times::of(&t.send_delay) } else { None },
                 send_delay_late_share: (scheduled && t.sent > 0).then(|| t.late_sends as f64 / t.sent as f64),
                 lag_note: (!scheduled).then(|| "--speed max: no schedule to lag behind".to_string()),

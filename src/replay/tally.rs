@@ -43,7 +43,11 @@ pub struct Tally {
     /// The part of each lag spent waiting for the previous answer (or the connect):
     /// `max(intended, answer) − intended`, ns.
     pub waiting: Histogram<u64>,
-    /// The rest, connbench's own: `send − max(intended, answer)`, ns.
+    /// `--pool`: the part spent waiting for the pool to hand a connection over (a free
+    /// one, or a new one's connect), ns; 0 for a request on a connection already held.
+    /// Empty without a pool.
+    pub pool_wait: Histogram<u64>,
+    /// The rest, connbench's own: `send − max(intended, answer)` less the pool's wait, ns.
     pub send_delay: Histogram<u64>,
     /// Requests sent at most 1 ms after their intended time.
     pub on_time: u64,
@@ -65,9 +69,19 @@ pub struct Tally {
     /// Their sum, ns, for the mean.
     pub transaction_ns: u64,
     pub sessions: u64,
+    /// Sessions that connected; with `--pool`, sessions every borrow of which got a
+    /// connection.
     pub connected: u64,
+    /// Connections opened: a session's own, or the pool's.
+    pub connects: u64,
     /// The connects' times summed (the connect's start to the session's ready), ns.
     pub connect_ns: u64,
+    /// `--pool`: statements prepared on a borrowed connection that lacked one the session
+    /// had prepared on another.
+    pub prepared_again: u64,
+    /// `--pool`: connections a session left inside a transaction, rolled back before
+    /// going back to the pool.
+    pub rolled_back: u64,
     /// Connect failures and lost connections by their key (phase and kind).
     pub connect_errors: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
@@ -80,6 +94,7 @@ impl Default for Tally {
             response: command_histogram(),
             lag: command_histogram(),
             waiting: command_histogram(),
+            pool_wait: command_histogram(),
             send_delay: command_histogram(),
             on_time: 0,
             late_sends: 0,
@@ -94,22 +109,28 @@ impl Default for Tally {
             transaction_ns: 0,
             sessions: 0,
             connected: 0,
+            connects: 0,
             connect_ns: 0,
+            prepared_again: 0,
+            rolled_back: 0,
             connect_errors: BTreeMap::new(),
             lost: BTreeMap::new(),
         }
     }
 }
 
-/// One request's lag behind its intended send time, in two parts that add up to it.
+/// One request's lag behind its intended send time, in parts that add up to it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Lag {
     /// The intended time to the previous answer's arrival (the connect's end for a
     /// session's first request), when that came later: the session could not send
     /// before it. The server's doing, or lag carried from the session's earlier requests.
     pub waiting_ns: u64,
-    /// The later of the intended time and that arrival, to the send: connbench's own
-    /// (its timer's wake-up, the thread's turn on a core, writing the request).
+    /// `--pool`: the wait for the pool to hand a connection over (`None` without one).
+    pub pool_ns: Option<u64>,
+    /// The later of the intended time and that arrival, to the send, less the pool's
+    /// wait: connbench's own (its timer's wake-up, the thread's turn on a core, writing
+    /// the request).
     pub send_delay_ns: u64,
 }
 
@@ -119,8 +140,24 @@ impl Lag {
         let from = intended.max(ready);
         Lag {
             waiting_ns: from.saturating_duration_since(intended).as_nanos() as u64,
+            pool_ns: None,
             send_delay_ns: sent.saturating_duration_since(from).as_nanos() as u64,
         }
+    }
+
+    /// The same lag with `pool` of its send delay spent waiting for the pool.
+    pub fn with_pool(self, pool: std::time::Duration) -> Lag {
+        let pool_ns = (pool.as_nanos() as u64).min(self.send_delay_ns);
+        Lag {
+            pool_ns: Some(pool_ns),
+            send_delay_ns: self.send_delay_ns - pool_ns,
+            ..self
+        }
+    }
+
+    /// The whole lag, ns.
+    pub fn total_ns(&self) -> u64 {
+        self.waiting_ns + self.pool_ns.unwrap_or(0) + self.send_delay_ns
     }
 }
 
@@ -135,9 +172,12 @@ impl Tally {
     pub fn sent(&mut self, lag: Option<Lag>) {
         self.sent += 1;
         if let Some(l) = lag {
-            let total = l.waiting_ns + l.send_delay_ns;
+            let total = l.total_ns();
             record(&mut self.lag, total);
             record(&mut self.waiting, l.waiting_ns);
+            if let Some(ns) = l.pool_ns {
+                record(&mut self.pool_wait, ns);
+            }
             record(&mut self.send_delay, l.send_delay_ns);
             self.on_time += u64::from(total <= 1_000_000);
             self.late_sends += u64::from(l.send_delay_ns > 1_000_000);
@@ -196,6 +236,7 @@ impl Tally {
         let _ = self.response.add(&o.response);
         let _ = self.lag.add(&o.lag);
         let _ = self.waiting.add(&o.waiting);
+        let _ = self.pool_wait.add(&o.pool_wait);
         let _ = self.send_delay.add(&o.send_delay);
         self.on_time += o.on_time;
         self.late_sends += o.late_sends;
@@ -216,7 +257,10 @@ impl Tally {
         self.transaction_ns += o.transaction_ns;
         self.sessions += o.sessions;
         self.connected += o.connected;
+        self.connects += o.connects;
         self.connect_ns += o.connect_ns;
+        self.prepared_again += o.prepared_again;
+        self.rolled_back += o.rolled_back;
         for (k, n) in o.connect_errors {
             *self.connect_errors.entry(k).or_default() += n;
         }
@@ -243,6 +287,15 @@ mod tests {
         let mut t = Tally::default();
         t.sent(Some(Lag::of(ms(10), ms(5), ms(12))));
         assert_eq!((t.on_time, t.late_sends), (0, 1));
+        // 3 ms of a 4 ms send delay waiting for the pool: three parts, one total.
+        let l = Lag::of(ms(10), ms(11), ms(15)).with_pool(std::time::Duration::from_millis(3));
+        assert_eq!(
+            (l.waiting_ns, l.pool_ns, l.send_delay_ns),
+            (1_000_000, Some(3_000_000), 1_000_000)
+        );
+        assert_eq!(l.total_ns(), 5_000_000);
+        t.sent(Some(l));
+        assert_eq!((t.pool_wait.len(), t.late_sends), (1, 1));
     }
 
     #[test]
@@ -251,6 +304,7 @@ mod tests {
         let lag = |waiting_ns, send_delay_ns| {
             Some(Lag {
                 waiting_ns,
+                pool_ns: None,
                 send_delay_ns,
             })
         };

@@ -45,6 +45,51 @@ fn cell(t: Option<Times>, f: fn(&Times) -> f64) -> String {
     t.map_or("-".to_string(), |t| ms(f(&t)))
 }
 
+/// The sessions' line: how many connected, or were served by the pool and what it did.
+fn sessions(s: &Summary) -> String {
+    let mut o = String::new();
+    let r = &s.replayed;
+    let skipped = if s.sessions_skipped > 0 {
+        format!(
+            "; {} recorded session(s) not replayed (refused when recorded, or cancel requests)",
+            s.sessions_skipped
+        )
+    } else {
+        String::new()
+    };
+    match &s.pool {
+        None => o.push_str(&format!(
+            "sessions     {} of {} connected{skipped}\n",
+            r.connected, r.sessions
+        )),
+        Some(p) => o.push_str(&format!(
+            "sessions     {} of {} served by a pool of {} ({} per thread){skipped}\npool         {} connect(s), mean {}; {} statement(s) prepared again on another connection; {} left in a transaction and rolled back\n",
+            r.connected,
+            r.sessions,
+            p.size,
+            p.per_thread.iter().map(|n| n.to_string()).collect::<Vec<_>>().join("+"),
+            p.connects,
+            p.connect_mean_ms.map_or("-".to_string(), ms),
+            p.prepared_again,
+            p.rolled_back
+        )),
+    }
+    o
+}
+
+/// `--pool`: one warning per kind of session state the pool does not keep.
+fn state_warnings(s: &Summary) -> String {
+    let mut o = String::new();
+    for (kind, n) in s.pool.iter().flat_map(|p| &p.session_state) {
+        o.push_str(&format!(
+            "\nwarning: {n} request(s) set session state a pool does not keep between borrows ({kind}); \
+             they were replayed on whichever connection was borrowed, so later transactions may not see it \
+             as the application did (pin such sessions, or keep them off the pool)\n"
+        ));
+    }
+    o
+}
+
 /// The text report; `top` statements listed.
 pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
     let mut o = String::new();
@@ -61,19 +106,7 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
         if s.interrupted { " (stopped by Ctrl-C)" } else { "" }
     ));
     let (r, n) = (&s.replayed, &s.recorded);
-    o.push_str(&format!(
-        "sessions     {} of {} connected{}\n",
-        r.connected,
-        r.sessions,
-        if s.sessions_skipped > 0 {
-            format!(
-                "; {} recorded session(s) not replayed (refused when recorded, or cancel requests)",
-                s.sessions_skipped
-            )
-        } else {
-            String::new()
-        }
-    ));
+    o.push_str(&sessions(s));
     o.push_str(&format!(
         "requests     {} answered (recorded {}); {} not sent\n",
         r.requests, n.requests, s.fidelity.requests_not_sent
@@ -107,8 +140,17 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
             .send_delay_late_share
             .map_or("-".to_string(), |v| format!("{:.2}%", v * 100.0));
         o.push_str(&format!(
-            "             of which waiting for the server {}\n             and connbench's own send delay {}; over 1 ms {late}\n",
-            times(f.waiting_for_server),
+            "             of which waiting for the server {}\n",
+            times(f.waiting_for_server)
+        ));
+        if s.pool.is_some() {
+            o.push_str(&format!(
+                "             waiting for the pool {}\n",
+                times(f.waiting_for_pool)
+            ));
+        }
+        o.push_str(&format!(
+            "             and connbench's own send delay {}; over 1 ms {late}\n",
             times(f.send_delay)
         ));
     }
@@ -144,6 +186,7 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
             o.push_str(&format!("{:>9} {:>9}  {}\n", f.now, f.recorded, f.sqlstate));
         }
     }
+    o.push_str(&state_warnings(s));
     if let Some(cut) = &s.trace_cut {
         o.push_str(&format!("\nwarning: {cut}; what came before was replayed\n"));
     }

@@ -23,6 +23,7 @@ mod pgbench_tap;
 mod readme;
 mod relay;
 mod replay;
+mod replay_pool;
 mod report;
 mod sandboxes;
 mod secrets;

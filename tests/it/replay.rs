@@ -18,14 +18,14 @@ use crate::common::{
 };
 
 /// psql's single value for `sql` on `db`.
-fn value(db: &str, sql: &str) -> String {
+pub fn value(db: &str, sql: &str) -> String {
     let o = Command::new("psql").args([db, "-Atc", sql]).output().unwrap();
     assert!(o.status.success(), "{sql}: {}", stderr(&o));
     stdout(&o).trim().to_string()
 }
 
 /// What the server holds after the workload: history rows and the balances' sums.
-fn server_figures(db: &str) -> Vec<String> {
+pub fn server_figures(db: &str) -> Vec<String> {
     [
         "SELECT count(*) FROM pgbench_history",
         "SELECT sum(abalance) FROM pgbench_accounts",
@@ -37,7 +37,7 @@ fn server_figures(db: &str) -> Vec<String> {
     .collect()
 }
 
-fn pgbench_init(db: &str) {
+pub fn pgbench_init(db: &str) {
     let o = Command::new("pgbench")
         .args(["-i", "-q", "-s", "1", db])
         .output()
@@ -60,7 +60,7 @@ fn record_pgbench(db: &str, out: &std::path::Path, args: &[&str]) {
     assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
 }
 
-fn create_database(name: &str) -> String {
+pub fn create_database(name: &str) -> String {
     let admin = conninfo("unix");
     let o = Command::new("psql")
         .args([admin.as_str(), "-Atc", &format!("CREATE DATABASE {name}")])
