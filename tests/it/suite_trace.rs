@@ -50,7 +50,9 @@ kind = "load"
 duration = "30s"
 repetitions = 3
 prewarm = false
-figure = "latency_mean_ms"
+# The median request: the 2 s trace holds about 40, and on a busy machine one stalled for
+# seconds made a round's mean (near cell 8x the far one) and left 3 rounds inconclusive.
+figure = "latency_p50_ms"
 baseline = "distance=0ms"
 [defaults]
 workload = "trace:app.trace.gz"
@@ -62,7 +64,7 @@ distance = ["0ms", "20ms"]
 
 /// Each request of the far cell waits on the relay's added round trip (a sleep), so its
 /// mean is at least 20 ms × the round trips a request makes: a bound physics sets. The
-/// verdict says slower, its interval above 1; the trace's prediction stands beside both
+/// verdict on the median request says slower, its interval above 1; the trace's prediction stands beside both
 /// cells, and nothing the schedule held went unsent.
 #[test]
 fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round_trips() {
