@@ -365,7 +365,12 @@ impl Replayer {
                 tally.not_sent += total - k as u64;
                 break;
             }
-            let waited = match or_stop(&mut self.stop, link.borrow()).await {
+            // A session's own connection is there already: no wait, no select.
+            let borrowed = match &mut link {
+                Link::Own(_) => Some(Ok(None)),
+                Link::Pooled(_) => or_stop(&mut self.stop, link.borrow()).await,
+            };
+            let waited = match borrowed {
                 None => {
                     tally.not_sent += total - k as u64;
                     break;

@@ -48,10 +48,16 @@ pub fn pgbench_init(db: &str) {
 /// Records `pgbench -c 2 -T 2` with `args` on `db` (a database of the sandbox) through
 /// `connbench record` into `out`.
 fn record_pgbench(db: &str, out: &std::path::Path, args: &[&str]) {
+    record_pgbench_with(db, out, &[&["-c", "2", "-T", "2"], args].concat());
+}
+
+/// Records `pgbench -n args` on `db` (a database of the sandbox) through `connbench
+/// record` into `out`.
+pub fn record_pgbench_with(db: &str, out: &std::path::Path, args: &[&str]) {
     let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
     let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], out);
     let o = Command::new("pgbench")
-        .args(["-n", "-c", "2", "-T", "2"])
+        .arg("-n")
         .args(args)
         .arg(through_port(&port, db, "prefer"))
         .output()

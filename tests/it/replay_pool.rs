@@ -7,14 +7,13 @@
 //! failure: each session's statements live on the one connection under the pool's names.
 //! Bad `--pool` values are refused before anything connects.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{
-    connbench, conninfo, sandbox, scratch, start_recorder, stderr, stdout, stop_recorder, through_port,
-    with_dbname,
+use crate::common::{connbench, conninfo, scratch, stderr, stdout, with_dbname};
+use crate::replay::{
+    assert_replayed_whole, create_database, pgbench_init, record_pgbench_with as record, server_figures,
+    value,
 };
-use crate::replay::{assert_replayed_whole, create_database, pgbench_init, server_figures, value};
 
 /// psql's single value for `sql` on the sandbox's `postgres` database (not the replay's:
 /// a session there would count in its figures).
@@ -81,20 +80,6 @@ fn delta(before: &[String], after: &[String]) -> Vec<(String, i64, i64)> {
             (a.0, a.1 - b.1, a.2 - b.2)
         })
         .collect()
-}
-
-/// Records `pgbench -n args` on `db` through `connbench record` into `out`.
-fn record(db: &str, out: &std::path::Path, args: &[&str]) {
-    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
-    let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], out);
-    let o = Command::new("pgbench")
-        .arg("-n")
-        .args(args)
-        .arg(through_port(&port, db, "prefer"))
-        .output()
-        .unwrap();
-    stop_recorder(child);
-    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
 }
 
 /// 300 transactions of 4 clients, each on a new connection, replayed through a pool of 2:
