@@ -8,22 +8,23 @@
 //! read TLS) and withdraw MySQL's TLS offer from the server's greeting. So its copy loop
 //! is its own and small.
 //!
-//! Out of the application's way: a chunk is passed on first and decoded after, with the
-//! time it was read (so the trace's times are the wire's, not the decoder's), and the
-//! writer thread takes the events in batches, napping between them, so a request costs
-//! the recorder a copy and a decode but no thread wake-up (bench/recorder.sh measures
-//! the latency it adds against the relay's). Order is kept: each chunk read goes into
-//! the session's backlog before it is passed on, and the decoder takes the backlog in
-//! the order the chunks were read, so a request is decoded before the response it got
-//! even when its write waited.
+//! Out of the application's way: the hop copies each chunk it reads, with the time it
+//! was read (so the trace's times are the wire's, not the decoder's), to the writer
+//! thread and passes it on; the writer thread decodes, serializes and compresses, in
+//! batches, napping between them. So a request costs the application's path a copy and
+//! a channel push but no decode and no thread wake-up: the decoding that used to follow
+//! each chunk on the hop's own thread kept the other direction's next chunk waiting
+//! (bench/recorder.sh measures the latency the recorder adds against the relay's).
+//! Order is kept: a session's chunks go to the channel in the order they were read, so
+//! a request is decoded before the response it got even when its write waited.
 //!
 //! Bounded memory, whatever the recording's length: the decoders hold at most their caps
-//! (`DecodeOptions`), a backlog holds at most the chunks in flight (two reads), events go
-//! to the writer thread through a bounded channel (a slow disk slows the application's
-//! traffic, it does not grow a queue), and the writer flushes every second. A session
-//! still open when the recording stops is closed in the trace as `recorder`.
+//! (`DecodeOptions`), the chunks in flight to the writer at most [`IN_FLIGHT`] bytes (a
+//! slow disk slows the application's traffic, it does not grow a queue), and the writer
+//! flushes every second. A session still open when the recording stops is closed in the
+//! trace as `recorder`.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::net::relay::{strip_channel_binding, Addr};
 use crate::net::transport::TlsSetup;
@@ -47,12 +48,28 @@ use crate::trace::{
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 const GSSENC_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x30];
 
-/// Batches of events in flight to the writer, at most (a batch is a chunk's events).
-const QUEUE: usize = 4096;
+/// Bytes of chunks in flight to the writer, at most: past it the hop waits for the
+/// writer (as a full socket buffer makes a sender wait). At 100k requests a second a
+/// nap leaves about a thousand small chunks queued, far under it.
+const IN_FLIGHT: usize = 32 << 20;
 /// The writer's nap between batches: a sender finds it asleep, not parked on the
-/// channel, so sending wakes no thread. At 100k requests a second a nap leaves 500
-/// batches queued, well under [`QUEUE`].
+/// channel, so sending wakes no thread.
 const WRITER_NAP: Duration = Duration::from_millis(5);
+
+/// What a session's hop sends the writer thread, in the order it happened.
+enum Msg {
+    /// A connection was accepted and its upstream connected: a decoder for it.
+    Open(SessionMeta),
+    /// Bytes that passed going `dir`, read at `at_ns` since the trace's start.
+    Chunk {
+        session: u64,
+        dir: Direction,
+        at_ns: u64,
+        bytes: Vec<u8>,
+    },
+    /// The connection ended.
+    Close { session: u64, at_ns: u64, by: ClosedBy },
+}
 
 /// What to record and where.
 #[derive(Debug, Clone)]
@@ -121,12 +138,26 @@ impl Recorder {
         let listener = Listener::bind(&s.listen).await?;
         let addr = listener.addr();
         let counts = Arc::new(Counts::default());
-        let (tx, rx) = mpsc::channel::<Vec<Event>>(QUEUE);
+        let (tx, rx) = mpsc::unbounded_channel::<Msg>();
+        let budget = Arc::new(Semaphore::new(IN_FLIGHT));
         let started = Instant::now();
-        let write = std::thread::spawn(move || write_events(writer, rx));
+        let hub = Hub {
+            tx,
+            budget: budget.clone(),
+            counts: counts.clone(),
+            started,
+        };
+        let (engine, options) = (s.engine, s.decode);
         let c = counts.clone();
+        let write = std::thread::spawn(move || {
+            below_the_traffic();
+            let written = write_events(writer, rx, (engine, options), (&c, &budget));
+            // A writer that failed takes no more chunks: the hops must not wait for it.
+            budget.close();
+            written
+        });
         let done = tokio::spawn(async move {
-            accept(listener, s, c, tx, started, stop).await;
+            accept(listener, s, hub, stop).await;
             let (events, trace_bytes) = tokio::task::spawn_blocking(move || write.join())
                 .await
                 .context("the trace writer")?
@@ -148,20 +179,54 @@ impl Recorder {
     }
 }
 
-/// The writer thread: events to the file as they come, flushed every second; returns
-/// the events and bytes written once every sender is gone.
+/// The writer thread: each session's chunks decoded in the order they were read, the
+/// events written as they come, flushed every second; returns the events and bytes
+/// written once every sender is gone.
 fn write_events(
     mut w: TraceWriter<std::fs::File>,
-    mut rx: mpsc::Receiver<Vec<Event>>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    (engine, options): (Engine, DecodeOptions),
+    (counts, budget): (&Counts, &Semaphore),
 ) -> io::Result<(u64, u64)> {
-    while let Some(batch) = rx.blocking_recv() {
-        for e in &batch {
-            w.write(e)?;
-        }
-        while let Ok(batch) = rx.try_recv() {
-            for e in &batch {
-                w.write(e)?;
+    let mut decoders: HashMap<u64, Decoder> = HashMap::new();
+    let mut out = Vec::new();
+    while let Some(first) = rx.blocking_recv() {
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match msg {
+                Msg::Open(meta) => {
+                    decoders.insert(meta.session, Decoder::new(engine, meta, options));
+                }
+                Msg::Chunk {
+                    session,
+                    dir,
+                    at_ns,
+                    bytes,
+                } => {
+                    if let Some(d) = decoders.get_mut(&session) {
+                        d.feed(dir, at_ns, &bytes, &mut out);
+                    }
+                    budget.add_permits(bytes.len().min(IN_FLIGHT));
+                }
+                Msg::Close { session, at_ns, by } => {
+                    if let Some(mut d) = decoders.remove(&session) {
+                        d.close(at_ns, by, &mut out);
+                    }
+                }
             }
+            for e in out.drain(..) {
+                match &e {
+                    Event::Request(_) => {
+                        counts.requests.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Event::SessionClose(c) if c.decode_error.is_some() => {
+                        counts.undecoded.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+                w.write(&e)?;
+            }
+            next = rx.try_recv().ok();
         }
         w.flush_if_due(Instant::now())?;
         std::thread::sleep(WRITER_NAP);
@@ -169,6 +234,29 @@ fn write_events(
     let out = (w.events(), w.bytes());
     w.finish_file()?;
     Ok(out)
+}
+
+/// Lowers the calling thread to nice 19: the writer's decoding, serializing and
+/// compressing (about a third of the recorder's CPU per request) then runs when a core
+/// is free and yields to the application, its database and the hop the moment they
+/// wake, instead of taking a core the request's path is waiting for (on 2 cores it
+/// added latency as the decoding on the hop's own thread did). It still gets a share
+/// on a saturated machine, so the chunks in flight drain. Linux's nice is per thread.
+fn below_the_traffic() {
+    // SAFETY: plain syscalls on the calling thread; a failure leaves its priority as it was.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+    }
+}
+
+/// What every session's hop shares: the way to the writer thread and its budget.
+#[derive(Clone)]
+struct Hub {
+    tx: mpsc::UnboundedSender<Msg>,
+    budget: Arc<Semaphore>,
+    counts: Arc<Counts>,
+    started: Instant,
 }
 
 enum Listener {
@@ -216,14 +304,7 @@ impl Drop for Listener {
 trait Conn: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Conn for T {}
 
-async fn accept(
-    listener: Listener,
-    s: Settings,
-    counts: Arc<Counts>,
-    tx: mpsc::Sender<Vec<Event>>,
-    started: Instant,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn accept(listener: Listener, s: Settings, hub: Hub, mut stop: watch::Receiver<bool>) {
     let mut tasks = tokio::task::JoinSet::new();
     let mut next = 0u64;
     loop {
@@ -243,8 +324,7 @@ async fn accept(
             },
         };
         next += 1;
-        let (s, counts, tx, stop) = (s.clone(), counts.clone(), tx.clone(), stop.clone());
-        tasks.spawn(session(client, next, s, counts, tx, started, stop));
+        tasks.spawn(session(client, next, s.clone(), hub.clone(), stop.clone()));
     }
     drop(listener);
     while tasks.join_next().await.is_some() {}
@@ -278,12 +358,11 @@ async fn session(
     (mut client, transport): (Box<dyn Conn>, Transport),
     id: u64,
     s: Settings,
-    counts: Arc<Counts>,
-    tx: mpsc::Sender<Vec<Event>>,
-    started: Instant,
+    hub: Hub,
     stop: watch::Receiver<bool>,
 ) {
-    let open_ns = since(started);
+    let counts = hub.counts.clone();
+    let open_ns = since(hub.started);
     counts.sessions.fetch_add(1, Ordering::Relaxed);
     let Ok(server) = connect(&s.upstream, s.upstream_tls.as_ref()).await else {
         // The client sees its connection close, as from a server that is down.
@@ -295,15 +374,11 @@ async fn session(
         session: id,
         open_ns,
         transport,
-        connect_ns: Some(since(started) - open_ns),
+        connect_ns: Some(since(hub.started) - open_ns),
     };
-    let tap = Tap {
-        decoder: Mutex::new(Decoder::new(s.engine, meta, s.decode)),
-        backlog: Mutex::new(VecDeque::new()),
-        started,
-        tx,
-        counts: counts.clone(),
-    };
+    // The writer ends only after every sender is gone: a send cannot fail before.
+    let _ = hub.tx.send(Msg::Open(meta));
+    let tap = Tap { session: id, hub };
     let by = relay(
         &mut client,
         server,
@@ -312,90 +387,40 @@ async fn session(
         stop,
     )
     .await;
-    // A chunk read when the recording stopped, its write cut short, is still the trace's.
-    tap.decode().await;
-    let mut out = Vec::new();
-    tap.decoder
-        .lock()
-        .unwrap()
-        .close(since(tap.started), by, &mut out);
-    tap.send(out).await;
+    let _ = tap.hub.tx.send(Msg::Close {
+        session: id,
+        at_ns: since(tap.hub.started),
+        by,
+    });
     counts.open.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// A session's decoder and where its events go.
+/// A session's way to the writer thread, which decodes what the tap sees.
 struct Tap {
-    decoder: Mutex<Decoder>,
-    /// Chunks read and not yet decoded, both directions, in the order they were read,
-    /// each with its direction and the time it was read.
-    backlog: Mutex<VecDeque<(Direction, u64, Vec<u8>)>>,
-    /// The trace's start: the decoder takes times from it (and counts a session's
-    /// events from the session's open itself).
-    started: Instant,
-    tx: mpsc::Sender<Vec<Event>>,
-    counts: Arc<Counts>,
+    session: u64,
+    hub: Hub,
 }
 
 impl Tap {
-    /// A chunk read going `dir`, before it is passed on: into the backlog with the time
-    /// it was read.
-    fn read(&self, dir: Direction, bytes: &[u8]) {
-        let at = since(self.started);
-        self.backlog.lock().unwrap().push_back((dir, at, bytes.to_vec()));
-    }
-
-    /// After a chunk was passed on: the backlog to the decoder, in the order it was read,
-    /// and what it made to the writer.
-    async fn decode(&self) {
-        let mut out = Vec::new();
-        {
-            let mut backlog = self.backlog.lock().unwrap();
-            let mut decoder = self.decoder.lock().unwrap();
-            while let Some((dir, at, bytes)) = backlog.pop_front() {
-                decoder.feed(dir, at, &bytes, &mut out);
-                self.count(dir, bytes.len());
-            }
+    /// A chunk read going `dir`, before it is passed on: to the writer with the time it
+    /// was read, once the budget of chunks in flight has room for it.
+    async fn read(&self, dir: Direction, bytes: &[u8]) {
+        let at_ns = since(self.hub.started);
+        let n = bytes.len().min(IN_FLIGHT) as u32;
+        if let Ok(p) = self.hub.budget.acquire_many(n).await {
+            p.forget();
         }
-        self.send(out).await;
-    }
-
-    fn count(&self, dir: Direction, n: usize) {
         let counter = match dir {
-            Direction::ToServer => &self.counts.bytes_up,
-            Direction::ToClient => &self.counts.bytes_down,
+            Direction::ToServer => &self.hub.counts.bytes_up,
+            Direction::ToClient => &self.hub.counts.bytes_down,
         };
-        counter.fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    /// Feeds `bytes` (going `dir`) to the decoder at once and sends what it made: the
-    /// connection's first messages, which the recorder answers or rewrites itself.
-    async fn feed(&self, dir: Direction, bytes: &[u8]) {
-        let mut out = Vec::new();
-        self.decoder
-            .lock()
-            .unwrap()
-            .feed(dir, since(self.started), bytes, &mut out);
-        self.count(dir, bytes.len());
-        self.send(out).await;
-    }
-
-    async fn send(&self, out: Vec<Event>) {
-        if out.is_empty() {
-            return;
-        }
-        for e in &out {
-            match e {
-                Event::Request(_) => {
-                    self.counts.requests.fetch_add(1, Ordering::Relaxed);
-                }
-                Event::SessionClose(c) if c.decode_error.is_some() => {
-                    self.counts.undecoded.fetch_add(1, Ordering::Relaxed);
-                }
-                _ => {}
-            }
-        }
-        // The writer ends only after every sender is gone: a send cannot fail before.
-        let _ = self.tx.send(out).await;
+        counter.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let _ = self.hub.tx.send(Msg::Chunk {
+            session: self.session,
+            dir,
+            at_ns,
+            bytes: bytes.to_vec(),
+        });
     }
 }
 
@@ -447,14 +472,14 @@ async fn answer_tls_request(
         let mut head = [0u8; 8];
         if let Err(e) = client.read_exact(&mut head).await {
             if refused && e.kind() == io::ErrorKind::UnexpectedEof {
-                tap.counts.tls_insisted.fetch_add(1, Ordering::Relaxed);
+                tap.hub.counts.tls_insisted.fetch_add(1, Ordering::Relaxed);
             }
             return Err(e);
         }
         if head == SSL_REQUEST || head == GSSENC_REQUEST {
-            tap.feed(Direction::ToServer, &head).await;
-            tap.feed(Direction::ToClient, b"N").await;
-            tap.counts.tls_refused.fetch_add(1, Ordering::Relaxed);
+            tap.read(Direction::ToServer, &head).await;
+            tap.read(Direction::ToClient, b"N").await;
+            tap.hub.counts.tls_refused.fetch_add(1, Ordering::Relaxed);
             refused = true;
             client.write_all(b"N").await?;
             continue;
@@ -466,7 +491,7 @@ async fn answer_tls_request(
             msg.resize(len, 0);
             client.read_exact(&mut msg[8..]).await?;
         }
-        tap.feed(Direction::ToServer, &msg).await;
+        tap.read(Direction::ToServer, &msg).await;
         return server.write_all(&msg).await;
     }
 }
@@ -485,12 +510,11 @@ async fn first_answer(server: &mut Box<dyn Conn>, client: &mut Box<dyn Conn>, ta
     let mut body = vec![0u8; len - 4];
     server.read_exact(&mut body).await?;
     let first = strip_channel_binding(head[0], &body).unwrap_or_else(|| [&head[..], &body[..]].concat());
-    tap.feed(Direction::ToClient, &first).await;
+    tap.read(Direction::ToClient, &first).await;
     client.write_all(&first).await
 }
 
-/// One direction: each chunk into the backlog, on, then decoded; EOF passed on as a
-/// half-close.
+/// One direction: each chunk to the writer, then on; EOF passed on as a half-close.
 async fn pipe(
     from: &mut (impl AsyncRead + Unpin),
     to: &mut (impl AsyncWrite + Unpin),
@@ -513,10 +537,8 @@ async fn pipe(
         if std::mem::take(&mut greeting) {
             crate::trace::mysql::withdraw_tls_offer(&mut buf[..n]);
         }
-        tap.read(dir, &buf[..n]);
-        let written = to.write_all(&buf[..n]).await;
-        tap.decode().await;
-        if written.is_err() {
+        tap.read(dir, &buf[..n]).await;
+        if to.write_all(&buf[..n]).await.is_err() {
             return;
         }
     }
