@@ -304,8 +304,33 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
             suite.figure
         );
     }
+    notes.extend(trace.then(|| pool_figure_note(suite)).flatten());
     suite.question = format!("{} (workload: {workload})", suite.question);
     Ok(notes)
+}
+
+/// A note when pooled trace cells are compared on a request's response time, which
+/// leaves a connect out: a pool's saving would not show in it.
+fn pool_figure_note(suite: &Suite) -> Option<String> {
+    let pools: Vec<String> = suite
+        .cells
+        .iter()
+        .filter(|c| pooled(&c.settings))
+        .map(|c| format!("{:?}", c.name))
+        .collect();
+    (!pools.is_empty() && suite.figure.starts_with("latency_")).then(|| {
+        format!(
+            "{} compared on {}, a request's response time, which leaves a connect out: what a pool \
+             saves an application that connects per transaction shows in intended_to_answer_* (a suite \
+             file's `figure`)",
+            if pools.len() == 1 {
+                format!("cell {} is", pools[0])
+            } else {
+                format!("{} cells with a pool are", pools.len())
+            },
+            suite.figure
+        )
+    })
 }
 
 /// `old` with `workload` and without the settings `replaced` (each one removed noted in
@@ -845,6 +870,11 @@ distance = ["0ms", "20ms"]
             "{all}"
         );
         assert!(!all.contains("connection = \"pool\""), "{all}");
+        assert!(
+            all.contains("2 cells with a pool are compared on latency_mean_ms")
+                && all.contains("intended_to_answer_*"),
+            "{all}"
+        );
         assert!(all.contains("replaces the cells' clients, connection"), "{all}");
         assert!(s.question.ends_with("(workload: trace:app.trace.gz)"));
     }

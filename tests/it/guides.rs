@@ -314,6 +314,10 @@ fn the_your_app_guide_records_traces_and_replays_as_written() {
     // cells' measurements.
     assert!(!out.contains("left out"), "{out}");
     assert!(
+        out.contains("4 cells with a pool are compared on latency_mean_ms"),
+        "the note that a response time leaves a pool's saving out: {out}"
+    );
+    assert!(
         out.contains("pool, 5 min lifetime distance=50ms (+50 ms, client-side pool): predicted"),
         "{out}"
     );

@@ -301,6 +301,11 @@ fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_lea
     let (out, err) = (stdout(&o), stderr(&o));
     assert!(!err.contains("left out"), "{err}");
     assert!(
+        err.contains("15 cells with a pool are compared on latency_mean_ms")
+            && err.contains("shows in intended_to_answer_*"),
+        "{err}"
+    );
+    assert!(
         err.contains("the trace replaces the cells' clients, connection, think"),
         "{err}"
     );
