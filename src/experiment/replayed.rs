@@ -7,8 +7,13 @@
 //! What the trace decides is not a cell's to set: the application's clients, think time,
 //! pace, protocol and connections are what was recorded. A cell that sets one is refused
 //! (`run --workload` removes them, and says so); a cell whose question replay cannot ask
-//! yet (a client-side pool, a fault, a client in a namespace) is refused by name, or left
-//! out by `run --workload` with a note, never run as something else.
+//! yet (a fault, a client in a namespace) is refused by name, or left out by `run
+//! --workload` with a note, never run as something else. The one connection a cell may
+//! set is `connection = "pool"` (with `pool_size`, `pool_max_lifetime`,
+//! `pool_idle_timeout`, read as a load cell reads them): the pooling question, asked of
+//! the application as `replay --pool` asks it ([`crate::replay::PoolSettings`]).
+//! A per-request response time leaves a connect out, so what a pool saves shows in
+//! `intended_to_answer_*`: each request's intended send to its answer, lag included.
 //!
 //! The trace's own predictions (`stats::app`, what `connbench trace` prints) are kept in
 //! each repetition's figures (`trace_*`), so a stored run reports them as a live one does;
@@ -33,8 +38,10 @@ use crate::trace::TraceReader;
 /// The workload prefix of a trace.
 pub const PREFIX: &str = "trace:";
 
-/// The figures a trace cell can be compared on: per request (latency) or per second
-/// (transactions); the others have no meaning in a replay.
+/// The figures a trace cell can be compared on: per request (latency, its response
+/// time; intended_to_answer, from its intended send time, so a late connect or a wait
+/// for the pool is in it) or per second (transactions); the others have no meaning in a
+/// replay.
 pub const FIGURES: &[&str] = &[
     "tps",
     "latency_mean_ms",
@@ -42,10 +49,16 @@ pub const FIGURES: &[&str] = &[
     "latency_p95_ms",
     "latency_p99_ms",
     "latency_max_ms",
+    "intended_to_answer_mean_ms",
+    "intended_to_answer_p50_ms",
+    "intended_to_answer_p99_ms",
 ];
 
+/// The figures only a replay measures start so.
+const FROM_INTENDED: &str = "intended_to_answer_";
+
 /// Settings the recording decides: the application's own clients, think time, pace,
-/// protocol, connections and tables.
+/// protocol, connections and tables (all but `connection = "pool"`, see [`decided`]).
 const DECIDED: &[&str] = &[
     "clients",
     "think",
@@ -60,28 +73,59 @@ const DECIDED: &[&str] = &[
     "interval",
 ];
 
+/// A pool's own settings, which only `connection = "pool"` uses.
+const POOL_KEYS: &[&str] = &["pool_size", "pool_max_lifetime", "pool_idle_timeout"];
+
+/// The pool's size when a pooled trace cell sets none: load's (`load --pool-size`'s
+/// default, a load cell's), one connection.
+pub const DEFAULT_POOL_SIZE: usize = 1;
+
 /// The trace file a cell replays, when its workload is one.
 pub fn trace_of(settings: &Settings) -> Option<&str> {
     settings.get("workload")?.strip_prefix(PREFIX)
 }
 
+/// Whether a cell puts a client-side pool in front of the application.
+fn pooled(s: &Settings) -> bool {
+    s.get("connection").map(String::as_str) == Some("pool")
+}
+
+/// The first setting of a cell the recording decides: `connection = "pool"` is not one
+/// (it asks what a pool would change), any other connection is.
+fn decided(s: &Settings) -> Option<&'static str> {
+    DECIDED
+        .iter()
+        .find(|k| s.contains_key(**k) && !(**k == "connection" && pooled(s)))
+        .copied()
+}
+
+/// A trace cell's client-side pool, `None` without one: `connection = "pool"` with
+/// `pool_size` (default [`DEFAULT_POOL_SIZE`]), `pool_max_lifetime`, `pool_idle_timeout`,
+/// through the parsers a load cell's go through.
+pub fn pool_settings(s: &Settings) -> Result<Option<replay::PoolSettings>> {
+    if !pooled(s) {
+        if let Some(key) = POOL_KEYS.iter().find(|k| s.contains_key(**k)) {
+            bail!(
+                "setting {key} = {:?}: a pool's setting; set connection = \"pool\" with it",
+                s[*key]
+            );
+        }
+        return Ok(None);
+    }
+    fn get<T>(s: &Settings, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>> {
+        s.get(key)
+            .map(|v| parse(v).map_err(|e| anyhow!("setting {key}: {e}")))
+            .transpose()
+    }
+    Ok(Some(replay::PoolSettings {
+        size: get(s, "pool_size", options::parse_pool_size)?.unwrap_or(DEFAULT_POOL_SIZE),
+        max_lifetime: get(s, "pool_max_lifetime", options::parse_period)?,
+        idle_timeout: get(s, "pool_idle_timeout", options::parse_period)?,
+    }))
+}
+
 /// Why replay cannot ask a cell's question yet, naming the setting; `None` when it can.
 fn unaskable(s: &Settings) -> Option<String> {
-    if s.get("connection").map(String::as_str) == Some("pool") {
-        return Some(
-            "connection = \"pool\": replay opens and closes connections as the application did, and \
-             cannot put a client-side pool in front of it yet (the trace's prediction for a pool stands \
-             in `connbench trace`)"
-                .into(),
-        );
-    }
-    for key in ["pool_size", "pool_max_lifetime", "pool_idle_timeout"] {
-        if let Some(v) = s.get(key) {
-            return Some(format!(
-                "{key} = {v:?}: replay cannot pool the application's connections yet"
-            ));
-        }
-    }
     for key in ["fault", "fault_at"] {
         if let Some(v) = s.get(key) {
             return Some(format!(
@@ -101,6 +145,14 @@ fn unaskable(s: &Settings) -> Option<String> {
 /// recording decides set, nothing replay cannot honour asked, a figure replay measures.
 pub fn check_cell(suite: &Suite, s: &Settings) -> Result<()> {
     let Some(file) = trace_of(s) else {
+        if suite.figure.starts_with(FROM_INTENDED) {
+            bail!(
+                "figure {:?}: a replay's figure (a request's intended send time comes from a trace); \
+                 this cell runs {}: give it workload = \"trace:FILE\", or compare on latency_*",
+                suite.figure,
+                s.get("workload").map_or("the default workload", String::as_str)
+            );
+        }
         return Ok(());
     };
     if file.is_empty() {
@@ -128,14 +180,20 @@ pub fn check_cell(suite: &Suite, s: &Settings) -> Result<()> {
     if let Some(why) = unaskable(s) {
         bail!("workload {PREFIX}{file}: {why}");
     }
-    if let Some(key) = DECIDED.iter().find(|k| s.contains_key(**k)) {
+    if let Some(key) = decided(s) {
+        let pool = if key == "connection" {
+            " (connection = \"pool\" is the one a trace cell may set: what a client-side pool would change)"
+        } else {
+            ""
+        };
         bail!(
             "workload {PREFIX}{file}: {key} = {:?}: the recording decides it (the application's own \
              clients, think time, pace, protocol and connections are replayed as recorded); remove {key} \
-             from the cell",
-            s[*key]
+             from the cell{pool}",
+            s[key]
         );
     }
+    pool_settings(s).with_context(|| format!("workload {PREFIX}{file}"))?;
     Ok(())
 }
 
@@ -203,19 +261,7 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
                 continue;
             }
         }
-        let mut c = old.clone();
-        for key in &replaced {
-            if c.settings.remove(*key).is_some() {
-                removed.insert(key.to_string(), ());
-            }
-        }
-        c.settings.insert("workload".into(), workload.to_string());
-        let axes = c.axes.len();
-        c.axes
-            .retain(|(k, _)| k != "workload" && !replaced.contains(&k.as_str()));
-        if c.axes.len() != axes {
-            c.name = cell_name(&c.axes);
-        }
+        let mut c = replaced_cell(old, workload, &replaced, trace, &mut removed);
         match cells.iter().position(|d| d.settings == c.settings) {
             Some(j) => {
                 merged[j].push(format!("{:?}", old.name));
@@ -229,23 +275,7 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
             }
         }
     }
-    for (why, names) in left_out {
-        let cells = if names.len() == 1 { "cell" } else { "cells" };
-        notes.push(format!("{cells} {} left out: {why}", names.join(", ")));
-    }
-    if !removed.is_empty() {
-        notes.push(format!(
-            "the trace replaces the cells' {}: the application's own, as recorded",
-            removed.keys().cloned().collect::<Vec<_>>().join(", ")
-        ));
-    }
-    for (c, names) in cells.iter().zip(&merged).filter(|(_, n)| n.len() > 1) {
-        notes.push(format!(
-            "cells {} differ only in what the workload replaces: one cell, {:?}",
-            names.join(", "),
-            c.name
-        ));
-    }
+    notes.extend(change_notes(left_out, &removed, &cells, &merged));
     let Some(baseline) = at[suite.baseline] else {
         bail!(
             "--workload {workload}: suite {name}'s baseline {:?} cannot be replayed: {}",
@@ -274,8 +304,96 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
             suite.figure
         );
     }
+    notes.extend(trace.then(|| pool_figure_note(suite)).flatten());
     suite.question = format!("{} (workload: {workload})", suite.question);
     Ok(notes)
+}
+
+/// A note when pooled trace cells are compared on a request's response time, which
+/// leaves a connect out: a pool's saving would not show in it.
+fn pool_figure_note(suite: &Suite) -> Option<String> {
+    let pools: Vec<String> = suite
+        .cells
+        .iter()
+        .filter(|c| pooled(&c.settings))
+        .map(|c| format!("{:?}", c.name))
+        .collect();
+    (!pools.is_empty() && suite.figure.starts_with("latency_")).then(|| {
+        format!(
+            "{} compared on {}, a request's response time, which leaves a connect out: what a pool \
+             saves an application that connects per transaction shows in intended_to_answer_* (a suite \
+             file's `figure`)",
+            if pools.len() == 1 {
+                format!("cell {} is", pools[0])
+            } else {
+                format!("{} cells with a pool are", pools.len())
+            },
+            suite.figure
+        )
+    })
+}
+
+/// `old` with `workload` and without the settings `replaced` (each one removed noted in
+/// `removed`), renamed when an axis went; a trace keeps a client-side pool.
+fn replaced_cell(
+    old: &Cell,
+    workload: &str,
+    replaced: &[&str],
+    trace: bool,
+    removed: &mut BTreeMap<String, ()>,
+) -> Cell {
+    let mut c = old.clone();
+    // A pool is the one connection the trace keeps (and its settings with it).
+    let keep_pool = trace && pooled(&c.settings);
+    for key in replaced {
+        if (keep_pool && *key == "connection") || c.settings.remove(*key).is_none() {
+            continue;
+        }
+        removed.insert(key.to_string(), ());
+        if *key == "connection" {
+            for k in POOL_KEYS {
+                c.settings.remove(*k);
+            }
+        }
+    }
+    c.settings.insert("workload".into(), workload.to_string());
+    let axes = c.axes.len();
+    let pool_axis = |k: &str, v: &str| keep_pool && k == "connection" && v == "pool";
+    c.axes
+        .retain(|(k, v)| k != "workload" && (pool_axis(k, v) || !replaced.contains(&k.as_str())));
+    if c.axes.len() != axes {
+        c.name = cell_name(&c.axes);
+    }
+    c
+}
+
+/// The notes of `replace_workload`'s changes: cells left out (by reason), settings
+/// removed, cells made one.
+fn change_notes(
+    left_out: Vec<(String, Vec<String>)>,
+    removed: &BTreeMap<String, ()>,
+    cells: &[Cell],
+    merged: &[Vec<String>],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (why, names) in left_out {
+        let cells = if names.len() == 1 { "cell" } else { "cells" };
+        notes.push(format!("{cells} {} left out: {why}", names.join(", ")));
+    }
+    if !removed.is_empty() {
+        notes.push(format!(
+            "the trace replaces the cells' {}: the application's own, as recorded",
+            removed.keys().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    for (c, names) in cells.iter().zip(merged).filter(|(_, n)| n.len() > 1) {
+        notes.push(format!(
+            "cells {} differ only in what the workload replaces: one cell, {:?}",
+            names.join(", "),
+            c.name
+        ));
+    }
+    notes
 }
 
 /// A cell's name from its axes, as a suite file's cells are named: its `[[cells]]` label,
@@ -494,10 +612,17 @@ pub async fn measure(
         threads,
         log: None,
         live: None,
-        pool: None,
+        pool: pool_settings(s)?,
     };
     let run = replay::run(&mut schedule, endpoint, settings, cap_rx).await;
     capper.abort();
+    let mut f = figures(&run)?;
+    predicted_figures(&mut f, &trace, s)?;
+    Ok((f, run.tally.response.clone()))
+}
+
+/// A replay's figures: per second, per request, and how faithfully it kept the schedule.
+fn figures(run: &replay::Run) -> Result<BTreeMap<String, f64>> {
     let t = &run.tally;
     let Some(lat) = crate::stats::load::latency(&t.response, 1) else {
         bail!(
@@ -533,11 +658,16 @@ pub async fn measure(
     if let Some(lag) = crate::stats::load::latency(&t.lag, 1) {
         f.insert("lag_p99_ms".into(), ms(lag.p99_ns as f64));
     }
+    // Measured per request (not lag + latency: two histograms' percentiles do not add).
+    if let Some(whole) = crate::stats::load::latency(&t.from_intended, 1) {
+        f.insert("intended_to_answer_mean_ms".into(), ms(whole.mean_ns));
+        f.insert("intended_to_answer_p50_ms".into(), ms(whole.p50_ns as f64));
+        f.insert("intended_to_answer_p99_ms".into(), ms(whole.p99_ns as f64));
+    }
     if t.sent > 0 {
         f.insert("on_time_share".into(), t.on_time as f64 / t.sent as f64);
     }
-    predicted_figures(&mut f, &trace, s)?;
-    Ok((f, t.response.clone()))
+    Ok(f)
 }
 
 /// The trace's prediction for this cell's path, kept with each repetition (the same
@@ -563,7 +693,9 @@ fn predicted_figures(f: &mut BTreeMap<String, f64>, trace: &Trace, s: &Settings)
 }
 
 /// The scenario of `connbench trace`'s predictions a cell's path is ("+20 ms", "+20 ms,
-/// over TLS", "+20 ms, PgBouncer near the database", "as recorded"), and its added RTT.
+/// over TLS", "+20 ms, PgBouncer near the database", "+20 ms, client-side pool", "as
+/// recorded"), and its added RTT. A pool opens its connects before the work, so over TLS
+/// too its prediction is the pool's.
 pub fn scenario(s: &Settings) -> Result<(String, f64)> {
     let rtt_ms = options::route_spec(s)?.distance.as_secs_f64() * 1e3;
     let pgbouncer = s.get("target").is_some_and(|t| t.starts_with("pgbouncer"));
@@ -576,6 +708,7 @@ pub fn scenario(s: &Settings) -> Result<(String, f64)> {
     Ok((
         match (pgbouncer, tls) {
             (true, _) => format!("+{n} ms, PgBouncer near the database"),
+            _ if pooled(s) => format!("+{n} ms, client-side pool"),
             (false, true) => format!("+{n} ms, over TLS"),
             (false, false) if rtt_ms == 0.0 => "as recorded".to_string(),
             (false, false) => format!("+{n} ms"),
@@ -683,6 +816,10 @@ name = "PgBouncer near"
 target = "pgbouncer_tcp"
 connection = "per-transaction"
 versus = "pool"
+[[cells]]
+name = "bridged"
+netpath = "bridge"
+versus = "no pool"
 [axes]
 distance = ["0ms", "20ms"]
 "#;
@@ -697,28 +834,48 @@ distance = ["0ms", "20ms"]
             [
                 "no pool distance=0ms",
                 "no pool distance=20ms",
+                "pool distance=0ms",
+                "pool distance=20ms",
                 "PgBouncer near distance=0ms",
                 "PgBouncer near distance=20ms"
             ]
         );
         assert_eq!(s.baseline, 0);
-        // PgBouncer's cells were compared with the pool's, which are left out.
-        assert_eq!(s.cells[2].versus, None);
+        // The pool's cells are kept, so PgBouncer's are still compared with them; the
+        // bridged cells, compared with the baseline, are left out.
+        assert_eq!((s.cells[2].versus, s.cells[4].versus), (Some(0), Some(2)));
         assert!(s.slice.is_none());
         for c in &s.cells {
             assert_eq!(c.settings["workload"], "trace:app.trace.gz");
-            assert!(!c.settings.contains_key("clients") && !c.settings.contains_key("connection"));
+            assert!(!c.settings.contains_key("clients"));
             check_cell(&s, &c.settings).unwrap();
         }
+        // The pool is the one connection kept, its settings with it.
+        let pool = &s.cells[2].settings;
+        assert_eq!(
+            (pool["connection"].as_str(), pool["pool_max_lifetime"].as_str()),
+            ("pool", "5m")
+        );
+        assert!(!s.cells[4].settings.contains_key("connection"));
+        let p = pool_settings(pool).unwrap().unwrap();
+        assert_eq!(
+            (p.size, p.max_lifetime),
+            (DEFAULT_POOL_SIZE, Some(Duration::from_secs(300)))
+        );
         let all = notes.join("\n");
         assert!(
             all.contains(
-                "cells \"pool distance=0ms\", \"pool distance=20ms\" left out: connection = \"pool\""
+                "cells \"bridged distance=0ms\", \"bridged distance=20ms\" left out: netpath = \"bridge\""
             ),
             "{all}"
         );
+        assert!(!all.contains("connection = \"pool\""), "{all}");
+        assert!(
+            all.contains("2 cells with a pool are compared on latency_mean_ms")
+                && all.contains("intended_to_answer_*"),
+            "{all}"
+        );
         assert!(all.contains("replaces the cells' clients, connection"), "{all}");
-        assert!(all.contains("compared with the baseline"), "{all}");
         assert!(s.question.ends_with("(workload: trace:app.trace.gz)"));
     }
 
@@ -742,15 +899,15 @@ distance = ["0ms", "20ms"]
         let mut s = Suite::parse(&connect, "connect").unwrap();
         let e = format!("{:#}", replace_workload(&mut s, "trace:a").unwrap_err());
         assert!(e.contains("Connect suite"), "{e}");
-        // A baseline that pools cannot be replayed.
+        // A baseline in a namespace cannot be replayed.
         let mut s = Suite::parse(
-            &DISTANCE.replace("no pool distance=0ms", "pool distance=0ms"),
+            &DISTANCE.replace("no pool distance=0ms", "bridged distance=0ms"),
             "d",
         )
         .unwrap();
         let e = format!("{:#}", replace_workload(&mut s, "trace:a").unwrap_err());
         assert!(
-            e.contains("baseline \"pool distance=0ms\" cannot be replayed"),
+            e.contains("baseline \"bridged distance=0ms\" cannot be replayed"),
             "{e}"
         );
     }
@@ -763,8 +920,31 @@ distance = ["0ms", "20ms"]
         let s = Suite::parse(&text, "d").unwrap();
         let e = format!("{:#}", check_cell(&s, &s.cells[0].settings).unwrap_err());
         assert!(e.contains("clients = \"1\": the recording decides it"), "{e}");
-        let e = format!("{:#}", check_cell(&s, &s.cells[2].settings).unwrap_err());
-        assert!(e.contains("connection = \"pool\""), "{e}");
+        let cell = |i: usize| {
+            let mut c = s.cells[i].settings.clone();
+            c.remove("clients");
+            c
+        };
+        // A pool is askable; a connection per transaction is the recording's to decide.
+        check_cell(&s, &cell(2)).unwrap();
+        let e = format!("{:#}", check_cell(&s, &cell(0)).unwrap_err());
+        assert!(
+            e.contains("connection = \"per-transaction\": the recording decides it")
+                && e.contains("connection = \"pool\" is the one a trace cell may set"),
+            "{e}"
+        );
+        let mut bad = cell(2);
+        bad.insert("pool_size".into(), "0".into());
+        let e = format!("{:#}", check_cell(&s, &bad).unwrap_err());
+        assert!(e.contains("setting pool_size"), "{e}");
+        bad.insert("pool_size".into(), "3".into());
+        assert_eq!(pool_settings(&bad).unwrap().unwrap().size, 3);
+        bad.remove("connection");
+        let e = format!("{:#}", check_cell(&s, &bad).unwrap_err());
+        assert!(
+            e.contains("pool_size = \"3\": a pool's setting; set connection = \"pool\""),
+            "{e}"
+        );
         let mut tps = s.clone();
         tps.figure = "recovery_s".into();
         let e = format!("{:#}", check_cell(&tps, &s.cells[0].settings).unwrap_err());
@@ -788,6 +968,10 @@ distance = ["0ms", "20ms"]
         assert_eq!(
             scen(&[("target", "pgbouncer_tcp"), ("distance", "50ms")]),
             "+50 ms, PgBouncer near the database"
+        );
+        assert_eq!(
+            scen(&[("target", "tcp"), ("distance", "10ms"), ("connection", "pool")]),
+            "+10 ms, client-side pool"
         );
         let figures: BTreeMap<&str, f64> = [
             ("latency_mean_ms", 21.0),

@@ -246,6 +246,10 @@ pub const LOAD_FIGURES: &[&str] = &[
     "latency_p95_ms",
     "latency_p99_ms",
     "latency_max_ms",
+    // A trace cell's (see experiment::replayed).
+    "intended_to_answer_mean_ms",
+    "intended_to_answer_p50_ms",
+    "intended_to_answer_p99_ms",
     // A faults cell's (see stats::fault).
     "recovery_s",
     "longest_stall_s",

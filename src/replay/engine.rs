@@ -402,6 +402,9 @@ impl Replayer {
             };
             ready = Instant::now();
             tally.sent(lag);
+            if let Some(i) = intended {
+                tally.answered_after_intended(ready.saturating_duration_since(i).as_nanos() as u64);
+            }
             let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
             let took = a.took.map(|t| t.as_nanos() as u64);
             tally.answered(r.statement, took, now, r.seen.error.as_deref());

@@ -40,6 +40,10 @@ pub struct Tally {
     pub response: Histogram<u64>,
     /// Actual send − intended send, ns (recorded as at least 1 ns).
     pub lag: Histogram<u64>,
+    /// Each answered request's intended send to its answer, ns: its lag and its response
+    /// time together, so a late connect or a wait for the pool is in it (pgbench -R's
+    /// latency, from the scheduled start). Empty with no schedule.
+    pub from_intended: Histogram<u64>,
     /// The part of each lag spent waiting for the previous answer (or the connect):
     /// `max(intended, answer) − intended`, ns.
     pub waiting: Histogram<u64>,
@@ -93,6 +97,7 @@ impl Default for Tally {
             statements: HashMap::new(),
             response: command_histogram(),
             lag: command_histogram(),
+            from_intended: command_histogram(),
             waiting: command_histogram(),
             pool_wait: command_histogram(),
             send_delay: command_histogram(),
@@ -219,6 +224,11 @@ impl Tally {
         }
     }
 
+    /// One request answered `ns` after its intended send time.
+    pub fn answered_after_intended(&mut self, ns: u64) {
+        record(&mut self.from_intended, ns);
+    }
+
     /// One transaction ended, `ns` after its first request was sent.
     pub fn transaction(&mut self, ns: u64) {
         self.transactions += 1;
@@ -235,6 +245,7 @@ impl Tally {
         }
         let _ = self.response.add(&o.response);
         let _ = self.lag.add(&o.lag);
+        let _ = self.from_intended.add(&o.from_intended);
         let _ = self.waiting.add(&o.waiting);
         let _ = self.pool_wait.add(&o.pool_wait);
         let _ = self.send_delay.add(&o.send_delay);
@@ -320,7 +331,9 @@ mod tests {
         let mut b = Tally::default();
         b.sent(None);
         b.answered(Some(1), Some(3_000), None, Some("40001"));
+        b.answered_after_intended(5_000);
         a.merge(b);
+        assert_eq!(a.from_intended.len(), 1);
         assert_eq!((a.sent, a.on_time, a.lag.len()), (3, 1, 2));
         assert_eq!(a.late_sends, 0);
         assert_eq!(a.lag.max(), a.lag.highest_equivalent(2_000_000));

@@ -435,10 +435,16 @@ pub fn trace_prediction_line(name: &str, p: &crate::experiment::replayed::TraceP
         )),
     }
     if p.predicted_transaction_ms.is_some() || p.predicted_connect_ms.is_some() {
+        // A pool's scenario has no connect a transaction: its connects come before the work.
+        let connect = match p.predicted_connect_ms {
+            None if p.scenario.ends_with("client-side pool") => {
+                "no connect (the pool's are opened before the work)".to_string()
+            }
+            c => format!("a connect {} ms", ms(c)),
+        };
         line.push_str(&format!(
-            "; the trace predicts a transaction {} ms, a connect {} ms",
-            ms(p.predicted_transaction_ms),
-            ms(p.predicted_connect_ms)
+            "; the trace predicts a transaction {} ms, {connect}",
+            ms(p.predicted_transaction_ms)
         ));
     }
     line

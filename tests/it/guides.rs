@@ -309,9 +309,18 @@ fn the_your_app_guide_records_traces_and_replays_as_written() {
         out.contains("round trip requested +50.00 ms") || out.contains("achieved"),
         "{out}"
     );
-    // The distance suite asked of the trace: the pool cells left out by name, an answer
-    // with its interval, and the trace's prediction beside the far cell's measurement.
-    assert!(out.contains("left out: connection = \"pool\""), "{out}");
+    // The distance suite asked of the trace: the pool cells kept (a pool in front of the
+    // application), an answer with its interval, and the trace's prediction beside the far
+    // cells' measurements.
+    assert!(!out.contains("left out"), "{out}");
+    assert!(
+        out.contains("4 cells with a pool are compared on latency_mean_ms"),
+        "the note that a response time leaves a pool's saving out: {out}"
+    );
+    assert!(
+        out.contains("pool, 5 min lifetime distance=50ms (+50 ms, client-side pool): predicted"),
+        "{out}"
+    );
     assert!(out.contains("(workload: trace:app.trace.gz)"), "{out}");
     assert!(
         out.contains("answer: no pool distance=0ms is") && out.contains("than no pool distance=50ms"),

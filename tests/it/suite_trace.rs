@@ -2,8 +2,10 @@
 //! through `connbench record`, then a suite whose cells replay it (`workload =
 //! "trace:FILE"`, the path relative to the suite file) at no distance and 20 ms away,
 //! with repetitions, a verdict and the trace's own predictions beside the measurements;
-//! and `run distance --workload trace:FILE`, which asks the built-in question of the
-//! trace, leaving out by name the cells replay cannot ask yet.
+//! the same application recorded with a connection per transaction (`pgbench -C`) asked
+//! the pooling question (a cell with `connection = "pool"`); and `run distance
+//! --workload trace:FILE`, which asks the built-in question of the trace, leaving out by
+//! name the cells replay cannot ask yet.
 
 use std::process::Command;
 
@@ -12,12 +14,14 @@ use crate::common::{
 };
 
 /// pgbench -S from one client at 20 transactions a second for 2 s, through the recorder,
-/// on database `db`: an application that waits for its users, recorded into `out`.
-fn record_select_only(db: &str, out: &std::path::Path) {
+/// on database `db`: an application that waits for its users, recorded into `out`;
+/// `extra` pgbench's further flags (`-C`: a connection per transaction).
+fn record_select_only(db: &str, out: &std::path::Path, extra: &[&str]) {
     let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
     let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], out);
     let o = Command::new("pgbench")
         .args(["-n", "-S", "-c", "1", "-R", "20", "-T", "2"])
+        .args(extra)
         .arg(through_port(&port, db, "disable"))
         .output()
         .unwrap();
@@ -70,7 +74,7 @@ distance = ["0ms", "20ms"]
 fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round_trips() {
     pgbench_database("cbsuitetrace");
     let dir = scratch("trace-workload");
-    record_select_only("cbsuitetrace", &dir.join("app.trace.gz"));
+    record_select_only("cbsuitetrace", &dir.join("app.trace.gz"), &[]);
     std::fs::write(dir.join("s.toml"), SUITE).unwrap();
     let target = with_dbname(&conninfo("tcp"), "cbsuitetrace");
     let args: Vec<String> = [
@@ -165,18 +169,140 @@ fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round
     assert!(std::fs::read_to_string(&page).unwrap().contains("distance=20ms"));
 }
 
+const POOLING: &str = r#"
+name = "app-pooling"
+question = "What would a client-side pool save the recorded application, 10 ms from its database?"
+kind = "load"
+duration = "30s"
+repetitions = 3
+prewarm = false
+# From each request's intended send to its answer: a connect before it is in, as it was
+# for the application. The median, as above: one stalled request moves no round's figure.
+figure = "intended_to_answer_p50_ms"
+baseline = "direct"
+[defaults]
+workload = "trace:app.trace.gz"
+target = "tcp"
+threads = 1
+distance = "10ms"
+[[cells]]
+name = "direct"
+[[cells]]
+name = "pooled"
+connection = "pool"
+pool_size = 2
+"#;
+
+/// A connection per transaction, 10 ms away, asked the pooling question of a suite. Each
+/// of the direct cell's sessions opens its own connection, as recorded; the pooled
+/// cell's open at most the pool's 2 (no lifetime set: none retired). Each direct connect
+/// waits on the setup's round trips through the relay (SCRAM: 3, each a 10 ms sleep)
+/// before its one request can go, which the pooled cell's does not: the figure from the
+/// intended send to the answer says the pool is faster, by at least 10 ms × the setup's
+/// round trips less one (the slack: the recorded open-to-first-request gap, which held
+/// the recording's own connect). Physics, not a timer.
+#[test]
+fn a_pool_in_front_of_a_trace_that_connects_per_transaction_saves_its_connects() {
+    pgbench_database("cbsuitepool");
+    let dir = scratch("trace-pooling");
+    let trace = dir.join("app.trace.gz");
+    record_select_only("cbsuitepool", &trace, &["-C"]);
+    let o = run(&[
+        "trace".to_string(),
+        trace.display().to_string(),
+        "--json".to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let profile: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sessions = profile["profile"]["connections"]["sessions"].as_f64().unwrap();
+    let setup_rts = profile["profile"]["connections"]["setup_round_trips"]
+        .as_f64()
+        .unwrap();
+    assert!(sessions >= 20.0 && setup_rts >= 2.0, "{profile}");
+    std::fs::write(dir.join("s.toml"), POOLING).unwrap();
+    let target = with_dbname(&conninfo("tcp"), "cbsuitepool");
+    let args = [
+        "run",
+        dir.join("s.toml").to_str().unwrap(),
+        "--json",
+        "--store",
+        dir.join("r.sqlite").to_str().unwrap(),
+        "--target",
+        &format!("tcp={target}"),
+    ]
+    .map(String::from);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    crate::common::check_schema("run", &v);
+    let cells = v["cells"].as_array().unwrap();
+    let (direct, pooled) = (&cells[0], &cells[1]);
+    assert_eq!(pooled["name"], "pooled");
+    let values = |c: &serde_json::Value, k: &str| -> Vec<f64> {
+        let a = c["values"][k].as_array().unwrap_or_else(|| panic!("{k}: {c}"));
+        assert_eq!(a.len(), 3, "{k}: {c}");
+        a.iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    for c in [direct, pooled] {
+        for k in ["requests_not_sent", "failed_requests", "sessions_not_connected"] {
+            assert!(values(c, k).iter().all(|x| *x == 0.0), "{k}: {c}");
+        }
+    }
+    assert!(
+        values(direct, "connects").iter().all(|n| *n == sessions),
+        "{direct}"
+    );
+    assert!(
+        values(pooled, "connects").iter().all(|n| (1.0..=2.0).contains(n)),
+        "a pool of 2, nothing retired: {pooled}"
+    );
+    let cmp = &pooled["comparison"];
+    assert_eq!(cmp["verdict"], "faster", "{cmp}");
+    let mean = |c: &serde_json::Value| {
+        let v = values(c, "intended_to_answer_p50_ms");
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let saved = mean(direct) - mean(pooled);
+    assert!(
+        saved >= 10.0 * (setup_rts - 1.0),
+        "each direct request waits on its connect's {setup_rts} round trips of 10 ms: saved {saved} ms"
+    );
+    // The trace's own prediction for a pool beside the pooled cell: no connect a
+    // transaction.
+    let p = &pooled["trace_prediction"];
+    assert_eq!(p["scenario"], "+10 ms, client-side pool", "{p}");
+    assert!(p["predicted_connect_ms"].is_null(), "{p}");
+    assert!(p["predicted_transaction_ms"].as_f64().unwrap() >= 10.0, "{p}");
+    assert_eq!(direct["trace_prediction"]["scenario"], "+10 ms");
+    // Any other connection is the recording's to decide, refused by name.
+    let per_tx = POOLING.replace(
+        "name = \"direct\"",
+        "name = \"direct\"\nconnection = \"per-transaction\"",
+    );
+    std::fs::write(dir.join("t.toml"), per_tx).unwrap();
+    let o = run(&["run", dir.join("t.toml").to_str().unwrap(), "--dry-run"].map(String::from));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("connection = \"per-transaction\": the recording decides it"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// `run distance --workload trace:FILE`: the trace replaces the cells' clients, think time
-/// and connections; the client-pool cells are left out, each named, and the run still
-/// asks the question at every distance. A trace that is not there is named before a
-/// sandbox starts; a connect suite, which runs no workload, is refused.
+/// and connections but a client-side pool's, which it keeps (the pooling question, asked
+/// of the trace); nothing is left out, and the run asks the question at every distance.
+/// A trace that is not there is named before a sandbox starts; a connect suite, which
+/// runs no workload, is refused.
 #[test]
 fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_leaves_out() {
     let o = run(&["run", "distance", "--workload", "trace:app.trace.gz", "--dry-run"].map(String::from));
     assert!(o.status.success(), "{}", stderr(&o));
     let (out, err) = (stdout(&o), stderr(&o));
+    assert!(!err.contains("left out"), "{err}");
     assert!(
-        err.contains("\"pool, 5 min lifetime distance=0ms\", \"pool, 5 min lifetime distance=1ms\"")
-            && err.contains("left out: connection = \"pool\""),
+        err.contains("15 cells with a pool are compared on latency_mean_ms")
+            && err.contains("shows in intended_to_answer_*"),
         "{err}"
     );
     assert!(
@@ -184,8 +310,8 @@ fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_lea
         "{err}"
     );
     assert!(
-        out.contains("10 cells:"),
-        "no pool and PgBouncer near the database at 5 distances: {out}"
+        out.contains("25 cells:") && out.contains("pool, 5 min lifetime distance=1ms"),
+        "no pool, two pools, PgBouncer near the database with and without one, at 5 distances: {out}"
     );
     assert!(out.contains("(workload: trace:app.trace.gz)"), "{out}");
     // Without --dry-run, a trace that is not there is named before anything starts.
