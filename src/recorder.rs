@@ -150,7 +150,6 @@ impl Recorder {
         let (engine, options) = (s.engine, s.decode);
         let c = counts.clone();
         let write = std::thread::spawn(move || {
-            below_the_traffic();
             let written = write_events(writer, rx, (engine, options), (&c, &budget));
             // A writer that failed takes no more chunks: the hops must not wait for it.
             budget.close();
@@ -234,20 +233,6 @@ fn write_events(
     let out = (w.events(), w.bytes());
     w.finish_file()?;
     Ok(out)
-}
-
-/// Lowers the calling thread to nice 19: the writer's decoding, serializing and
-/// compressing (about a third of the recorder's CPU per request) then runs when a core
-/// is free and yields to the application, its database and the hop the moment they
-/// wake, instead of taking a core the request's path is waiting for (on 2 cores it
-/// added latency as the decoding on the hop's own thread did). It still gets a share
-/// on a saturated machine, so the chunks in flight drain. Linux's nice is per thread.
-fn below_the_traffic() {
-    // SAFETY: plain syscalls on the calling thread; a failure leaves its priority as it was.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 19);
-    }
 }
 
 /// What every session's hop shares: the way to the writer thread and its budget.
