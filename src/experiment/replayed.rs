@@ -112,11 +112,7 @@ pub fn pool_settings(s: &Settings) -> Result<Option<replay::PoolSettings>> {
         }
         return Ok(None);
     }
-    fn get<T>(s: &Settings, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>> {
-        s.get(key)
-            .map(|v| parse(v).map_err(|e| anyhow!("setting {key}: {e}")))
-            .transpose()
-    }
+    use options::cell::get;
     Ok(Some(replay::PoolSettings {
         size: get(s, "pool_size", options::parse_pool_size)?.unwrap_or(DEFAULT_POOL_SIZE),
         max_lifetime: get(s, "pool_max_lifetime", options::parse_period)?,

@@ -20,11 +20,7 @@ use crate::target::{Host, SslMode, Target};
 pub type Settings = BTreeMap<String, String>;
 
 /// One setting of a cell through its parser; the error names the setting.
-pub(super) fn get<T>(
-    s: &Settings,
-    key: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<T>> {
+pub fn get<T>(s: &Settings, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>> {
     s.get(key)
         .map(|v| parse(v).map_err(|e| anyhow!("setting {key}: {e}")))
         .transpose()

@@ -29,6 +29,24 @@ fn record_select_only(db: &str, out: &std::path::Path, extra: &[&str]) {
     assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
 }
 
+/// `run` of `suite` (written as s.toml in `dir`) with JSON out, a store in `dir`, and
+/// the target `tcp` on database `db`.
+fn suite_run(dir: &std::path::Path, suite: &str, db: &str) -> Vec<String> {
+    std::fs::write(dir.join("s.toml"), suite).unwrap();
+    let target = with_dbname(&conninfo("tcp"), db);
+    [
+        "run",
+        dir.join("s.toml").to_str().unwrap(),
+        "--json",
+        "--store",
+        dir.join("r.sqlite").to_str().unwrap(),
+        "--target",
+        &format!("tcp={target}"),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// A database of the shared sandbox with pgbench's tables: what the application used.
 fn pgbench_database(name: &str) -> String {
     let admin = conninfo("unix");
@@ -75,20 +93,7 @@ fn a_trace_replayed_as_a_suite_workload_is_slower_far_away_by_at_least_its_round
     pgbench_database("cbsuitetrace");
     let dir = scratch("trace-workload");
     record_select_only("cbsuitetrace", &dir.join("app.trace.gz"), &[]);
-    std::fs::write(dir.join("s.toml"), SUITE).unwrap();
-    let target = with_dbname(&conninfo("tcp"), "cbsuitetrace");
-    let args: Vec<String> = [
-        "run",
-        dir.join("s.toml").to_str().unwrap(),
-        "--json",
-        "--store",
-        dir.join("r.sqlite").to_str().unwrap(),
-        "--target",
-        &format!("tcp={target}"),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = suite_run(&dir, SUITE, "cbsuitetrace");
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -219,18 +224,7 @@ fn a_pool_in_front_of_a_trace_that_connects_per_transaction_saves_its_connects()
         .as_f64()
         .unwrap();
     assert!(sessions >= 20.0 && setup_rts >= 2.0, "{profile}");
-    std::fs::write(dir.join("s.toml"), POOLING).unwrap();
-    let target = with_dbname(&conninfo("tcp"), "cbsuitepool");
-    let args = [
-        "run",
-        dir.join("s.toml").to_str().unwrap(),
-        "--json",
-        "--store",
-        dir.join("r.sqlite").to_str().unwrap(),
-        "--target",
-        &format!("tcp={target}"),
-    ]
-    .map(String::from);
+    let args = suite_run(&dir, POOLING, "cbsuitepool");
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
