@@ -37,7 +37,10 @@
 #    fresh `pgbench -i`: the recorded statements over each replayer's elapsed time.
 #    Beside it, pgbench -S's own statements per second on the same statements (-c 4 -t N,
 #    its tps without the initial connections): the server's ceiling. Bar: connbench >=
-#    min(3 x pgreplay, 0.9 x pgbench).
+#    min(3 x pgreplay, 0.9 x pgbench). On 2 cores the server takes most of the CPU, so
+#    each client's CPU per statement is printed beside (connbench's replay threads, from
+#    its report; pgbench's whole process, from the kernel's count): what a client costs
+#    the server it shares the machine with.
 #
 # Usage: bench/replay.sh [PAIRS] [SECS]   (defaults: 3 pairs, 10 s recordings). Needs
 # pgreplay (apt-get install pgreplay). Exits 0 when every bar passed, 1 when one missed, 2
@@ -145,8 +148,8 @@ PY
 }
 
 # connbench replay of trace NAME on database DB with extra flags: "elapsed_s failed_now
-# lag(p50 p99 max) waiting_for_server(p50 p99 max) send_delay(p50 p99 max)", ms ("null"
-# with --speed max).
+# lag(p50 p99 max) waiting_for_server(p50 p99 max) send_delay(p50 p99 max)
+# cpu_per_request_us", ms ("null" with --speed max).
 cb_replay() {
     local name=$1 dbn=$2
     shift 2
@@ -155,7 +158,7 @@ cb_replay() {
     [ -z "${KEEP:-}" ] || cp "$WORK/cb.json" "$KEEP/$name.$dbn.$(date +%s%N).json"
     python3 -c "import json; s=json.load(open('$WORK/cb.json'))['summary']; f=s['fidelity']
 t = lambda k: ' '.join(str((f.get(k) or {}).get(q, 'null')) for q in ('p50_ms', 'p99_ms', 'max_ms'))
-print(s['elapsed_s'], f['failed_now_not_then'], t('lag'), t('waiting_for_server'), t('send_delay'))"
+print(s['elapsed_s'], f['failed_now_not_then'], t('lag'), t('waiting_for_server'), t('send_delay'), s['cpu_per_request_us'])"
 }
 # pgreplay of NAME's log on database DB at speed FACTOR (-j), at most LIMIT s:
 # "elapsed_s max_lag_s" or "hung after LIMIT s".
@@ -199,7 +202,7 @@ record select -S -t "$PER_CLIENT"
 echo
 echo "1. tpcb-like at the recorded pace (bars: the server's counts per statement kind equal the recording's; connbench's own send delay p99 <= 1 ms)"
 fresh cbpace
-read -r el failed lag50 lag99 lagmax w50 w99 wmax d50 d99 dmax <<<"$(cb_replay tpcb cbpace)"
+read -r el failed lag50 lag99 lagmax w50 w99 wmax d50 d99 dmax _ <<<"$(cb_replay tpcb cbpace)"
 now=$(counts cbpace)
 recorded=$(cat "$WORK/tpcb.counts")
 bar "$(awk -v r="$recorded" -v n="$now" -v f="$failed" -v e="$el" 'BEGIN {
@@ -211,7 +214,7 @@ echo "  pgreplay:         $(pg_replay tpcb cbpace 1 $((3 * SECS)))"
 echo
 echo "2. select-only at the recorded pace (bar: connbench's own send delay p99 <= 1 ms)"
 fresh cbpace
-read -r el failed lag50 lag99 lagmax w50 w99 wmax d50 d99 dmax <<<"$(cb_replay select cbpace)"
+read -r el failed lag50 lag99 lagmax w50 w99 wmax d50 d99 dmax _ <<<"$(cb_replay select cbpace)"
 echo "  connbench replay: ${el} s; failed now but not when recorded ${failed}"
 lag_lines
 fresh cbpace
@@ -228,15 +231,20 @@ n=$(statements_of select)
 PGB=$(db "$TCP" cbpgb)
 for pair in $(seq 1 "$PAIRS"); do
     fresh cbfast
-    read -r cel _ <<<"$(cb_replay select cbfast --speed max)"
+    read -r cel _ _ _ _ _ _ _ _ _ _ ccpu <<<"$(cb_replay select cbfast --speed max)"
     fresh cbfast
     read -r gel _ <<<"$(pg_replay select cbfast 1000 $((3 * SECS)))"
     fresh cbpgb
-    pgbench -n -S -c 4 -j 2 -t "$PER_CLIENT" "$PGB" >"$WORK/pgb.out" 2>&1
+    # pgbench's CPU, user and system, from the kernel's count for a reaped child.
+    pcpu=$(python3 -c "import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=open('$WORK/pgb.out', 'w'), stderr=subprocess.STDOUT, check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((r.ru_utime + r.ru_stime) * 1e6 / $n)" pgbench -n -S -c 4 -j 2 -t "$PER_CLIENT" "$PGB")
     ptps=$(awk '/^tps = / { print $3; exit }' "$WORK/pgb.out")
-    bar "$(awk -v p="$pair" -v n="$n" -v c="$cel" -v g="$gel" -v t="$ptps" 'BEGIN {
+    bar "$(awk -v p="$pair" -v n="$n" -v c="$cel" -v g="$gel" -v t="$ptps" -v cc="$ccpu" -v pc="$pcpu" 'BEGIN {
         cs = n / c; gs = n / g; ps = t; want = (3 * gs < 0.9 * ps) ? 3 * gs : 0.9 * ps
-        printf "  pair %d  %d statements: connbench %.0f/s (%.2f s)  pgreplay %.0f/s (%.2f s)  pgbench -S %.0f/s  connbench/pgreplay %.2f  connbench/pgbench %.2f  %s",
-            p, n, cs, c, gs, g, ps, cs / gs, cs / ps, (cs >= want) ? "PASS" : "MISS" }')"
+        printf "  pair %d  %d statements: connbench %.0f/s (%.2f s)  pgreplay %.0f/s (%.2f s)  pgbench -S %.0f/s  connbench/pgreplay %.2f  connbench/pgbench %.2f  %s\n",
+            p, n, cs, c, gs, g, ps, cs / gs, cs / ps, (cs >= want) ? "PASS" : "MISS"
+        printf "          CPU per statement: connbench %.1f us (its replay threads), pgbench %.1f us (the whole process)", cc, pc }')"
 done
 [ "$misses" = 0 ] || { echo "replay: $misses bar(s) missed" >&2; exit 1; }

@@ -170,6 +170,26 @@ pub fn current_thread_id() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// What the calling thread has used: CPU time (user, system) and context switches
+/// (voluntary, involuntary).
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    pub cpu: (Duration, Duration),
+    pub switches: (u64, u64),
+}
+
+pub fn thread_usage() -> Usage {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_THREAD is Linux's.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv =
+        |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    Usage {
+        cpu: (tv(ru.ru_utime), tv(ru.ru_stime)),
+        switches: (ru.ru_nvcsw.max(0) as u64, ru.ru_nivcsw.max(0) as u64),
+    }
+}
+
 /// User and system CPU time of one of this process's threads so far.
 pub fn thread_cpu(tid: i32) -> Option<(Duration, Duration)> {
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::client::{client, open_setup, Times, WorkerShared};
 use super::pool::Pool;
-use crate::host::{cpu_between, Accounting, Cpu, MachineCpu, Source};
+use crate::host::{cpu_between, thread_usage, Accounting, Cpu, MachineCpu, Source, Usage};
 use crate::load::log::{Clock, Columns};
 use crate::load::record::{Interval, Recorder};
 use crate::net::transport::TlsInfo;
@@ -342,26 +342,6 @@ fn command_texts(scripts: &[WeightedScript]) -> Vec<String> {
             })
         })
         .collect()
-}
-
-/// What the calling thread has used: CPU time (user, system) and context switches
-/// (voluntary, involuntary).
-#[derive(Debug, Clone, Copy)]
-struct Usage {
-    cpu: (Duration, Duration),
-    switches: (u64, u64),
-}
-
-fn thread_usage() -> Usage {
-    // SAFETY: getrusage fills the struct we pass; RUSAGE_THREAD is Linux's.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let tv =
-        |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
-    Usage {
-        cpu: (tv(ru.ru_utime), tv(ru.ru_stime)),
-        switches: (ru.ru_nvcsw.max(0) as u64, ru.ru_nivcsw.max(0) as u64),
-    }
 }
 
 /// Waits until the switch is on (true) or its sender is gone (false).

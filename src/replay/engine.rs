@@ -19,11 +19,14 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::sync::watch;
 
 use super::conn::{Answer, Conn};
@@ -32,6 +35,7 @@ use super::schedule::{ends_transaction, SessionPlan, Wire};
 use super::tally::{Lag, Tally};
 use super::txlog::{Period, Step, Transactions};
 use super::Speed;
+use crate::host::thread_usage;
 use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
@@ -145,15 +149,15 @@ fn worker(
     gate: Arc<Gate>,
 ) -> Tally {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build();
-    let local = tokio::task::LocalSet::new();
     let pool = pool.map(|make| make());
     if let (Ok(rt), Some(pool)) = (&rt, &pool) {
-        local.block_on(rt, pool.fill());
+        rt.block_on(pool.fill());
     }
     // Waited for whatever happened above: a thread that does not come would hold the
     // others here.
     gate.filled.wait();
     r.start = *gate.start.get_or_init(Instant::now);
+    let before = thread_usage();
     let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
@@ -163,21 +167,24 @@ fn worker(
         }
     };
     let log = log.map(|l| Rc::new(RefCell::new(l)));
-    let mut tally = local.block_on(&rt, async {
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, plan) in group {
-            let (r, ep, pool) = (r.clone(), ep.clone(), pool.clone());
-            let tx =
-                (log.is_some() || live.is_some()).then(|| Transactions::new(i, log.clone(), live.clone()));
-            tasks.spawn_local(async move { r.session(plan, &ep, tx, pool).await });
-        }
+    // The sessions are one future, polled where the runtime blocks: no task per session
+    // (a task's wake goes through the runtime's scheduler, a LocalSet's and a JoinSet's
+    // on every answer; polled here, it wakes one future of the set).
+    let mut tally = rt.block_on(async {
+        let mut sessions: FuturesUnordered<_> = group
+            .into_iter()
+            .map(|(i, plan)| {
+                let (r, ep, pool) = (r.clone(), ep.clone(), pool.clone());
+                let tx = (log.is_some() || live.is_some())
+                    .then(|| Transactions::new(i, log.clone(), live.clone()));
+                AssertUnwindSafe(async move { r.session(plan, &ep, tx, pool).await }).catch_unwind()
+            })
+            .collect();
         let mut tally = Tally::default();
-        while let Some(t) = tasks.join_next().await {
+        while let Some(t) = sessions.next().await {
             match t {
                 Ok(t) => tally.merge(t),
-                Err(e) => {
-                    *tally.lost.entry(format!("replay task: {e}")).or_default() += 1;
-                }
+                Err(_) => *tally.lost.entry("replay session panicked".into()).or_default() += 1,
             }
         }
         if let Some(pool) = &pool {
@@ -185,6 +192,8 @@ fn worker(
         }
         tally
     });
+    let after = thread_usage();
+    tally.cpu = (after.cpu.0 - before.cpu.0, after.cpu.1 - before.cpu.1);
     if let Some(pool) = &pool {
         let c = pool.counts.borrow();
         tally.connects += c.connects;
@@ -192,7 +201,6 @@ fn worker(
         tally.prepared_again += c.prepared_again;
         tally.rolled_back += c.rolled_back;
     }
-    drop(local);
     if let Some(log) = log.and_then(|l| Rc::try_unwrap(l).ok()) {
         if let Err(e) = log.into_inner().finish() {
             eprintln!("warning: {e:#}");

@@ -230,6 +230,12 @@ pub struct Summary {
     pub speed: String,
     pub elapsed_s: f64,
     pub interrupted: bool,
+    /// The replay threads' CPU from the schedule's start to their last session's end
+    /// (reading the trace before it is not in it).
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// Their CPU per request answered, µs; `null` when none was.
+    pub cpu_per_request_us: Option<f64>,
     pub recorded: Counts,
     pub replayed: Counts,
     /// Sessions not replayed: refused when recorded, or CancelRequest connections.
@@ -342,6 +348,9 @@ impl Summary {
             },
             elapsed_s: run.elapsed.as_secs_f64(),
             interrupted: run.interrupted,
+            cpu_user_s: t.cpu.0.as_secs_f64(),
+            cpu_system_s: t.cpu.1.as_secs_f64(),
+            cpu_per_request_us: (t.sent > 0).then(|| (t.cpu.0 + t.cpu.1).as_secs_f64() * 1e6 / t.sent as f64),
             recorded: Counts {
                 sessions: rec.sessions,
                 connected: rec.sessions,

@@ -8,6 +8,7 @@
 //! a session holds one per statement it runs, and a trace may hold thousands of sessions.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
@@ -89,6 +90,9 @@ pub struct Tally {
     /// Connect failures and lost connections by their key (phase and kind).
     pub connect_errors: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
+    /// The replay threads' CPU time (user, system) from the schedule's start to their
+    /// last session's end, each thread's own (getrusage), as load's clients'.
+    pub cpu: (Duration, Duration),
 }
 
 impl Default for Tally {
@@ -120,6 +124,7 @@ impl Default for Tally {
             rolled_back: 0,
             connect_errors: BTreeMap::new(),
             lost: BTreeMap::new(),
+            cpu: (Duration::ZERO, Duration::ZERO),
         }
     }
 }
@@ -278,6 +283,8 @@ impl Tally {
         for (k, n) in o.lost {
             *self.lost.entry(k).or_default() += n;
         }
+        self.cpu.0 += o.cpu.0;
+        self.cpu.1 += o.cpu.1;
     }
 }
 

@@ -3,6 +3,7 @@
 //! figures; computes nothing but display units.
 
 use crate::replay::summary::{Spread, Summary, Times};
+use crate::units::format_ns;
 
 /// The JSON document.
 pub fn json(s: &Summary, trace: &str, target: &str) -> serde_json::Value {
@@ -126,6 +127,16 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
         ));
     }
     o.push_str(&format!("response     {}\n", times(s.response)));
+    let per = s
+        .cpu_per_request_us
+        .map(|us| format!(": {} per request", format_ns(us * 1e3)))
+        .unwrap_or_default();
+    o.push_str(&format!(
+        "client CPU   {:.2} s (user {:.2} s, system {:.2} s){per}\n",
+        s.cpu_user_s + s.cpu_system_s,
+        s.cpu_user_s,
+        s.cpu_system_s
+    ));
     let f = &s.fidelity;
     let on_time = f
         .on_time_share

@@ -688,6 +688,16 @@ fn server_cpus_sizes_a_running_sandbox_for_the_replay_and_puts_its_quota_back() 
 /// A replay's summary that sent every request, connected every session, failed nothing
 /// the recording did not, and answered as many requests and transactions as recorded.
 pub fn assert_replayed_whole(s: &serde_json::Value) {
+    // The replay threads' CPU was measured (a request costs some) and is no more than
+    // their cores could give in the elapsed time.
+    let cpu = s["cpu_user_s"].as_f64().unwrap() + s["cpu_system_s"].as_f64().unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    let elapsed = s["elapsed_s"].as_f64().unwrap();
+    assert!(
+        cpu > 0.0 && cpu <= elapsed * cores + 0.01,
+        "cpu {cpu} s in {elapsed} s: {s}"
+    );
+    assert!(s["cpu_per_request_us"].as_f64().unwrap() > 0.0, "{s}");
     let f = &s["fidelity"];
     assert_eq!(f["failed_now_not_then"], 0, "{s}");
     assert_eq!(f["sessions_not_connected"], 0, "{s}");
