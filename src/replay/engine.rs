@@ -135,7 +135,7 @@ struct Gate {
     start: OnceLock<Instant>,
 }
 
-/// One thread's sessions, each a task on the thread's own runtime, and its log's writer
+/// One thread's sessions, polled together on the thread's own runtime, and its log's writer
 /// (flushed when they end, Ctrl-C included; a write error is said, the figures reported).
 /// With a pool, the pool is made and filled first, and the schedule starts once every
 /// thread's is.
