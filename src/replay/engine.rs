@@ -35,7 +35,7 @@ use super::schedule::{ends_transaction, SessionPlan, Wire};
 use super::tally::{Lag, Tally};
 use super::txlog::{Period, Step, Transactions};
 use super::Speed;
-use crate::host::thread_usage;
+use crate::host::{cpu_between, thread_usage};
 use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
@@ -193,7 +193,7 @@ fn worker(
         tally
     });
     let after = thread_usage();
-    tally.cpu = (after.cpu.0 - before.cpu.0, after.cpu.1 - before.cpu.1);
+    tally.cpu = cpu_between(before.cpu, after.cpu);
     if let Some(pool) = &pool {
         let c = pool.counts.borrow();
         tally.connects += c.connects;

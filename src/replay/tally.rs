@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::host::Cpu;
+
 use crate::load::record::command_histogram;
 
 /// One statement's executions now.
@@ -92,7 +94,7 @@ pub struct Tally {
     pub lost: BTreeMap<String, u64>,
     /// The replay threads' CPU time (user, system) from the schedule's start to their
     /// last session's end, each thread's own (getrusage), as load's clients'.
-    pub cpu: (Duration, Duration),
+    pub cpu: Cpu,
 }
 
 impl Default for Tally {
