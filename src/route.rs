@@ -17,9 +17,10 @@
 //! the route actually adds (empty queries on one connection through it and one direct,
 //! p50 against p50), so results carry requested and achieved RTT side by side.
 //!
-//! The kernel completes a TCP handshake to the relay itself, so a user-space relay cannot
-//! delay it: through a relay the socket connect stays local, and the `connect` phase has
-//! no added round trip (on a real network it has one; the round-trip model says so).
+//! The kernel completes a TCP handshake to the relay itself, so the distance relay makes
+//! a new connection pay it after the fact (`net::relay`'s handshake): the `connect` phase
+//! stays local and the next phase holds the handshake's round trip, so a connect's total
+//! is what a network of that RTT gives.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

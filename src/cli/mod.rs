@@ -390,8 +390,8 @@ pub struct ConnectArgs {
     #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub distance: Option<Duration>,
     /// Also predict each target's connect time at this round-trip time (repeatable), from
-    /// the round trips counted and the local time: through connbench's relay, and on a
-    /// network (one more round trip, for TCP's handshake).
+    /// the round trips counted and the local time, TCP's handshake included (paid on a
+    /// network and through connbench's relay alike).
     #[arg(long, value_name = "RTT", value_parser = options::parse_pause)]
     pub predict_rtt: Vec<Duration>,
 

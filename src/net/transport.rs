@@ -39,7 +39,10 @@ use crate::target::{Host, SslMode, Target};
 pub struct Counters {
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    /// Reads that returned data after a write: the turns the client waited for.
+    /// Reads that returned data after a write: the turns the client waited for. The
+    /// connect counts as the client's first move, so a server that speaks first (MySQL's
+    /// greeting, which a server far away sends only when the client's ACK arrives) is a
+    /// turn too.
     pub round_trips: u32,
 }
 
@@ -56,7 +59,7 @@ impl<S> Counted<S> {
         Counted {
             inner,
             counters: Counters::default(),
-            wrote_last: false,
+            wrote_last: true,
         }
     }
 

@@ -386,7 +386,7 @@ fn predictions(o: &mut String, r: &SuiteResult) {
         return;
     }
     o.push_str(
-        "<h3>Round-trip model against the measurement</h3>\n<p class=\"caption\">Predicted: the same configuration's mean latency measured without distance, plus the local time of the connects this cell made beyond it, plus the requested RTT times the round trips per transaction counted on this cell's socket. Beyond 10% the ratio names the term the model lacks. Achieved RTT: measured through the relays before the run.</p>\n<table><thead><tr><th>configuration</th><th>RTT requested / achieved, ms</th><th>predicted mean, ms</th><th>measured mean, ms</th><th>measured / predicted</th></tr></thead><tbody>",
+        "<h3>Round-trip model against the measurement</h3>\n<p class=\"caption\">Predicted: the same configuration's mean latency measured without distance, plus the local time of the connects this cell made beyond it, plus the requested RTT times the round trips per transaction counted on this cell's socket and one per connect for TCP's handshake (which the relay makes a connection pay, as a network does). Beyond 10% the ratio names the term the model lacks. Achieved RTT: measured through the relays before the run.</p>\n<table><thead><tr><th>configuration</th><th>RTT requested / achieved, ms</th><th>predicted mean, ms</th><th>measured mean, ms</th><th>measured / predicted</th></tr></thead><tbody>",
     );
     for (c, p) in rows {
         let cols = super::suite::prediction_columns(p);
@@ -421,7 +421,7 @@ fn method(o: &mut String, r: &SuiteResult) {
              (first_connection_us). A connection's time runs from the start of the socket connect to \
              ReadyForQuery (or to the first query's result when one is set); phases are split where \
              the protocol messages cross the wire, and round trips are counted on the socket (TCP's \
-             handshake, which the kernel completes out of the socket's sight, is assumed to be one)."
+             handshake, which the kernel completes out of the socket's sight, is assumed to be one; a server that speaks first answers the connect, so its greeting is a round trip)."
             .to_string(),
     };
     let _ = writeln!(

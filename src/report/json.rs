@@ -29,7 +29,7 @@ pub fn schema() -> serde_json::Value {
 /// The method statement printed with every connect report.
 pub const METHOD: &str = "Connections are opened one after another, targets interleaved with a rotating start. \
 Each phase is timed on the wire with CLOCK_MONOTONIC from the client's first byte of the phase to the message that ends it; \
-the phases add up to the total. round_trips are counted on the socket (a read that follows a write), except TCP's handshake, which the kernel completes out of the socket's sight: its one round trip is assumed, not counted. \
+the phases add up to the total. round_trips are counted on the socket (a read that follows a write), except TCP's handshake, which the kernel completes out of the socket's sight: its one round trip is assumed, not counted; a server that speaks first (MySQL's greeting) answers the connect, a round trip. \
 Warm-up connections are reported apart and not counted. Percentiles are nearest-rank over all samples.";
 
 #[derive(Serialize, schemars::JsonSchema)]

@@ -377,7 +377,7 @@ fn other_tables(o: &mut String, r: &SuiteResult) {
         o.push('\n');
         o.push_str(&wrap(
             "round-trip model: local mean (+ local time of extra connects) + RTT × round trips \
-             per transaction counted in the cell",
+             per transaction counted in the cell, one per connect for TCP's handshake included",
             "  ",
             "      ",
             COLUMNS,

@@ -37,7 +37,7 @@ pub fn connect_report(settings: &ConnectSettings, targets: &[TargetSummary], int
     }
     let _ = writeln!(
         out,
-        "\nphases are timed on the wire and add up to total; rt = network round trips counted on the socket,\nexcept TCP's handshake: the kernel completes it out of the socket's sight, so its 1 is assumed"
+        "\nphases are timed on the wire and add up to total; rt = network round trips counted on the socket,\nexcept TCP's handshake: the kernel completes it out of the socket's sight, so its 1 is assumed;\na server that speaks first (MySQL) answers the connect, so its greeting is one"
     );
     out
 }
@@ -94,13 +94,12 @@ fn target_block(out: &mut String, t: &TargetSummary) {
     for p in &t.predictions {
         let _ = writeln!(
             out,
-            "  predicted at {} RTT (p50): {} through connbench's relay ({} round trips × RTT + {} local), \
-             {} on a network (+1 for TCP's handshake)",
+            "  predicted at {} RTT (p50): {} ({} round trips × RTT + {} local; TCP's handshake is one \
+             of them, paid on a network and through connbench's relay alike)",
             format_ns(p.rtt_ms * 1e6),
-            format_ns(p.relay_p50_ms * 1e6),
-            p.round_trips_relayed,
-            format_ns(p.local_p50_ms * 1e6),
             format_ns(p.network_p50_ms * 1e6),
+            p.round_trips_network,
+            format_ns(p.local_p50_ms * 1e6),
         );
     }
 }

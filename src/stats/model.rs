@@ -2,21 +2,20 @@
 //! the round trips counted on the wire.
 //!
 //! At round-trip time R, every exchange the client waits for costs R more than it did
-//! locally, so `predicted = local + R × round trips`. Two variants are given, because a
-//! user-space relay cannot delay TCP's handshake (the kernel completes it before the
-//! relay sees the connection):
-//!
-//! - *through connbench's relay*: the round trips after the socket connect (TLS,
-//!   startup, authentication, the query), which is what `connbench relay` and the
-//!   `distance` axis emulate, and what the bench checks the model against;
-//! - *on a network*: the same plus one round trip for the TCP handshake, which a real
-//!   path of that RTT also pays.
+//! locally, so `predicted = local + R × round trips`. A new connection also waits for
+//! TCP's handshake: one round trip before its first byte can leave, whether or not the
+//! local measurement had one (over a Unix socket it did not). connbench's relay makes a
+//! connection pay it as a network does (`net::relay`'s handshake), so the prediction
+//! through the relay and on a network are one figure: the round trips after the socket
+//! connect, plus one for TCP's handshake. A server that speaks first (MySQL) greets the
+//! client a round trip after the connect; the socket counts that greeting as a turn.
 //!
 //! A load cell at a distance is explained from the same cell without distance: its mean
 //! latency, plus the local time of any connects it made beyond that cell's, plus the RTT
-//! times the round trips counted in the cell itself ([`explain`]). Connects per
-//! transaction are not a constant of the workload: a pool retires a connection after a
-//! lifetime, which is a time, and at a distance fewer transactions fit in it.
+//! times the round trips counted in the cell itself and one per connect for TCP's
+//! handshake ([`explain`]). Connects per transaction are not a constant of the workload:
+//! a pool retires a connection after a lifetime, which is a time, and at a distance fewer
+//! transactions fit in it.
 
 use std::time::Duration;
 
@@ -27,9 +26,11 @@ use crate::proto::Phase;
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Prediction {
     pub rtt_ms: f64,
-    /// Round trips that cross a relay: all but the socket connect's.
+    /// Round trips a connect pays through connbench's relay, which emulates TCP's
+    /// handshake: the same as `round_trips_network` (kept for readers of older output,
+    /// when the relay let the handshake through at no cost).
     pub round_trips_relayed: u32,
-    /// Plus TCP's handshake.
+    /// The round trips after the socket connect, plus one for TCP's handshake.
     pub round_trips_network: u32,
     pub local_p50_ms: f64,
     pub local_mean_ms: f64,
@@ -48,8 +49,8 @@ pub fn predict(t: &TargetSummary, rtt: Duration) -> Option<Prediction> {
         .filter(|p| p.phase == Phase::Connect)
         .map(|p| p.round_trips)
         .sum();
-    let relayed = total.round_trips.saturating_sub(socket);
-    let network = relayed + 1;
+    let network = total.round_trips.saturating_sub(socket) + 1;
+    let relayed = network;
     let r = rtt.as_secs_f64() * 1e3;
     let (p50, mean) = (total.time.p50_ns as f64 / 1e6, total.time.mean_ns / 1e6);
     Some(Prediction {
@@ -74,7 +75,8 @@ pub struct DistancePrediction {
     /// As the route check measured it (mean over repetitions), when it ran.
     pub rtt_achieved_ms: Option<f64>,
     /// Round trips per transaction counted on the socket in this cell (statements and
-    /// the connects it made): the count the prediction multiplies by the RTT.
+    /// the connects it made), plus one per connect for TCP's handshake
+    /// (`connects_per_transaction`): the count the prediction multiplies by the RTT.
     pub round_trips_per_transaction: f64,
     /// The same count in the cell without distance. It differs when connects per
     /// transaction do: a pool's lifetime is a time, and at a distance fewer
@@ -110,7 +112,8 @@ pub struct DistanceInputs {
     pub round_trips_local: f64,
     pub connects_local: f64,
     pub connect_ms_local: Option<f64>,
-    /// At the distance: round trips and connects per transaction, and the mean latency.
+    /// At the distance: round trips (counted on the socket, without TCP's handshake) and
+    /// connects per transaction, and the mean latency.
     pub round_trips: f64,
     pub connects: f64,
     pub measured_ms: f64,
@@ -136,7 +139,7 @@ pub fn at_distance(local_ms: f64, rtt_ms: f64, round_trips: f64) -> f64 {
 
 /// The model for one cell at a distance: the local time, plus the local time of the
 /// connects it made beyond the cell without distance, plus the RTT times the round
-/// trips counted in this cell. Round trips are counts, not times, so taking this cell's
+/// trips counted in this cell and one per connect for TCP's handshake. Round trips are counts, not times, so taking this cell's
 /// is no circle: the model says whether its time is local work plus waiting for the
 /// wire, and which term is missing when it is not.
 pub fn explain(from_cell: &str, i: &DistanceInputs) -> DistancePrediction {
@@ -146,10 +149,12 @@ pub fn explain(from_cell: &str, i: &DistanceInputs) -> DistancePrediction {
     } else {
         i.connect_ms_local.map(|c| extra_connects * c)
     };
+    // Every connect made in the cell pays TCP's handshake at the distance.
+    let round_trips = i.round_trips + i.connects;
     let predicted = at_distance(
         i.local_ms + connect_local_ms.unwrap_or(0.0),
         i.rtt_ms,
-        i.round_trips,
+        round_trips,
     );
     let ratio = i.measured_ms / predicted;
     let lacks = ((ratio - 1.0).abs() > TOLERANCE).then(|| {
@@ -161,7 +166,7 @@ pub fn explain(from_cell: &str, i: &DistanceInputs) -> DistancePrediction {
         }
         let with_achieved = i
             .rtt_achieved_ms
-            .map(|a| at_distance(i.local_ms + connect_local_ms.unwrap_or(0.0), a, i.round_trips));
+            .map(|a| at_distance(i.local_ms + connect_local_ms.unwrap_or(0.0), a, round_trips));
         let excess = i.measured_ms - predicted;
         let busy = i.busy_cores.filter(|&b| b >= BUSY_SHARE * i.cpus as f64);
         match (with_achieved, busy) {
@@ -174,7 +179,7 @@ pub fn explain(from_cell: &str, i: &DistanceInputs) -> DistancePrediction {
                 "waits for a core: {excess:+.2} ms per transaction ({:.2} ms per round trip) beyond the \
                  local time and the round trips, while {b:.2} of the machine's {} cores were busy (every \
                  process counted); each round trip through the relay wakes two more threads than without it",
-                excess / i.round_trips.max(f64::MIN_POSITIVE),
+                excess / round_trips.max(f64::MIN_POSITIVE),
                 i.cpus
             ),
             _ => format!(
@@ -188,8 +193,8 @@ pub fn explain(from_cell: &str, i: &DistanceInputs) -> DistancePrediction {
         from_cell: from_cell.to_string(),
         rtt_requested_ms: i.rtt_ms,
         rtt_achieved_ms: i.rtt_achieved_ms,
-        round_trips_per_transaction: i.round_trips,
-        round_trips_per_transaction_local: i.round_trips_local,
+        round_trips_per_transaction: round_trips,
+        round_trips_per_transaction_local: i.round_trips_local + i.connects_local,
         connects_per_transaction: i.connects,
         connects_per_transaction_local: i.connects_local,
         local_ms: i.local_ms,
@@ -231,7 +236,7 @@ mod tests {
             connect_ms_local: Some(4.0),
             round_trips: 1.75,
             connects: 0.25,
-            measured_ms: 89.0,
+            measured_ms: 101.5,
             busy_cores: Some(1.2),
             cpus: 2,
         }
@@ -240,15 +245,18 @@ mod tests {
     #[test]
     fn a_cell_is_explained_by_its_own_round_trips_and_the_local_time_of_its_extra_connects() {
         let p = explain("pool distance=0ms", &inputs());
-        // 1.0 + 0.15 × 4.0 + 1.75 × 50 = 89.1
+        // 1.0 + 0.15 × 4.0 + (1.75 + 0.25 handshakes) × 50 = 101.6
         assert!((p.connect_local_ms.unwrap() - 0.6).abs() < 1e-9, "{p:?}");
-        assert!((p.predicted_ms - 89.1).abs() < 1e-9, "{p:?}");
-        assert!((p.ratio - 89.0 / 89.1).abs() < 1e-12);
+        assert!((p.predicted_ms - 101.6).abs() < 1e-9, "{p:?}");
+        assert!((p.ratio - 101.5 / 101.6).abs() < 1e-12);
         assert_eq!(p.lacks, None);
-        assert_eq!(p.round_trips_per_transaction_local, 1.3);
+        assert!((p.round_trips_per_transaction - 2.0).abs() < 1e-12);
+        assert!((p.round_trips_per_transaction_local - 1.4).abs() < 1e-12);
         // The same cell as a constant count of round trips would have it (the 0 ms cell's)
         // is off by a third: what the model printed before.
-        assert!(89.0 / at_distance(1.0, 50.0, 1.3) > 1.3);
+        assert!(101.5 / at_distance(1.0, 50.0, 1.3) > 1.3);
+        // Without the handshake the prediction is short by a round trip per connect.
+        assert!((p.predicted_ms - at_distance(1.6, 50.0, 1.75) - 0.25 * 50.0).abs() < 1e-9);
     }
 
     #[test]
@@ -269,7 +277,7 @@ mod tests {
         // Round trips slower than requested, and the achieved RTT explains the rest.
         let slow = DistanceInputs {
             rtt_achieved_ms: Some(60.0),
-            measured_ms: 1.6 + 1.75 * 60.0,
+            measured_ms: 1.6 + 2.0 * 60.0,
             ..inputs()
         };
         let p = explain("c", &slow);
@@ -283,7 +291,7 @@ mod tests {
         );
         // Neither: the time left over is named with its sign and size.
         let other = DistanceInputs {
-            measured_ms: 130.0,
+            measured_ms: 142.5,
             ..inputs()
         };
         let p = explain("c", &other);
@@ -301,19 +309,19 @@ mod tests {
         };
         let l = explain("c", &busy).lacks.unwrap();
         assert!(
-            l.starts_with("waits for a core: +40.90 ms per transaction (23.37 ms per round trip)"),
+            l.starts_with("waits for a core: +40.90 ms per transaction (20.45 ms per round trip)"),
             "{l}"
         );
         // Within 10%: nothing lacking.
         let close = DistanceInputs {
-            measured_ms: 97.0,
+            measured_ms: 109.0,
             ..inputs()
         };
         assert_eq!(explain("c", &close).lacks, None);
     }
 
     #[test]
-    fn every_counted_round_trip_but_the_handshake_crosses_the_relay() {
+    fn a_connect_at_a_distance_pays_its_round_trips_and_tcps_handshake() {
         // SCRAM over TCP: connect 1, startup 1, auth 2 = 4 round trips, 3 ms locally.
         let phase = |phase, rt, ns| PhaseSummary {
             phase,
@@ -333,8 +341,23 @@ mod tests {
             ..TargetSummary::default()
         };
         let p = predict(&t, Duration::from_millis(100)).unwrap();
-        assert_eq!((p.round_trips_relayed, p.round_trips_network), (3, 4));
-        assert!((p.relay_p50_ms - 303.0).abs() < 1e-9);
+        assert_eq!((p.round_trips_relayed, p.round_trips_network), (4, 4));
+        assert!((p.relay_p50_ms - 403.0).abs() < 1e-9);
         assert!((p.network_p50_ms - 403.0).abs() < 1e-9);
+        // Over a Unix socket the local connect had no handshake; at a distance it has.
+        let unix = TargetSummary {
+            phases: vec![
+                phase(Phase::Connect, 0, 50_000),
+                phase(Phase::Startup, 1, 950_000),
+                phase(Phase::Auth, 2, 2_000_000),
+            ],
+            total: Some(PhaseSummaryTotal {
+                round_trips: 3,
+                time: summary(3_000_000),
+            }),
+            ..TargetSummary::default()
+        };
+        let p = predict(&unix, Duration::from_millis(100)).unwrap();
+        assert_eq!(p.round_trips_network, 4);
     }
 }

@@ -394,11 +394,12 @@ fn connect_predicts_its_time_at_a_distance() {
     let t = &v["targets"][0];
     let p = &t["predictions"][1];
     assert_eq!(p["rtt_ms"], 100.0);
-    // Trust over TCP: connect 1 (the kernel's handshake, not relayed), startup 1.
-    assert_eq!(p["round_trips_relayed"], 1, "{t}");
+    // Trust over TCP: connect 1 (TCP's handshake, which the relay makes a connection pay
+    // as a network does), startup 1.
+    assert_eq!(p["round_trips_relayed"], 2, "{t}");
     assert_eq!(p["round_trips_network"], 2);
     let f = |k: &str| p[k].as_f64().unwrap();
-    assert!((f("relay_p50_ms") - f("local_p50_ms") - 100.0).abs() < 1e-6);
+    assert!((f("relay_p50_ms") - f("local_p50_ms") - 200.0).abs() < 1e-6);
     assert!((f("network_p50_ms") - f("local_p50_ms") - 200.0).abs() < 1e-6);
     let o = connbench(&[
         "connect",
@@ -476,6 +477,12 @@ fn the_relay_command_forwards_and_reports_on_ctrl_c() {
         text.contains("relay: 1 connection (0 refused upstream), 5 B up, 5 B down"),
         "{text}"
     );
+}
+
+/// Whether a mean latency holds `round_trips` round trips of the suite's 4 ms: the relay
+/// never delivers a byte before its due time, so no transaction takes less.
+fn measured_ms_ok(measured: f64, round_trips: f64) -> bool {
+    measured >= 4.0 * round_trips
 }
 
 #[test]
@@ -567,19 +574,31 @@ path = ["direct", "sidecar-tcp"]
                 same(local, local0),
                 "{name}: local term {local} ms against {from}'s mean latency {local0} ms in the same rounds: {p}"
             );
-            let rts0 = mean_of(zero, "round_trips_per_transaction");
+            // The round-trip term is this cell's own count (not the 0 ms cell's, which a
+            // pool's lifetime would make differ), plus TCP's handshake once per connect
+            // the cell made: its connects over its transactions, from its own values.
+            let counted = mean_of(c, "round_trips_per_transaction");
+            let connects = mean_of(c, "connects") / mean_of(c, "transactions");
             assert!(
-                same(rts, rts0),
-                "{name}: {rts} round trips against {from}'s {rts0}: {p}"
+                same(rts, counted + connects),
+                "{name}: {rts} round trips, not the cell's {counted} counted + {connects} handshakes: {p}"
+            );
+            assert!(
+                (connects - 1.0).abs() < 0.02,
+                "{name}: a connect per transaction: {connects}"
+            );
+            assert!(
+                measured_ms_ok(measured, rts),
+                "{name}: measured {measured} ms is under {rts} round trips of 4 ms: {p}"
             );
             assert!(
                 same(measured, mean_of(c, "latency_mean_ms")),
                 "{name}: measured {measured} ms is not this cell's mean latency: {p}"
             );
-            // SCRAM over TCP per transaction: startup 1 + auth 2 + the query 1, plus the
-            // TCP handshake when the counter sees it (local through the relay).
+            // SCRAM over TCP per transaction: TCP's handshake 1 + startup 1 + auth 2 + the
+            // query 1.
             assert!(
-                (4.0..=5.0).contains(&rts),
+                (5.0 - rts).abs() < 1e-9,
                 "{name}: {rts} round trips per transaction"
             );
             // The model's arithmetic: local + RTT × round trips, and the ratio printed.
@@ -596,7 +615,11 @@ path = ["direct", "sidecar-tcp"]
             // quiet machine); here the local time moves with the load from one step to the
             // next (19.4 ms in the 0 ms cell against about 8 ms inside the 4 ms cell was
             // seen under `scripts/test.sh --stress`), so a band on the ratio would only
-            // bound the machine, and the model's inputs are checked exactly instead.
+            // bound the machine: the model's inputs are checked exactly, and the
+            // measurement against what physics sets (every round trip the model counts
+            // costs at least the RTT: `measured_ms_ok`). That a connect pays all of its
+            // round trips, the handshake's too, is checked at 50 ms, where it stands out
+            // from the load (`connect_and_load_take_a_distance_...`).
         } else {
             assert!(c["prediction"].is_null());
             assert!(values.get("rtt_achieved_ms").is_none());
@@ -687,17 +710,19 @@ fn connect_and_load_take_a_distance_and_a_sidecar_from_the_command_line() {
         stderr(&o)
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    // Trust over TCP: startup is the one relayed round trip. Never under it; under twice
-    // it, which a route that delayed both hops, or gave its relay the round trip as the
-    // one-way delay, would pay on every connect (a busy machine adds up to about 22 ms
-    // to a relayed round trip at the median).
+    // Trust over TCP: TCP's handshake and the startup are the two round trips a network
+    // 50 ms away makes a connect wait for. Never under them (a relay that lets the
+    // handshake through at no cost takes 50 ms and fails here); under three, which a
+    // route that delayed both hops, or gave its relay the round trip as the one-way
+    // delay, would pay on every connect (a busy machine adds up to about 22 ms to a
+    // relayed round trip at the median).
     let total = &v["targets"][0]["total"];
     let (min, p50) = (
         total["min_us"].as_f64().unwrap() / 1e3,
         total["p50_us"].as_f64().unwrap() / 1e3,
     );
-    assert!(min >= 50.0, "a connect through a 50 ms distance took {min} ms");
-    assert!(p50 < 100.0, "a connect through a 50 ms distance: p50 {p50} ms");
+    assert!(min >= 100.0, "a connect through a 50 ms distance took {min} ms");
+    assert!(p50 < 150.0, "a connect through a 50 ms distance: p50 {p50} ms");
     let o = connbench(&[
         "load",
         &conninfo("tcp_trust"),

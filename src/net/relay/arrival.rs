@@ -30,27 +30,15 @@ pub(super) enum Reader<'a> {
 
 /// The oldest stamp believed: an older one (a suspended VM, a clock stepped forward) is
 /// taken as "now" rather than as a departure long overdue.
-const MAX_AGE: Duration = Duration::from_secs(1);
+pub(super) const MAX_AGE: Duration = Duration::from_secs(1);
 
 impl Reader<'_> {
     /// Asks the kernel to stamp arriving packets (a no-op for [`Reader::Plain`]).
     pub(super) fn stamp_arrivals(&self) {
-        let fd = match self {
-            Reader::Tcp(r) => r.as_ref().as_raw_fd(),
-            Reader::Unix(r) => r.as_ref().as_raw_fd(),
-            Reader::Plain(_) => return,
-        };
-        let on: libc::c_int = 1;
-        // SAFETY: setsockopt on a descriptor the half borrows, with a correctly sized int.
-        // A failure only leaves chunks dated when read.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
+        match self {
+            Reader::Tcp(r) => stamp_arrivals(r.as_ref().as_raw_fd()),
+            Reader::Unix(r) => stamp_arrivals(r.as_ref().as_raw_fd()),
+            Reader::Plain(_) => {}
         }
     }
 
@@ -72,8 +60,13 @@ impl Reader<'_> {
         }
     }
 
-    /// Reads some bytes and when the last of them arrived (at most now).
-    pub(super) async fn read_stamped(&mut self, buf: &mut [u8]) -> io::Result<(usize, Instant)> {
+    /// Reads some bytes and when the last of them arrived (at most now); a stamp older
+    /// than `max_age` is not believed (see [`MAX_AGE`]).
+    pub(super) async fn read_stamped(
+        &mut self,
+        buf: &mut [u8],
+        max_age: Duration,
+    ) -> io::Result<(usize, Instant)> {
         let (n, wall) = match self {
             Reader::Tcp(r) => {
                 let s = r.as_ref();
@@ -90,10 +83,27 @@ impl Reader<'_> {
         let now = Instant::now();
         let age = wall.and_then(|w| SystemTime::now().duration_since(w).ok());
         let arrival = match age {
-            Some(age) if age <= MAX_AGE => now.checked_sub(age).unwrap_or(now),
+            Some(age) if age <= max_age => now.checked_sub(age).unwrap_or(now),
             _ => now,
         };
         Ok((n, arrival))
+    }
+}
+
+/// Asks the kernel to stamp the packets arriving on socket `fd` (also before anything
+/// reads them: a connection held for its handshake).
+pub(super) fn stamp_arrivals(fd: i32) {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on a descriptor the caller holds, with a correctly sized int. A
+    // failure only leaves chunks dated when read.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 

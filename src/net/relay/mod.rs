@@ -16,6 +16,12 @@
 //!   the bandwidth-delay product), so a fast sender cannot make the relay buffer without
 //!   bound.
 //!
+//! - a new connection pays TCP's handshake as on a real network ([`handshake`]): the
+//!   upstream is opened when the client's ACK would reach the server (1.5 round trips
+//!   after the connect) and the client's first bytes leave no earlier than its `connect`
+//!   would have returned (one round trip), so a server that speaks first (MySQL) greets
+//!   two round trips after the connect began, as it would over the network.
+//!
 //! With no delay and no cap, each direction is a plain read/write loop with no queue in
 //! between, which is what a sidecar proxy costs. Half-close is passed on (EOF from one
 //! side shuts down the other side's write half after the delayed bytes have gone), and a
@@ -52,10 +58,12 @@ use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 
 mod arrival;
+mod handshake;
 mod shape;
 mod tls;
 
 use arrival::Reader;
+use handshake::Handshake;
 
 pub use shape::{parse_bandwidth, Faults, Shape};
 use tls::relay_tls;
@@ -355,6 +363,7 @@ async fn serve(
                 }
             } => a,
         };
+        let at = Instant::now();
         let Ok(client) = accepted else {
             // EMFILE and the like: back off briefly rather than spin.
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -367,7 +376,7 @@ async fn serve(
             let mut stop = stop;
             tokio::select! {
                 _ = stop.changed() => {}
-                _ = relay_one(client, &upstream, shape, tls.as_deref(), seed, &stats) => {}
+                _ = relay_one(client, at, &upstream, shape, tls.as_deref(), seed, &stats) => {}
             }
         });
     }
@@ -375,6 +384,7 @@ async fn serve(
 
 async fn relay_one(
     mut client: Sock,
+    accepted: Instant,
     upstream: &Addr,
     shape: Shape,
     tls: Option<&TlsSetup>,
@@ -391,8 +401,14 @@ async fn relay_one(
         // Held open and silent until the relay stops.
         std::future::pending::<()>().await;
     }
+    let handshake = Handshake::at(&shape, seed, accepted);
+    if handshake.is_some() {
+        // The client's first bytes arrive while the connection is held: date them by the
+        // kernel's stamp, not by when the hold ends.
+        arrival::stamp_arrivals(client.fd());
+    }
     if let Some(tls) = tls {
-        if relay_tls(client, upstream, shape, tls, seed, stats)
+        if relay_tls(client, accepted, upstream, shape, tls, seed, stats)
             .await
             .is_err()
         {
@@ -400,7 +416,18 @@ async fn relay_one(
         }
         return;
     }
-    // The upstream is opened when the client connects, as a proxy does.
+    // The upstream is opened when the client connects, as a proxy does; at a distance,
+    // when the client's ACK would have reached the server.
+    let hold = match handshake {
+        Some(h) => {
+            wait_until(h.server_accepts).await;
+            Leg {
+                not_before: Some(h.client_sends),
+                max_age: arrival::MAX_AGE + h.hold(accepted),
+            }
+        }
+        None => Leg::NOW,
+    };
     let mut server = match connect(upstream).await {
         Ok(s) => s,
         Err(_) => {
@@ -414,8 +441,16 @@ async fn relay_one(
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
     let crossed = AtomicU64::new(0);
-    let up = pipe(cr, sw, shape, seed, &stats.bytes_up, &crossed);
-    let down = pipe(sr, cw, shape, seed ^ 0x5555, &stats.bytes_down, &crossed);
+    let up = pipe(cr, sw, shape, hold, seed, &stats.bytes_up, &crossed);
+    let down = pipe(
+        sr,
+        cw,
+        shape,
+        Leg::NOW,
+        seed ^ 0x5555,
+        &stats.bytes_down,
+        &crossed,
+    );
     if both_ways(up, down).await {
         if f.reset_after
             .is_some_and(|limit| crossed.load(Ordering::Relaxed) > limit)
@@ -513,6 +548,33 @@ impl Departures {
     }
 }
 
+/// Sleeps until `due` on a `timerfd` (tokio's timer would add up to a millisecond);
+/// tokio's timer when no `timerfd` can be had.
+async fn wait_until(due: Instant) {
+    let timed = match Departures::new() {
+        Ok(mut d) => d.sleep_until(due).await.is_ok(),
+        Err(_) => false,
+    };
+    if !timed {
+        tokio::time::sleep_until(due.into()).await;
+    }
+}
+
+/// When one direction's bytes may first leave, and how old a kernel stamp may be and
+/// still be believed (a connection held for its handshake reads its first bytes late).
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    not_before: Option<Instant>,
+    max_age: Duration,
+}
+
+impl Leg {
+    const NOW: Leg = Leg {
+        not_before: None,
+        max_age: arrival::MAX_AGE,
+    };
+}
+
 /// What the reader hands the writer.
 enum Item {
     Data(Instant, Vec<u8>),
@@ -527,6 +589,7 @@ async fn pipe(
     mut r: Reader<'_>,
     mut w: Box<dyn AsyncWrite + Unpin + '_>,
     shape: Shape,
+    leg: Leg,
     seed: u64,
     bytes: &AtomicU64,
     crossed: &AtomicU64,
@@ -570,12 +633,10 @@ async fn pipe(
                 .map_err(|_| io::Error::other("relay window closed"))?;
             let mut buf = vec![0u8; CHUNK];
             // Dated from the kernel's stamp, not from this thread's wake-up (arrival.rs).
-            let (n, arrival) = r.read_stamped(&mut buf).await?;
-            let mut delay = shape.one_way;
-            if !shape.jitter.is_zero() {
-                let j = shape.jitter.as_secs_f64() * (2.0 * rng.unit() - 1.0);
-                delay = Duration::from_secs_f64((delay.as_secs_f64() + j).max(0.0));
-            }
+            let (n, arrival) = r.read_stamped(&mut buf, leg.max_age).await?;
+            // Bytes sent before the handshake let them leave wait for it.
+            let arrival = leg.not_before.map_or(arrival, |t| arrival.max(t));
+            let delay = handshake::leg(&shape, &mut rng);
             if n == 0 {
                 let _ = tx.send(Item::Eof(last_due.max(arrival + delay) + slow_close));
                 return Ok::<(), io::Error>(());

@@ -2,15 +2,23 @@
 //! relay, which answers its SSLRequest `N`, opens TLS to the server itself and carries
 //! the app's bytes inside, withdrawing SCRAM channel binding the app could not complete.
 //! Apart from the plain relay because only this path speaks the protocol.
+//!
+//! With a distance, the sidecar stands beside the app and the server is far: the sidecar
+//! opens TCP and TLS to the server itself, locally here, so the server's first answer is
+//! held until a real path would have let it reach the app, four round trips after the
+//! connect (TCP's handshake, the SSLRequest, TLS 1.3's handshake, and the startup
+//! message's own exchange), each leg drawn with the shape's delay and jitter. The bytes
+//! after it are delayed both ways as on the plain relay.
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{both_ways, pipe, reset_on_close, Addr, RelayStats, Shape, Sock};
+use super::{both_ways, handshake, pipe, reset_on_close, wait_until, Addr, Leg, RelayStats, Shape, Sock};
 use crate::net::transport::TlsSetup;
 
 /// PostgreSQL's SSLRequest: length 8, code 80877103.
@@ -19,6 +27,7 @@ const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 /// The sidecar with TLS to the server: plaintext from the app, TLS upstream.
 pub(super) async fn relay_tls(
     mut client: Sock,
+    accepted: Instant,
     upstream: &Addr,
     shape: Shape,
     tls: &TlsSetup,
@@ -93,6 +102,11 @@ pub(super) async fn relay_tls(
     let mut body = vec![0u8; len - 4];
     stream.read_exact(&mut body).await.map_err(fail)?;
     let first = strip_channel_binding(head[0], &body).unwrap_or_else(|| [&head[..], &body[..]].concat());
+    if !shape.one_way.is_zero() || !shape.jitter.is_zero() {
+        let mut rng = crate::rng::Rng::new(seed.rotate_left(29) | 1);
+        let legs: std::time::Duration = (0..8).map(|_| handshake::leg(&shape, &mut rng)).sum();
+        wait_until(accepted + legs).await;
+    }
     {
         let (_, mut w) = client.split();
         w.write_all(&first).await?;
@@ -101,11 +115,12 @@ pub(super) async fn relay_tls(
     let (cr, cw) = client.split();
     let (sr, sw) = tokio::io::split(&mut stream);
     let crossed = AtomicU64::new(0);
-    let up = pipe(cr, Box::new(sw), shape, seed, &stats.bytes_up, &crossed);
+    let up = pipe(cr, Box::new(sw), shape, Leg::NOW, seed, &stats.bytes_up, &crossed);
     let down = pipe(
         super::Reader::Plain(Box::new(sr)),
         cw,
         shape,
+        Leg::NOW,
         seed ^ 0x5555,
         &stats.bytes_down,
         &crossed,
