@@ -14,8 +14,9 @@
 //! (user, database, password) is kept. With a TLS target, a sidecar opens TLS to the
 //! server itself and the app speaks plaintext to it (the cloud SQL proxy arrangement);
 //! without a sidecar, TLS runs end to end through the distance relay. Before a distance is measured, [`verify`] measures the round trip
-//! the route actually adds (empty queries on one connection through it and one direct,
-//! p50 against p50), so results carry requested and achieved RTT side by side.
+//! the route actually adds (the engine's cheapest request, [`proto::Session::ping`], on
+//! one connection through it and one direct, p50 against p50), so results carry
+//! requested and achieved RTT side by side.
 //!
 //! The kernel completes a TCP handshake to the relay itself, so a user-space relay cannot
 //! delay it: through a relay the socket connect stays local, and the `connect` phase has
@@ -206,7 +207,7 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
 pub struct Verified {
     pub requested_ms: f64,
     pub achieved_ms: f64,
-    /// p50 of an empty query's round trip, direct and through the route.
+    /// p50 of a ping's round trip (the engine's cheapest), direct and through the route.
     pub direct_p50_ms: f64,
     pub route_p50_ms: f64,
 }
@@ -226,7 +227,7 @@ async fn query_p50(ep: &Endpoint, n: usize) -> Result<f64> {
     // The first exchange warms the backend's caches; it is not counted.
     for i in 0..=n {
         let t0 = Instant::now();
-        session.simple_query("").await.map_err(|e| anyhow!("{e}"))?;
+        session.ping().await.map_err(|e| anyhow!("{e}"))?;
         if i > 0 {
             times.push(t0.elapsed().as_secs_f64() * 1e3);
         }
@@ -236,7 +237,7 @@ async fn query_p50(ep: &Endpoint, n: usize) -> Result<f64> {
     Ok(times[times.len() / 2])
 }
 
-/// Measures the round trip `route` adds over `direct`: p50 of empty queries on one
+/// Measures the round trip `route` adds over `direct`: p50 of pings on one
 /// connection each way, about 2 s worth (10 to 200 of them) at the requested distance.
 pub async fn verify(direct: &Endpoint, route: &Endpoint, requested: Duration) -> Result<Verified> {
     let n = (2000.0f64 / (requested.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;
