@@ -1,7 +1,7 @@
 //! Every engine on every path: PostgreSQL, PgBouncer and MariaDB, each reached directly,
 //! through a sidecar over a Unix socket and over TCP, and from a distance, for `connect`,
-//! `load` and `replay`; and (root only) from a client behind a bridge, for `connect` and
-//! `load` suites. One sandbox with MariaDB serves every case, and each case is short (a
+//! `load` and `replay`; and (root only) from a client behind a bridge, in `connect` and
+//! `load` suites (a trace workload for `replay`). One sandbox with MariaDB serves every case, and each case is short (a
 //! handful of connects, 2 clients × 10 transactions, a replay of 20 requests at 5 ms),
 //! so the matrix stays well under a minute or two on a busy machine.
 //!
@@ -93,10 +93,6 @@ fn limitation(target: &str, path: PathKind, command: Cmd) -> Option<&'static str
         // for TLS inside its handshake. MariaDB takes a sidecar in plaintext.
         ("mariadb_tls", PathKind::SidecarUnix | PathKind::SidecarTcp, _) => {
             Some("a sidecar's TLS to the server is PostgreSQL-only")
-        }
-        // A replay's threads run on the host's network (checked first, with the cell).
-        (_, PathKind::Bridge, Cmd::Replay) => {
-            Some("a replay runs on the host's network, not yet in a namespace")
         }
         // The bridge's client reaches the host's loopback through NAT: TCP only.
         ("unix" | "pgbouncer_unix" | "mariadb_unix", PathKind::Bridge, _) => {
@@ -326,7 +322,7 @@ fn bridge_suite(kind: Cmd, script: &Path, trace: &Path) -> String {
 
 #[test]
 #[ignore = "needs root (scripts/test.sh runs it as root)"]
-fn every_engine_on_the_bridge_path_connects_and_loads() {
+fn every_engine_on_the_bridge_path_connects_loads_and_replays() {
     if !root_or_skip("netpath = bridge needs root: a namespace, links and nftables rules") {
         return;
     }
