@@ -13,9 +13,12 @@
 //! A route rewrites the target's host and port to the outermost relay; everything else
 //! (user, database, password) is kept. With a TLS target, a sidecar opens TLS to the
 //! server itself and the app speaks plaintext to it (the cloud SQL proxy arrangement);
-//! without a sidecar, TLS runs end to end through the distance relay. Before a distance is measured, [`verify`] measures the round trip
-//! the route actually adds (empty queries on one connection through it and one direct,
-//! p50 against p50), so results carry requested and achieved RTT side by side.
+//! without a sidecar, TLS runs end to end through the distance relay. The sidecar's own
+//! TLS is PostgreSQL's (SSLRequest); a MySQL target with TLS is refused a sidecar, since
+//! MySQL negotiates TLS inside its handshake. Before a distance is measured, [`verify`]
+//! measures the round trip the route actually adds (the engine's cheapest request,
+//! [`proto::Session::ping`], on one connection through it and one direct, p50 against
+//! p50), so results carry requested and achieved RTT side by side.
 //!
 //! The kernel completes a TCP handshake to the relay itself, so the distance relay makes
 //! a new connection pay it after the fact (`net::relay`'s handshake): the `connect` phase
@@ -30,7 +33,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::net::relay::{Addr, Relay, Shape};
 use crate::proto::PhaseCursor;
 use crate::proto::{self, Endpoint};
-use crate::target::{Host, Target};
+use crate::target::{Engine, Host, Target};
 
 /// How the client reaches the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,6 +44,15 @@ pub enum PathKind {
 }
 
 impl PathKind {
+    /// The name `--path` and a cell's `path` take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathKind::Direct => "direct",
+            PathKind::SidecarUnix => "sidecar-unix",
+            PathKind::SidecarTcp => "sidecar-tcp",
+        }
+    }
+
     pub fn parse(s: &str) -> Result<PathKind> {
         match s {
             "direct" => Ok(PathKind::Direct),
@@ -112,9 +124,28 @@ pub fn upstream_of(t: &Target) -> Addr {
     }
 }
 
+/// Whether a MySQL target asks for TLS over TCP (any ssl-mode but DISABLED), where a
+/// sidecar would have to speak TLS to the server itself.
+fn uses_tls_mysql(t: &Target) -> bool {
+    matches!(t.host, Host::Tcp(_)) && t.sslmode != crate::target::SslMode::Disable
+}
+
 /// Starts the relays of `spec` in front of `target`.
 pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
     let sidecar = spec.path != PathKind::Direct;
+    if sidecar && target.engine == Engine::Mysql && uses_tls_mysql(target) {
+        // The sidecar's own TLS to the server speaks PostgreSQL's SSLRequest; MySQL asks
+        // for TLS inside its handshake (the client's SSLRequest packet after the greeting),
+        // which the relay does not take part in.
+        bail!(
+            "route: path = {} with {} (ssl-mode={}): a sidecar's TLS to the server is PostgreSQL-only; \
+             MySQL and MariaDB take a sidecar in plaintext (ssl-mode=DISABLED, the sandbox's mariadb_tcp), \
+             or TLS end to end on path = direct (with or without a distance)",
+            spec.path.as_str(),
+            target.name(),
+            target.sslmode.as_mysql_str(),
+        );
+    }
     // A sidecar in front of a TLS target speaks TLS to the server itself and plaintext to
     // the app, as a cloud SQL proxy does.
     let upstream_tls = if sidecar && crate::proto::postgres::uses_tls(target) {
@@ -177,6 +208,8 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
     }
     if let Some(outer) = relays.first() {
         match outer.addr() {
+            // A MySQL target names its socket file; PostgreSQL's, the directory and port.
+            Addr::Unix(p) if t.engine == Engine::Mysql => t.host = Host::Unix(p.clone()),
             Addr::Unix(p) => {
                 let port = p
                     .extension()
@@ -207,7 +240,7 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
 pub struct Verified {
     pub requested_ms: f64,
     pub achieved_ms: f64,
-    /// p50 of an empty query's round trip, direct and through the route.
+    /// p50 of a ping's round trip (the engine's cheapest), direct and through the route.
     pub direct_p50_ms: f64,
     pub route_p50_ms: f64,
 }
@@ -227,7 +260,7 @@ async fn query_p50(ep: &Endpoint, n: usize) -> Result<f64> {
     // The first exchange warms the backend's caches; it is not counted.
     for i in 0..=n {
         let t0 = Instant::now();
-        session.simple_query("").await.map_err(|e| anyhow!("{e}"))?;
+        session.ping().await.map_err(|e| anyhow!("{e}"))?;
         if i > 0 {
             times.push(t0.elapsed().as_secs_f64() * 1e3);
         }
@@ -237,7 +270,7 @@ async fn query_p50(ep: &Endpoint, n: usize) -> Result<f64> {
     Ok(times[times.len() / 2])
 }
 
-/// Measures the round trip `route` adds over `direct`: p50 of empty queries on one
+/// Measures the round trip `route` adds over `direct`: p50 of pings on one
 /// connection each way, about 2 s worth (10 to 200 of them) at the requested distance.
 pub async fn verify(direct: &Endpoint, route: &Endpoint, requested: Duration) -> Result<Verified> {
     let n = (2000.0f64 / (requested.as_secs_f64() * 1e3 + 1.0)).clamp(10.0, 200.0) as usize;

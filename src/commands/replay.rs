@@ -156,6 +156,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
             .clone()
             .map(|e| -> replay::Live { Arc::new(move |p| e.add(p)) }),
         pool: args.pool(),
+        netns: None,
     };
     let run = replay::run(&mut schedule, &endpoint, settings, stop_on_signals()).await;
     if let Some(e) = &exporter {

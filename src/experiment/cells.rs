@@ -45,9 +45,20 @@ pub(super) async fn measure_group(
         }
         Kind::Load if super::replayed::trace_of(&suite.cells[group[0].cell].settings).is_some() => {
             let (cell, endpoint) = (&suite.cells[group[0].cell], &endpoints[group[0].cell]);
-            let replayed =
-                super::replayed::measure(suite, &cell.settings, endpoint, &ctx.traces, ctx.stop.clone())
-                    .await;
+            let replayed = match ctx.client_namespace(&cell.settings) {
+                Ok(netns) => {
+                    super::replayed::measure(
+                        suite,
+                        &cell.settings,
+                        endpoint,
+                        &ctx.traces,
+                        netns,
+                        ctx.stop.clone(),
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            };
             vec![replayed.map(|(figures, histogram)| Measured {
                 figures,
                 histogram: Some(histogram),

@@ -243,8 +243,10 @@ impl Context {
                 }
                 let b = slot.as_mut().unwrap();
                 b.expose(t.port)?;
-                t.host = crate::target::Host::Tcp(b.gateway.to_string());
-                t.hostaddr = None;
+                // Connect to the bridge's address but keep the host name, as libpq's
+                // hostaddr does: TLS still verifies (and sends SNI for) the name the
+                // server's certificate holds, not the bridge's private address.
+                t.hostaddr = Some(b.gateway.into());
                 Ok(Endpoint::new(t)?)
             }
         }

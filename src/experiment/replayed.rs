@@ -7,7 +7,7 @@
 //! What the trace decides is not a cell's to set: the application's clients, think time,
 //! pace, protocol and connections are what was recorded. A cell that sets one is refused
 //! (`run --workload` removes them, and says so); a cell whose question replay cannot ask
-//! yet (a fault, a client in a namespace) is refused by name, or left out by `run
+//! yet (a fault) is refused by name, or left out by `run
 //! --workload` with a note, never run as something else. The one connection a cell may
 //! set is `connection = "pool"` (with `pool_size`, `pool_max_lifetime`,
 //! `pool_idle_timeout`, read as a load cell reads them): the pooling question, asked of
@@ -27,8 +27,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context as _, Result};
 
 use super::suite::{Cell, Kind, Suite};
+use crate::options;
 use crate::options::cell::Settings;
-use crate::options::{self, NetPath};
 use crate::proto::Endpoint;
 use crate::replay::schedule::SessionPlan;
 use crate::replay::{self, Schedule, Speed};
@@ -128,11 +128,6 @@ fn unaskable(s: &Settings) -> Option<String> {
                 "{key} = {v:?}: faults strike during a load cell's clients, not yet during a replay"
             ));
         }
-    }
-    if matches!(options::netpath(s), Ok(NetPath::Bridge)) {
-        return Some(
-            "netpath = \"bridge\": a replay runs on the host's network, not yet in a namespace".into(),
-        );
     }
     None
 }
@@ -579,6 +574,7 @@ pub async fn measure(
     s: &Settings,
     endpoint: &Endpoint,
     traces: &Traces,
+    netns: Option<std::sync::Arc<std::fs::File>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<Replayed> {
     let file = trace_of(s).ok_or_else(|| anyhow!("the cell has no trace workload"))?;
@@ -609,6 +605,7 @@ pub async fn measure(
         log: None,
         live: None,
         pool: pool_settings(s)?,
+        netns,
     };
     let run = replay::run(&mut schedule, endpoint, settings, cap_rx).await;
     capper.abort();
@@ -813,8 +810,8 @@ target = "pgbouncer_tcp"
 connection = "per-transaction"
 versus = "pool"
 [[cells]]
-name = "bridged"
-netpath = "bridge"
+name = "restarted"
+fault = "postgres-restart"
 versus = "no pool"
 [axes]
 distance = ["0ms", "20ms"]
@@ -838,7 +835,7 @@ distance = ["0ms", "20ms"]
         );
         assert_eq!(s.baseline, 0);
         // The pool's cells are kept, so PgBouncer's are still compared with them; the
-        // bridged cells, compared with the baseline, are left out.
+        // cells with a fault, compared with the baseline, are left out.
         assert_eq!((s.cells[2].versus, s.cells[4].versus), (Some(0), Some(2)));
         assert!(s.slice.is_none());
         for c in &s.cells {
@@ -861,7 +858,7 @@ distance = ["0ms", "20ms"]
         let all = notes.join("\n");
         assert!(
             all.contains(
-                "cells \"bridged distance=0ms\", \"bridged distance=20ms\" left out: netpath = \"bridge\""
+                "cells \"restarted distance=0ms\", \"restarted distance=20ms\" left out: fault = \"postgres-restart\""
             ),
             "{all}"
         );
@@ -895,15 +892,15 @@ distance = ["0ms", "20ms"]
         let mut s = Suite::parse(&connect, "connect").unwrap();
         let e = format!("{:#}", replace_workload(&mut s, "trace:a").unwrap_err());
         assert!(e.contains("Connect suite"), "{e}");
-        // A baseline in a namespace cannot be replayed.
+        // A baseline with a fault cannot be replayed.
         let mut s = Suite::parse(
-            &DISTANCE.replace("no pool distance=0ms", "bridged distance=0ms"),
+            &DISTANCE.replace("no pool distance=0ms", "restarted distance=0ms"),
             "d",
         )
         .unwrap();
         let e = format!("{:#}", replace_workload(&mut s, "trace:a").unwrap_err());
         assert!(
-            e.contains("baseline \"bridged distance=0ms\" cannot be replayed"),
+            e.contains("baseline \"restarted distance=0ms\" cannot be replayed"),
             "{e}"
         );
     }

@@ -504,6 +504,15 @@ impl Session {
         }
     }
 
+    /// The engine's cheapest round trip, for timing the path rather than the server:
+    /// PostgreSQL's empty query, MySQL's COM_PING. Neither parses nor runs a statement.
+    pub async fn ping(&mut self) -> Result<(), ConnectError> {
+        match self {
+            Session::Postgres(s) => s.ping().await,
+            Session::Mysql(s) => s.ping().await,
+        }
+    }
+
     pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
         match self {
             Session::Postgres(s) => s.simple_query(sql).await,

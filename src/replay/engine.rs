@@ -100,8 +100,22 @@ pub async fn run(
                 };
                 files.writer(thread, columns, clock, thread as u64 + 1)
             });
-            let (ep, gate) = (ep.clone(), gate.clone());
-            std::thread::spawn(move || worker(group, r, ep, log.flatten(), live, pool, gate))
+            let (ep, gate, netns) = (ep.clone(), gate.clone(), out.netns.clone());
+            std::thread::spawn(move || {
+                // setns moves this thread alone: its connections, a pool's too, start
+                // inside the namespace, as load's workers do.
+                if let Some(ns) = &netns {
+                    if let Err(e) = crate::net::netns::enter(ns) {
+                        gate.filled.wait();
+                        let mut t = Tally::default();
+                        *t.lost
+                            .entry(format!("cannot enter the client's network namespace: {e}"))
+                            .or_default() += group.len() as u64;
+                        return t;
+                    }
+                }
+                worker(group, r, ep, log.flatten(), live, pool, gate)
+            })
         })
         .collect();
     // Joined off this runtime, which keeps printing progress meanwhile.
@@ -215,6 +229,8 @@ fn worker(
 pub struct Outputs {
     pub log: Option<LogFiles>,
     pub periods: Option<Vec<Period>>,
+    /// The network namespace every thread enters first (the bridge path).
+    pub netns: Option<Arc<std::fs::File>>,
 }
 
 /// One session's view of the schedule.

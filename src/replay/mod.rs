@@ -138,6 +138,9 @@ pub struct Settings {
     pub live: Option<Live>,
     /// `--pool`: the sessions' transactions through a client-side pool of this size.
     pub pool: Option<PoolSettings>,
+    /// A suite cell's `netpath = "bridge"`: the network namespace the replay's threads
+    /// enter before they connect (`None`: the host's network).
+    pub netns: Option<Arc<std::fs::File>>,
 }
 
 /// Where the live periods go: the metrics endpoint (above this stage).
@@ -175,6 +178,7 @@ pub async fn run(
         log,
         live,
         pool,
+        netns,
     } = settings;
     let periods: Option<Vec<txlog::Period>> = live
         .as_ref()
@@ -213,6 +217,7 @@ pub async fn run(
     let out = engine::Outputs {
         log,
         periods: periods.clone(),
+        netns,
     };
     let spread = engine::Threads { count: threads, pool };
     let (tally, started) = engine::run(sessions, ep, speed, stop.clone(), done, spread, out).await;

@@ -128,6 +128,11 @@ impl SslMode {
         }
     }
 
+    /// MySQL's `ssl-mode` name of the same mode (DISABLED, PREFERRED, ...).
+    pub fn as_mysql_str(self) -> &'static str {
+        mysql::ssl_mode_name(self)
+    }
+
     /// Whether the connection fails when the server will not do TLS.
     pub fn requires_tls(self) -> bool {
         !matches!(self, SslMode::Disable | SslMode::Prefer)

@@ -171,7 +171,7 @@ fn parse_ssl_mode(m: &str) -> Result<SslMode, TargetError> {
     })
 }
 
-fn ssl_mode_name(m: SslMode) -> &'static str {
+pub(super) fn ssl_mode_name(m: SslMode) -> &'static str {
     match m {
         SslMode::Disable => "DISABLED",
         SslMode::Prefer => "PREFERRED",

@@ -16,6 +16,7 @@ mod load;
 mod metrics;
 mod mysql;
 mod netpath;
+mod paths;
 mod pgbench_cli;
 mod pgbench_log;
 mod pgbench_script;

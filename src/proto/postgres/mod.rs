@@ -366,6 +366,12 @@ impl Session {
         }
     }
 
+    /// The protocol's cheapest round trip: an empty query, answered EmptyQueryResponse
+    /// and ReadyForQuery without planning or running anything (the protocol's Simple Query flow).
+    pub async fn ping(&mut self) -> Result<(), ConnectError> {
+        self.simple_query("").await.map(|_| ())
+    }
+
     /// Runs one simple-protocol query and waits for ReadyForQuery. A server error ends
     /// the query (and is returned) but leaves the session usable.
     pub async fn simple_query(&mut self, sql: &str) -> Result<QueryOutcome, ConnectError> {
