@@ -364,7 +364,10 @@ fn failure_figures(f: &mut Figures, run: &engine::LoadRun) {
     f.insert(FAILED_TIME.into(), r.failed_ns as f64 / 1e6);
     f.insert(STALLED.into(), stalled as f64);
     f.insert(STALLED_TIME.into(), stalled_ns as f64 / 1e6);
-    f.insert(TRANSACTION_TIME.into(), (r.latency_sum_ns + r.failed_ns) as f64 / 1e9);
+    f.insert(
+        TRANSACTION_TIME.into(),
+        (r.latency_sum_ns + r.failed_ns) as f64 / 1e9,
+    );
 }
 
 /// Waits until `endpoint` answers `SELECT 1` (at most 60 s), so a faults cell's

@@ -223,7 +223,9 @@ pub fn summarize(
                 no_comparison,
                 prediction: None,
                 trace_prediction,
-                failures: crate::stats::failures::of_repetitions(outs.iter().filter_map(|o| o.result.as_ref().ok())),
+                failures: crate::stats::failures::of_repetitions(
+                    outs.iter().filter_map(|o| o.result.as_ref().ok()),
+                ),
                 errors,
             }
         })

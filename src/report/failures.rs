@@ -60,7 +60,9 @@ pub fn sentence(name: &str, f: &CellFailures) -> Option<String> {
         }
         parts.push(s);
     }
-    if let (Some(k), Some(reps), Some(share)) = (f.stalled_transactions, f.stalled_repetitions, f.stalled_share) {
+    if let (Some(k), Some(reps), Some(share)) =
+        (f.stalled_transactions, f.stalled_repetitions, f.stalled_share)
+    {
         if k > 0 {
             parts.push(format!(
                 "{} (over {STALL_FACTOR}× its repetition's p99) in {reps} of {n}, {} of its transactions' time",
@@ -106,7 +108,9 @@ pub fn short(c: &CellResult) -> Option<String> {
                 .unwrap_or_else(|| ", time not measured".into())
         ));
     }
-    if let (Some(k), Some(reps), Some(share)) = (f.stalled_transactions, f.stalled_repetitions, f.stalled_share) {
+    if let (Some(k), Some(reps), Some(share)) =
+        (f.stalled_transactions, f.stalled_repetitions, f.stalled_share)
+    {
         if k > 0 {
             parts.push(format!("stalled {k} in {reps}/{n}, {}", percent(share)));
         }
@@ -118,10 +122,12 @@ pub fn short(c: &CellResult) -> Option<String> {
 /// cell had a failed or stalled transaction, so a clean run's table keeps its columns.
 pub fn column(r: &SuiteResult) -> Option<Vec<String>> {
     let cells: Vec<Option<String>> = r.cells.iter().map(short).collect();
-    cells
-        .iter()
-        .any(Option::is_some)
-        .then(|| cells.into_iter().map(|c| c.unwrap_or_else(|| "-".into())).collect())
+    cells.iter().any(Option::is_some).then(|| {
+        cells
+            .into_iter()
+            .map(|c| c.unwrap_or_else(|| "-".into()))
+            .collect()
+    })
 }
 
 /// What the tables' column means, for the line under them.

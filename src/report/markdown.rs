@@ -148,7 +148,9 @@ pub fn markdown(results: &[SuiteResult]) -> String {
         let _ = writeln!(o, "|---|---:|---:|---|{fline}");
         for (i, row) in rows(r).into_iter().enumerate() {
             let name = row.name.replace('|', "\\|");
-            let f = failures.as_ref().map_or(String::new(), |f| format!(" {} |", f[i]));
+            let f = failures
+                .as_ref()
+                .map_or(String::new(), |f| format!(" {} |", f[i]));
             let _ = writeln!(o, "| {name} | {} | {} | {} |{f}", row.main, row.tail, row.vs);
         }
         if failures.is_some() {

@@ -170,7 +170,13 @@ pub fn of_repetitions<'a>(reps: impl IntoIterator<Item = &'a BTreeMap<String, f6
         });
     }
     if measured {
-        let share = |ms: f64| if total_s > 0.0 { (ms / 1e3 / total_s).min(1.0) } else { 0.0 };
+        let share = |ms: f64| {
+            if total_s > 0.0 {
+                (ms / 1e3 / total_s).min(1.0)
+            } else {
+                0.0
+            }
+        };
         f.failed_time_s = Some(failed_ms / 1e3);
         f.failed_share = Some(share(failed_ms));
         f.stalled_transactions = Some(stalled);
@@ -215,7 +221,11 @@ mod tests {
                 (STALLED_TIME, 1_000.0),
                 (TRANSACTION_TIME, 10.0),
             ]),
-            rep(&[("failed_transactions", 0.0), (STALLED, 0.0), (TRANSACTION_TIME, 10.0)]),
+            rep(&[
+                ("failed_transactions", 0.0),
+                (STALLED, 0.0),
+                (TRANSACTION_TIME, 10.0),
+            ]),
             rep(&[
                 ("failed_transactions", 1.0),
                 ("failed:40P01", 1.0),
@@ -224,13 +234,19 @@ mod tests {
             ]),
         ];
         let f = of_repetitions(&reps).unwrap();
-        assert_eq!((f.repetitions, f.failed_transactions, f.failed_repetitions), (3, 4, 2));
+        assert_eq!(
+            (f.repetitions, f.failed_transactions, f.failed_repetitions),
+            (3, 4, 2)
+        );
         assert_eq!(f.codes[0].code, "40P01");
         assert_eq!((f.codes[0].transactions, f.codes[0].repetitions), (3, 2));
         assert_eq!(f.codes[0].meaning, Some("deadlock"));
         assert_eq!((f.codes[1].code.as_str(), f.codes[1].transactions), ("23505", 1));
         assert_eq!(f.failed_share, Some(0.1), "3 s of 30");
-        assert_eq!((f.stalled_transactions, f.stalled_repetitions), (Some(1), Some(1)));
+        assert_eq!(
+            (f.stalled_transactions, f.stalled_repetitions),
+            (Some(1), Some(1))
+        );
         assert!((f.stalled_share.unwrap() - 1.0 / 30.0).abs() < 1e-12);
         assert!(f.any() && f.not_measured.is_none());
     }
@@ -242,7 +258,11 @@ mod tests {
         assert_eq!((f.failed_share, f.stalled_transactions), (None, None));
         assert!(f.codes.is_empty());
         assert!(f.not_measured.unwrap().contains("stored before"));
-        assert_eq!(of_repetitions(&[rep(&[("total_p50_us", 1.0)])]), None, "not a load cell");
+        assert_eq!(
+            of_repetitions(&[rep(&[("total_p50_us", 1.0)])]),
+            None,
+            "not a load cell"
+        );
         assert_eq!(meaning("1213/40001"), Some("deadlock"));
         assert_eq!(meaning("42P01"), None);
     }

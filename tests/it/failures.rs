@@ -48,7 +48,11 @@ workload = "{}"
     let f = &cells[1]["failures"];
     let failed = f["failed_transactions"].as_u64().unwrap();
     assert!(failed > 0, "{f:#}");
-    assert_eq!((f["repetitions"].as_u64(), f["failed_repetitions"].as_u64()), (Some(2), Some(2)), "{f:#}");
+    assert_eq!(
+        (f["repetitions"].as_u64(), f["failed_repetitions"].as_u64()),
+        (Some(2), Some(2)),
+        "{f:#}"
+    );
     assert_eq!(f["codes"][0]["code"], "22012", "{f:#}");
     assert_eq!(f["codes"][0]["meaning"], "division by zero", "{f:#}");
     assert_eq!(f["codes"][0]["transactions"].as_u64(), Some(failed), "{f:#}");
@@ -71,7 +75,9 @@ workload = "{}"
     assert!(line.starts_with(&wanted), "{line}\nwanted {wanted}");
     assert!(line.contains("% of its transactions' time"), "{line}");
     assert!(
-        !answer.iter().any(|a| a.starts_with("clean: ") && a.contains("failed")),
+        !answer
+            .iter()
+            .any(|a| a.starts_with("clean: ") && a.contains("failed")),
         "{answer:#?}"
     );
 
@@ -88,7 +94,10 @@ workload = "{}"
     assert!(o.status.success(), "{}", stderr(&o));
     let stored: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     check_schema("run", &stored);
-    assert_eq!(stored["runs"][0]["cells"][1]["failures"], *f, "stored as measured");
+    assert_eq!(
+        stored["runs"][0]["cells"][1]["failures"], *f,
+        "stored as measured"
+    );
     assert_eq!(stored["runs"][0]["answer"], v["answer"]);
     let o = connbench(&["report", "1", "--store", &s, "--markdown", "-"]);
     let md = stdout(&o);
@@ -97,6 +106,9 @@ workload = "{}"
     let o = connbench(&["report", "1", "--store", &s, "--html", html.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("<th>failed · stalled</th>") && page.contains(&note), "{page}");
+    assert!(
+        page.contains("<th>failed · stalled</th>") && page.contains(&note),
+        "{page}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
