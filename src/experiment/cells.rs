@@ -355,11 +355,30 @@ fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary
         f.insert("round_trips_per_transaction".into(), rt);
     }
     f.insert("latency_max_ms".into(), ms(lat.max_ns as f64));
+    failure_figures(&mut f, run);
     Ok(Measured {
         figures: f,
         histogram: Some(run.recorder.latency.clone()),
         detail: None,
     })
+}
+
+/// What failed and stalled transactions cost the repetition (`stats::failures`): counts
+/// by code, their time, and the time of every measured transaction beside them.
+fn failure_figures(f: &mut Figures, run: &engine::LoadRun) {
+    use crate::stats::failures::{self, CODE_PREFIX, FAILED_TIME, STALLED, STALLED_TIME, TRANSACTION_TIME};
+    let r = &run.recorder;
+    for (code, c) in &r.failures {
+        f.insert(format!("{CODE_PREFIX}{code}"), c.count as f64);
+    }
+    let (stalled, stalled_ns) = failures::stalled(&r.latency);
+    f.insert(FAILED_TIME.into(), r.failed_ns as f64 / 1e6);
+    f.insert(STALLED.into(), stalled as f64);
+    f.insert(STALLED_TIME.into(), stalled_ns as f64 / 1e6);
+    f.insert(
+        TRANSACTION_TIME.into(),
+        (r.latency_sum_ns + r.failed_ns) as f64 / 1e9,
+    );
 }
 
 /// Waits until `endpoint` answers `SELECT 1` (at most 60 s), so a faults cell's

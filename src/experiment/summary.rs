@@ -29,6 +29,8 @@ pub struct CellResult {
     /// For a cell replaying a trace: the trace's own prediction for its path beside the
     /// measured figure.
     pub trace_prediction: Option<super::replayed::TracePrediction>,
+    /// A load cell's failed and stalled transactions over its successful repetitions.
+    pub failures: Option<crate::stats::failures::CellFailures>,
     pub errors: Vec<String>,
 }
 
@@ -221,6 +223,9 @@ pub fn summarize(
                 no_comparison,
                 prediction: None,
                 trace_prediction,
+                failures: crate::stats::failures::of_repetitions(
+                    outs.iter().filter_map(|o| o.result.as_ref().ok()),
+                ),
                 errors,
             }
         })

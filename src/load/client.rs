@@ -522,6 +522,8 @@ fn record_failure(shared: &WorkerShared, tx: &Tx, error: &ConnectError, times: O
     let key = failure_key(error);
     let mut rec = shared.recorder.borrow_mut();
     rec.record_failure(tx.index, &key, message, true);
+    // From the intended start, as a successful transaction's latency is.
+    rec.record_failed_time(tx.ended.saturating_duration_since(tx.intended).as_nanos() as u64);
     rec.record_script(tx.script, false);
     rec.record_retries(tx.retries);
     if let Some(times) = times {

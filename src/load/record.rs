@@ -142,6 +142,12 @@ pub struct Recorder {
     /// Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).
     pub failures: BTreeMap<String, FailureCount>,
     pub failed_transactions: u64,
+    /// Time of the measured transactions: the successful ones' latencies summed (exact,
+    /// where `latency` holds them at 3 significant digits), and the failed ones' from
+    /// their (intended) start to their failure, so what failures cost is measured, not
+    /// estimated from a count.
+    pub latency_sum_ns: u64,
+    pub failed_ns: u64,
     pub connects: u64,
     pub connect_ns: u64,
     /// Bytes of measured transactions (and the connects they made).
@@ -204,6 +210,8 @@ impl Recorder {
             skipped: 0,
             failures: BTreeMap::new(),
             failed_transactions: 0,
+            latency_sum_ns: 0,
+            failed_ns: 0,
             connects: 0,
             connect_ns: 0,
             bytes: Counters::default(),
@@ -250,6 +258,7 @@ impl Recorder {
     /// A successful transaction that ended in interval `index`.
     pub fn record_transaction(&mut self, index: usize, latency_ns: u64, bytes: Counters) {
         self.transactions += 1;
+        self.latency_sum_ns += latency_ns;
         self.latency.saturating_record(latency_ns.max(1));
         self.bytes.bytes_sent += bytes.bytes_sent;
         self.bytes.bytes_received += bytes.bytes_received;
@@ -345,6 +354,12 @@ impl Recorder {
         self.interval(index).connects += 1;
     }
 
+    /// The time a failed measured transaction took, from its (intended) start to its
+    /// failure (after its tries).
+    pub fn record_failed_time(&mut self, ns: u64) {
+        self.failed_ns += ns;
+    }
+
     /// A failure of `kind`; `message` is formatted only for the first of its kind.
     pub fn record_failure(
         &mut self,
@@ -384,6 +399,8 @@ impl AddAssign<&Recorder> for Recorder {
         self.late += o.late;
         self.skipped += o.skipped;
         self.failed_transactions += o.failed_transactions;
+        self.latency_sum_ns += o.latency_sum_ns;
+        self.failed_ns += o.failed_ns;
         for (k, f) in &o.failures {
             self.failures
                 .entry(k.clone())
@@ -449,7 +466,9 @@ mod tests {
             all.record_transaction(idx, v, c);
             if i % 1000 == 0 {
                 a.record_failure(idx, "57P01", || "terminated".into(), true);
+                a.record_failed_time(v);
                 all.record_failure(idx, "57P01", || "terminated".into(), true);
+                all.record_failed_time(v);
             }
         }
         a.finish();
@@ -462,6 +481,11 @@ mod tests {
         assert_eq!(merged.latency, all.latency);
         assert_eq!(merged.failures, all.failures);
         assert_eq!(merged.failed_transactions, 10);
+        assert_eq!(
+            (merged.latency_sum_ns, merged.failed_ns),
+            (all.latency_sum_ns, all.failed_ns)
+        );
+        assert!(merged.failed_ns > 0);
         assert_eq!(
             merged.bytes,
             Counters {

@@ -294,13 +294,16 @@ fn warnings(o: &mut String, r: &RunReport) {
 
 fn table(o: &mut String, r: &SuiteResult) {
     let (fig, second) = markdown::columns(r);
+    // A failures column only when a cell had failed or stalled transactions.
+    let failures = super::failures::column(r);
     let _ = writeln!(
         o,
-        "<table><thead><tr><th>configuration</th><th>{} (mean ± 95% CI)</th><th>{} (mean)</th><th>vs baseline</th></tr></thead><tbody>",
+        "<table><thead><tr><th>configuration</th><th>{} (mean ± 95% CI)</th><th>{} (mean)</th><th>vs baseline</th>{}</tr></thead><tbody>",
         esc(&fig),
-        esc(&second)
+        esc(&second),
+        if failures.is_some() { "<th>failed · stalled</th>" } else { "" }
     );
-    for (row, cell) in markdown::rows(r).into_iter().zip(&r.cells) {
+    for (i, (row, cell)) in markdown::rows(r).into_iter().zip(&r.cells).enumerate() {
         let class = match row.verdict {
             Some(Verdict::Faster) => "v-faster",
             Some(Verdict::Slower) => "v-slower",
@@ -312,9 +315,13 @@ fn table(o: &mut String, r: &SuiteResult) {
         } else {
             "num missing"
         };
+        let failed = match &failures {
+            Some(f) => format!("<td>{}</td>", esc(&f[i])),
+            None => String::new(),
+        };
         let _ = writeln!(
             o,
-            r#"<tr{}><td>{}</td><td class="{main_class}">{}</td><td class="num">{}</td><td class="{class}">{}</td></tr>"#,
+            r#"<tr{}><td>{}</td><td class="{main_class}">{}</td><td class="num">{}</td><td class="{class}">{}</td>{failed}</tr>"#,
             if cell.baseline { r#" class="baseline""# } else { "" },
             esc(&row.name),
             esc(&row.main),
@@ -323,6 +330,9 @@ fn table(o: &mut String, r: &SuiteResult) {
         );
     }
     o.push_str("</tbody></table>\n");
+    if failures.is_some() {
+        let _ = writeln!(o, r#"<p class="caption">{}.</p>"#, esc(super::failures::LEGEND));
+    }
 }
 
 /// The server's CPU against its quota per cell (**server-bound** at 85% or more), and

@@ -134,15 +134,27 @@ pub fn markdown(results: &[SuiteResult]) -> String {
             }
             o.push('\n');
         }
+        // A failures column only when a cell had failed or stalled transactions.
+        let failures = super::failures::column(r);
+        let (fhead, fline) = match failures {
+            Some(_) => (" failed · stalled |", "---|"),
+            None => ("", ""),
+        };
         let _ = writeln!(
             o,
-            "| configuration | {} (mean ± 95% CI) | {} (mean) | vs baseline |",
+            "| configuration | {} (mean ± 95% CI) | {} (mean) | vs baseline |{fhead}",
             fig_label, second_label
         );
-        let _ = writeln!(o, "|---|---:|---:|---|");
-        for row in rows(r) {
+        let _ = writeln!(o, "|---|---:|---:|---|{fline}");
+        for (i, row) in rows(r).into_iter().enumerate() {
             let name = row.name.replace('|', "\\|");
-            let _ = writeln!(o, "| {name} | {} | {} | {} |", row.main, row.tail, row.vs);
+            let f = failures
+                .as_ref()
+                .map_or(String::new(), |f| format!(" {} |", f[i]));
+            let _ = writeln!(o, "| {name} | {} | {} | {} |{f}", row.main, row.tail, row.vs);
+        }
+        if failures.is_some() {
+            let _ = writeln!(o, "\n_{}._", super::failures::LEGEND);
         }
         let predicted = super::suite::predicted(r);
         if !predicted.is_empty() {

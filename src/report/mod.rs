@@ -6,7 +6,8 @@
 //! `data` rebuilds a stored run's statistics and chart inputs; `text`, `load` and `suite`
 //! are the terminal and JSON output of live commands; `markdown`, `csv` and `html` (with
 //! `chart`, one file per chart kind) are the published forms; `size` reads a server-size axis as a
-//! curve against the smallest size; `style` holds colour and wrapping for the terminal.
+//! curve against the smallest size; `failures` says what failed and stalled transactions
+//! cost a cell, in its answer and its tables; `style` holds colour and wrapping for the terminal.
 
 pub mod data;
 pub mod style;
@@ -16,6 +17,7 @@ pub mod load;
 pub mod workers;
 pub mod suite;
 pub mod size;
+pub mod failures;
 pub mod markdown;
 pub mod csv;
 pub mod chart;

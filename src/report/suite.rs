@@ -55,10 +55,11 @@ pub fn answer(r: &SuiteResult) -> Vec<String> {
         lines.push(super::size::LIMITS.to_string());
     }
     if lines.is_empty() {
-        vec!["no comparison: the suite has one cell, or no cell has results".to_string()]
-    } else {
-        lines
+        lines.push("no comparison: the suite has one cell, or no cell has results".to_string());
     }
+    // Failures can decide a comparison: each cell with some says what, beside it.
+    lines.extend(super::failures::answer_lines(r));
+    lines
 }
 
 /// How a suite repeats its cells: "3 repetitions per cell, interleaved, pre-warm pass
@@ -347,6 +348,7 @@ fn figure_table(o: &mut String, r: &SuiteResult) {
                 "  {:<width$}  {:<vwidth$} {:>6}  {:>3}  {vs}",
                 c.name, value, cv, n
             );
+            failures_note(o, c);
             continue;
         }
         if name_apart {
@@ -364,6 +366,14 @@ fn figure_table(o: &mut String, r: &SuiteResult) {
             "baseline" => o.push_str("      (the baseline)\n"),
             _ => o.push_str(&wrap(vs, against, "        ", COLUMNS)),
         }
+        failures_note(o, c);
+    }
+}
+
+/// Under a cell's row, its failed and stalled transactions, when it had some.
+fn failures_note(o: &mut String, c: &CellResult) {
+    if let Some(note) = super::failures::short(c) {
+        o.push_str(&wrap(&paint(&note, Paint::Warn), "      ", "        ", COLUMNS));
     }
 }
 
@@ -599,6 +609,10 @@ pub struct CellJson<'a> {
     /// for the cell's path (`connbench trace`'s round-trip model) beside the measured
     /// mean response time of a request.
     pub trace_prediction: Option<&'a crate::experiment::replayed::TracePrediction>,
+    /// Failed transactions (by code) and stalled ones over the successful repetitions,
+    /// with their share of the cell's transaction time; null for a cell that is not a
+    /// load cell or has no successful repetition.
+    pub failures: Option<&'a crate::stats::failures::CellFailures>,
     /// Messages of failed repetitions (left out of the statistics).
     pub errors: &'a [String],
     /// The server's CPU against its quota (`server_cpus`, `--server-cpus`); null when
@@ -653,6 +667,7 @@ impl<'a> CellJson<'a> {
             no_comparison: c.no_comparison.as_deref(),
             prediction: c.prediction.as_ref(),
             trace_prediction: c.trace_prediction.as_ref(),
+            failures: c.failures.as_ref(),
             errors: &c.errors,
         }
     }

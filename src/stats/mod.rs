@@ -14,6 +14,7 @@ pub mod load;
 pub mod app;
 pub mod model;
 pub mod fault;
+pub mod failures;
 
 use crate::connect::{ConnectRun, FailureCount, TargetSamples};
 use crate::net::transport::TlsInfo;

@@ -7,6 +7,7 @@ mod cleanup;
 mod cli;
 mod common;
 mod connect;
+mod failures;
 mod faults;
 mod fuzz;
 mod guides;
