@@ -10,7 +10,8 @@
 //! `experiment` (suites, their runner and the results store) -> `live` and `report`
 //! (Prometheus; text, JSON, Markdown, CSV, HTML). An application's own traffic takes
 //! `recorder` -> `trace` (its file and decoders) -> `stats::app` -> `report::trace`.
-//! `units`, `scratch`, `host` and `rng` are leaves every stage may use. No module
+//! `units`, `scratch`, `host`, `rng` and `exit` (the exit codes and the version) are
+//! leaves every stage may use. No module
 //! imports one above its stage (docs/architecture.md lists the stages, and
 //! tests/it/architecture.rs checks them); only `commands` (one file per command) and
 //! `report` see the whole. [`run`] is the whole program, callable in-process by tests;
@@ -20,6 +21,7 @@ pub mod units;
 pub mod scratch;
 pub mod host;
 pub mod rng;
+pub mod exit;
 pub mod cli;
 pub mod options;
 pub mod target;
@@ -45,22 +47,7 @@ use anyhow::{Context, Result};
 
 use cli::{Cli, Command};
 
-/// The version `--version` prints: the package's, the git commit (`-dirty` when the
-/// tree had changes, or "unknown commit") and the build date, stamped by `build.rs`.
-pub const VERSION: &str = env!("CONNBENCH_VERSION");
-
-/// How the program ended (see `connbench --help` for the numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Success = 0,
-    /// The run finished, but a target failed every attempt, every transaction failed, or
-    /// every repetition of a suite's cell failed.
-    Failed = 1,
-    /// Usage or set-up error.
-    Usage = 2,
-    /// Ctrl-C ended the run; what was measured was still reported.
-    Interrupted = 130,
-}
+pub use exit::{Exit, VERSION};
 
 /// Runs one connbench command. Errors are usage or set-up errors (exit 2).
 pub fn run(cli: Cli) -> Result<Exit> {

@@ -51,7 +51,7 @@ Exit codes:
 ///
 /// Start with `connbench lab --quick`.
 #[derive(Debug, Parser)]
-#[command(name = "connbench", version = crate::VERSION, after_help = EXIT_CODES, max_term_width = 100)]
+#[command(name = "connbench", version = crate::exit::VERSION, after_help = EXIT_CODES, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -6,7 +6,7 @@ use clap::CommandFactory;
 
 use super::emit;
 use crate::cli::Cli;
-use crate::Exit;
+use crate::exit::Exit;
 
 pub fn print_completions(shell: clap_complete::Shell) -> Result<Exit> {
     let mut script = Vec::new();

@@ -9,9 +9,9 @@ use anyhow::{Context, Result};
 use super::{emit, routed, stop_on_signals};
 use crate::cli::ConnectArgs;
 use crate::connect::{ConnectSettings, Subject};
+use crate::exit::Exit;
 use crate::proto::Endpoint;
 use crate::sandbox::{Sandbox, SandboxOptions};
-use crate::Exit;
 
 pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
     let settings = ConnectSettings {

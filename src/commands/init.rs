@@ -4,8 +4,8 @@ use anyhow::Result;
 
 use super::{emit, parse_target};
 use crate::cli::InitArgs;
+use crate::exit::Exit;
 use crate::proto::Endpoint;
-use crate::Exit;
 
 pub async fn run_init(args: InitArgs) -> Result<Exit> {
     let ep = Endpoint::new(parse_target(args.target.as_deref())?)?;

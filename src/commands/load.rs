@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use super::{emit, init_sandbox_tables, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
+use crate::exit::Exit;
 use crate::experiment::workers::Worker;
 use crate::host::Accounting;
 use crate::live::{Exporter, Labels};
@@ -21,7 +22,6 @@ use crate::report::{self, load::LoadSettings};
 use crate::sandbox::{Sandbox, SandboxOptions};
 use crate::stats;
 use crate::workload::QueryMode;
-use crate::Exit;
 
 /// pgbench's DBNAME: a bare word (no `=`, not a URI) names a database, as libpq reads
 /// pgbench's and psql's database argument; anything else is a conninfo or URI as given.

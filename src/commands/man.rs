@@ -9,7 +9,7 @@ use clap::CommandFactory;
 
 use super::emit;
 use crate::cli::Cli;
-use crate::Exit;
+use crate::exit::Exit;
 
 pub fn run_man(dir: Option<&Path>) -> Result<Exit> {
     let mut cmd = Cli::command().disable_help_subcommand(true);

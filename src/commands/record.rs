@@ -5,10 +5,10 @@ use anyhow::Result;
 
 use super::{emit, stop_on_signals};
 use crate::cli::record::{EngineArg, RecordArgs};
+use crate::exit::Exit;
 use crate::recorder::{Recorder, Settings};
 use crate::target::Engine;
 use crate::trace::DecodeOptions;
-use crate::Exit;
 
 pub async fn run_record(args: RecordArgs) -> Result<Exit> {
     let settings = settings(&args)?;

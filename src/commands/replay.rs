@@ -9,12 +9,12 @@ use anyhow::{bail, Context, Result};
 use super::{emit, resolve_target, routed, stop_on_signals};
 use crate::cli::replay::ReplayArgs;
 use crate::connect::Subject;
+use crate::exit::Exit;
 use crate::live::{Exporter, Labels};
 use crate::load::record::{Interval, Recorder};
 use crate::proto::Endpoint;
 use crate::replay::{self, summary::Recorded, Schedule, Summary};
 use crate::sandbox::cgroup::Cgroups;
-use crate::Exit;
 
 /// `--server-cpus`: the quota a running sandbox's servers had, put back on drop.
 struct Quota {

@@ -5,8 +5,8 @@ use anyhow::{bail, Context, Result};
 
 use super::{emit, open_store};
 use crate::cli::{RunsArgs, RunsCommand};
+use crate::exit::Exit;
 use crate::experiment::store::Store;
-use crate::Exit;
 
 /// Writes `text` to `path`, or to standard output for `-`.
 pub fn write_output(path: &std::path::Path, text: &str) -> Result<()> {

@@ -10,10 +10,10 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::emit;
 use crate::cli::SandboxCommand;
+use crate::exit::Exit;
 use crate::proto::Endpoint;
 use crate::sandbox::registry::{self, Condition, Entry};
 use crate::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
-use crate::Exit;
 
 pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
     match cmd {

@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 
 use super::{emit, init_sandbox_tables, open_store, stop_on_signals};
 use crate::cli::{LabArgs, RunArgs};
+use crate::exit::Exit;
 use crate::sandbox::{Sandbox, SandboxOptions};
-use crate::Exit;
 
 pub fn list_suites() -> Result<Exit> {
     let mut out = String::new();

@@ -5,9 +5,9 @@ use anyhow::{Context, Result};
 
 use super::emit;
 use crate::cli::record::TraceArgs;
+use crate::exit::Exit;
 use crate::trace::profile::Profiler;
 use crate::trace::TraceReader;
-use crate::Exit;
 
 pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();

@@ -73,7 +73,7 @@ impl Header {
             format: FORMAT.to_string(),
             version: VERSION,
             engine,
-            recorder: format!("connbench {}", crate::VERSION),
+            recorder: format!("connbench {}", crate::exit::VERSION),
             start_time: humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
             options,
         }

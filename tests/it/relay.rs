@@ -221,10 +221,11 @@ fn jitter_spreads_the_round_trip_within_its_band() {
     assert!(median >= 80.0, "centred on 100 ms: {median:.2} ms: {ms:?}");
 }
 
-/// The bandwidth cap has its effect: 4 MiB each way through a 10 MB/s cap takes about
-/// 0.42 s (throughput within 10% of the cap), where the same bytes uncapped take far less.
+/// The bandwidth cap has its effect: 8 MiB each way through a 10 MB/s cap takes about
+/// 0.84 s (throughput within 10% of the cap), where the same bytes uncapped take far less.
 #[test]
 fn the_bandwidth_cap_holds_throughput_near_the_cap() {
+    const BYTES: usize = 8 << 20;
     let server = echo_server();
     let run = |bandwidth: Option<f64>| {
         let relay = Relay::start(
@@ -240,25 +241,33 @@ fn the_bandwidth_cap_holds_throughput_near_the_cap() {
             unreachable!()
         };
         let s = TcpStream::connect(at).unwrap();
-        let data = payload(4 << 20, 5);
+        let data = payload(BYTES, 5);
         let mut reader = s.try_clone().unwrap();
         let t0 = Instant::now();
         let echo = std::thread::spawn(move || {
-            let mut got = vec![0u8; 4 << 20];
+            let mut got = vec![0u8; BYTES];
             reader.read_exact(&mut got).unwrap();
             got
         });
         (&s).write_all(&data).unwrap();
         let got = echo.join().unwrap();
         assert!(got == data, "the bytes came back intact");
-        (4 << 20) as f64 / t0.elapsed().as_secs_f64()
+        BYTES as f64 / t0.elapsed().as_secs_f64()
     };
     let cap = 10e6;
     let capped = run(Some(cap));
-    // Never over the cap (the physics); under it only by what a busy machine's scheduler
-    // takes (8.6 MB/s was seen with the cores oversubscribed by builds).
+    // Never over the cap (the physics), and within the stated 10% under it: the relay
+    // dates each chunk's departure from the link's own clock (the previous chunk's end,
+    // or the chunk's kernel arrival stamp), never from when its thread woke, so a late
+    // wake-up on a busy machine delays the chunk it holds and not the ones after it. The
+    // echo's way back is paced by the way out's departures, so what the scheduler takes
+    // is the latest wake-up of each way plus a chunk's time (64 KiB: 6.6 ms), not their
+    // sum: 8 MiB (0.84 s at the cap) leaves room for 80 ms of lateness (8.6 MB/s was
+    // seen with 4 MiB, half this, when the cores were oversubscribed by builds). A relay
+    // that spends 15% more link time on each chunk than its bytes take fails (8.52 MB/s;
+    // the old floor of half the cap let it pass).
     assert!(
-        capped <= cap * 1.05 && capped >= cap * 0.5,
+        capped <= cap * 1.05 && capped >= cap * 0.9,
         "throughput {:.2} MB/s against a cap of {:.0} MB/s",
         capped / 1e6,
         cap / 1e6

@@ -579,8 +579,7 @@ fn sysbench_on_mariadb_replays_to_the_same_statement_counts() {
 /// own once it ends; on a target that is no running sandbox's it is refused.
 #[test]
 fn server_cpus_sizes_a_running_sandbox_for_the_replay_and_puts_its_quota_back() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: a CPU quota needs root");
+    if !crate::common::root_or_skip("a CPU quota needs root") {
         return;
     }
     let dir = scratch("replay-cpus");

@@ -284,6 +284,32 @@ fn a_pool_in_front_of_a_trace_that_connects_per_transaction_saves_its_connects()
         mean(direct),
         mean(pooled)
     );
+    // The pool's saving, bounded below by physics: a pooled request waits on nothing but
+    // its own round trip (the app is one client, the pool holds 2, nothing retired), so
+    // from its intended send to its answer it takes its own send-to-answer latency,
+    // measured in the same repetitions, and at most half a round trip more (the send's
+    // lag on a busy machine); everything else the direct cell waits, its connect's round
+    // trips first, is saved. A borrow that costs a round trip of its own (a check query
+    // per borrow) adds a whole 10 ms and fails. The bound above on the direct cell alone
+    // held for a pool that cost that much.
+    let mean_of = |c: &serde_json::Value, k: &str| {
+        let v = values(c, k);
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    let own = mean_of(pooled, "latency_p50_ms");
+    let saving = mean(direct) - mean(pooled);
+    let least = mean(direct) - own - 5.0;
+    assert!(
+        saving >= least,
+        "the pool saves {saving:.2} ms of the median request (direct {:.2} ms, pooled {:.2} ms), at least \
+         {least:.2} ms: all but the pooled request's own latency {own:.2} ms and half a round trip",
+        mean(direct),
+        mean(pooled)
+    );
+    assert!(
+        least >= 10.0 * setup_rts - 5.0 - gap_p50,
+        "the saving's floor holds the connect's {setup_rts} round trips: {least:.2} ms"
+    );
     // The trace's own prediction for a pool beside the pooled cell: no connect a
     // transaction.
     let p = &pooled["trace_prediction"];

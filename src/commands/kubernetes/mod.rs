@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::emit;
 use crate::cli::{Cli, KubernetesJobArgs};
-use crate::Exit;
+use crate::exit::Exit;
 
 mod suite;
 mod yaml;

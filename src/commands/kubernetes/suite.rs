@@ -19,8 +19,8 @@ use super::{
 };
 use crate::cli::{Cli, KubernetesSuiteArgs};
 use crate::commands::emit;
+use crate::exit::Exit;
 use crate::experiment::suite::Suite;
-use crate::Exit;
 
 pub fn run_suite(args: KubernetesSuiteArgs) -> Result<Exit> {
     let (config_map, job) = suite_manifest(&args)?;

@@ -6,10 +6,10 @@
 
 use std::fmt::Write;
 
-use super::esc;
 use crate::experiment::suite::Kind;
 use crate::experiment::summary::SuiteResult;
 use crate::proto::Phase;
+use crate::report::chart::esc;
 use crate::report::chart::{self, bars, lines, percentiles, series, waterfall};
 use crate::report::data::RunReport;
 use crate::report::markdown;
