@@ -76,7 +76,8 @@ pub fn predict(p: &Profile, rtts_ms: &[f64]) -> Vec<Prediction> {
             .zip(connect_rts)
             .map(|(l, k)| at_distance(l, n, k) + asked * rtt);
         let terms = format!(
-            "{} + {n} ms × {} round trips a transaction; a connect {} + {n} ms × {} round trips",
+            "{} + {n} ms × {} round trips a transaction; a connect {} + {n} ms × {} round trips (TCP's \
+             handshake, the startup and authentication)",
             opt(tx),
             opt(rts),
             opt(connect_local),

@@ -322,42 +322,32 @@ mod tests {
 
     #[test]
     fn a_connect_at_a_distance_pays_its_round_trips_and_tcps_handshake() {
-        // SCRAM over TCP: connect 1, startup 1, auth 2 = 4 round trips, 3 ms locally.
-        let phase = |phase, rt, ns| PhaseSummary {
-            phase,
-            round_trips: rt,
-            time: summary(ns),
+        // SCRAM: startup 1, auth 2, 3 ms locally; over TCP the connect's 1 too.
+        let scram = |connect_rt: u32| {
+            let phase = |phase, rt, ns| PhaseSummary {
+                phase,
+                round_trips: rt,
+                time: summary(ns),
+            };
+            TargetSummary {
+                phases: vec![
+                    phase(Phase::Connect, connect_rt, 100_000),
+                    phase(Phase::Startup, 1, 900_000),
+                    phase(Phase::Auth, 2, 2_000_000),
+                ],
+                total: Some(PhaseSummaryTotal {
+                    round_trips: connect_rt + 3,
+                    time: summary(3_000_000),
+                }),
+                ..TargetSummary::default()
+            }
         };
-        let t = TargetSummary {
-            phases: vec![
-                phase(Phase::Connect, 1, 100_000),
-                phase(Phase::Startup, 1, 900_000),
-                phase(Phase::Auth, 2, 2_000_000),
-            ],
-            total: Some(PhaseSummaryTotal {
-                round_trips: 4,
-                time: summary(3_000_000),
-            }),
-            ..TargetSummary::default()
-        };
-        let p = predict(&t, Duration::from_millis(100)).unwrap();
+        let p = predict(&scram(1), Duration::from_millis(100)).unwrap();
         assert_eq!((p.round_trips_relayed, p.round_trips_network), (4, 4));
         assert!((p.relay_p50_ms - 403.0).abs() < 1e-9);
         assert!((p.network_p50_ms - 403.0).abs() < 1e-9);
         // Over a Unix socket the local connect had no handshake; at a distance it has.
-        let unix = TargetSummary {
-            phases: vec![
-                phase(Phase::Connect, 0, 50_000),
-                phase(Phase::Startup, 1, 950_000),
-                phase(Phase::Auth, 2, 2_000_000),
-            ],
-            total: Some(PhaseSummaryTotal {
-                round_trips: 3,
-                time: summary(3_000_000),
-            }),
-            ..TargetSummary::default()
-        };
-        let p = predict(&unix, Duration::from_millis(100)).unwrap();
+        let p = predict(&scram(0), Duration::from_millis(100)).unwrap();
         assert_eq!(p.round_trips_network, 4);
     }
 }

@@ -441,17 +441,13 @@ async fn relay_one(
     let (cr, cw) = client.split();
     let (sr, sw) = server.split();
     let crossed = AtomicU64::new(0);
-    let up = pipe(cr, sw, shape, hold, seed, &stats.bytes_up, &crossed);
-    let down = pipe(
-        sr,
-        cw,
+    let shaped = Shaped {
         shape,
-        Leg::NOW,
-        seed ^ 0x5555,
-        &stats.bytes_down,
-        &crossed,
-    );
-    if both_ways(up, down).await {
+        seed,
+        stats,
+        crossed: &crossed,
+    };
+    if shaped.both_ways((cr, cw), (sr, sw), hold).await {
         if f.reset_after
             .is_some_and(|limit| crossed.load(Ordering::Relaxed) > limit)
         {
@@ -473,6 +469,41 @@ fn cross(crossed: &AtomicU64, n: usize, limit: Option<u64>) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// One connection's shaping: what both directions' pipes share.
+struct Shaped<'a> {
+    shape: Shape,
+    seed: u64,
+    stats: &'a RelayStats,
+    crossed: &'a AtomicU64,
+}
+
+impl Shaped<'_> {
+    /// Copies the client's side to the server's and back, the client's first bytes held
+    /// by `hold` (its handshake); returns whether one direction failed ([`both_ways`]).
+    async fn both_ways(&self, client: Halves<'_>, server: Halves<'_>, hold: Leg) -> bool {
+        let s = self;
+        let up = pipe(
+            client.0,
+            server.1,
+            s.shape,
+            hold,
+            s.seed,
+            &s.stats.bytes_up,
+            s.crossed,
+        );
+        let down = pipe(
+            server.0,
+            client.1,
+            s.shape,
+            Leg::NOW,
+            s.seed ^ 0x5555,
+            &s.stats.bytes_down,
+            s.crossed,
+        );
+        both_ways(up, down).await
+    }
 }
 
 /// Runs both directions. Each ends on its own (half-close); an error in either (a reset,

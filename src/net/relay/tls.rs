@@ -18,7 +18,7 @@ use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{both_ways, handshake, pipe, reset_on_close, wait_until, Addr, Leg, RelayStats, Shape, Sock};
+use super::{handshake, reset_on_close, wait_until, Addr, Leg, RelayStats, Shape, Shaped, Sock};
 use crate::net::transport::TlsSetup;
 
 /// PostgreSQL's SSLRequest: length 8, code 80877103.
@@ -112,20 +112,19 @@ pub(super) async fn relay_tls(
         w.write_all(&first).await?;
     }
     stats.bytes_down.fetch_add(first.len() as u64, Ordering::Relaxed);
-    let (cr, cw) = client.split();
     let (sr, sw) = tokio::io::split(&mut stream);
     let crossed = AtomicU64::new(0);
-    let up = pipe(cr, Box::new(sw), shape, Leg::NOW, seed, &stats.bytes_up, &crossed);
-    let down = pipe(
-        super::Reader::Plain(Box::new(sr)),
-        cw,
+    let shaped = Shaped {
         shape,
-        Leg::NOW,
-        seed ^ 0x5555,
-        &stats.bytes_down,
-        &crossed,
+        seed,
+        stats,
+        crossed: &crossed,
+    };
+    let server = (
+        super::Reader::Plain(Box::new(sr)),
+        Box::new(sw) as Box<dyn tokio::io::AsyncWrite + Unpin>,
     );
-    if both_ways(up, down).await {
+    if shaped.both_ways(client.split(), server, Leg::NOW).await {
         reset_on_close(client_fd);
         reset_on_close(server_fd);
     }
