@@ -60,13 +60,13 @@ impl Reader<'_> {
         }
     }
 
-    /// Reads some bytes and when the last of them arrived (at most now); a stamp older
-    /// than `max_age` is not believed (see [`MAX_AGE`]).
+    /// Reads some bytes and when the last of them arrived (at most now); `None` when
+    /// the kernel gave no stamp, or one older than `max_age` (see [`MAX_AGE`]).
     pub(super) async fn read_stamped(
         &mut self,
         buf: &mut [u8],
         max_age: Duration,
-    ) -> io::Result<(usize, Instant)> {
+    ) -> io::Result<(usize, Option<Instant>)> {
         let (n, wall) = match self {
             Reader::Tcp(r) => {
                 let s = r.as_ref();
@@ -83,8 +83,8 @@ impl Reader<'_> {
         let now = Instant::now();
         let age = wall.and_then(|w| SystemTime::now().duration_since(w).ok());
         let arrival = match age {
-            Some(age) if age <= max_age => now.checked_sub(age).unwrap_or(now),
-            _ => now,
+            Some(age) if age <= max_age => Some(now.checked_sub(age).unwrap_or(now)),
+            _ => None,
         };
         Ok((n, arrival))
     }
@@ -104,6 +104,18 @@ pub(super) fn stamp_arrivals(fd: i32) {
             (&on as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
+    }
+}
+
+/// How many bytes socket `fd` holds unread (`FIONREAD`); 0 when it cannot tell.
+pub(super) fn queued(fd: i32) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD on a descriptor the caller holds writes one int.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r == 0 {
+        n.max(0) as usize
+    } else {
+        0
     }
 }
 

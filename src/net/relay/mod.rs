@@ -423,6 +423,8 @@ async fn relay_one(
             wait_until(h.server_accepts).await;
             Leg {
                 not_before: Some(h.client_sends),
+                // Bytes queued now came during the hold.
+                held_since: (arrival::queued(client.fd()) > 0).then_some(accepted),
                 max_age: arrival::MAX_AGE + h.hold(accepted),
             }
         }
@@ -596,12 +598,18 @@ async fn wait_until(due: Instant) {
 #[derive(Debug, Clone, Copy)]
 struct Leg {
     not_before: Option<Instant>,
+    /// When the hold began, if bytes were queued when it ended: the date of a first read
+    /// that carries no stamp. A client sends its first message as its connect returns,
+    /// which can be before the relay asked the kernel to stamp the socket; dated when
+    /// read, after the hold, it would leave half a round trip late.
+    held_since: Option<Instant>,
     max_age: Duration,
 }
 
 impl Leg {
     const NOW: Leg = Leg {
         not_before: None,
+        held_since: None,
         max_age: arrival::MAX_AGE,
     };
 }
@@ -656,6 +664,7 @@ async fn pipe(
         let mut rng = Rng::new(seed | 1);
         let mut last_due = Instant::now();
         let mut link_free = Instant::now();
+        let mut held_since = leg.held_since;
         loop {
             let permit = reader_credit
                 .clone()
@@ -664,7 +673,9 @@ async fn pipe(
                 .map_err(|_| io::Error::other("relay window closed"))?;
             let mut buf = vec![0u8; CHUNK];
             // Dated from the kernel's stamp, not from this thread's wake-up (arrival.rs).
-            let (n, arrival) = r.read_stamped(&mut buf, leg.max_age).await?;
+            let (n, stamped) = r.read_stamped(&mut buf, leg.max_age).await?;
+            let first_held = held_since.take();
+            let arrival = stamped.or(first_held).unwrap_or_else(Instant::now);
             // Bytes sent before the handshake let them leave wait for it.
             let arrival = leg.not_before.map_or(arrival, |t| arrival.max(t));
             let delay = handshake::leg(&shape, &mut rng);
