@@ -4,7 +4,7 @@
 //! lifecycles, which it feeds (PgBouncer reads the superuser's SCRAM secret from here).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -108,19 +108,29 @@ impl Sandbox {
     /// Restarts PostgreSQL as an operator would: fast shutdown (clients disconnected, a
     /// checkpoint), then a start on the same port; returns once it accepts connections
     /// again. Its CPU, read by pid, is not measured across the restart.
-    pub async fn restart_postgres(&mut self) -> Result<()> {
+    pub async fn restart_postgres(&mut self) -> Result<super::Downtime> {
         let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        let signalled = Instant::now();
         self.stop_postgres();
+        let stopped = Instant::now();
         self.spawn_postgres(&bins, &run_as, self.info.postgres_port, self.durable)?;
-        self.ready(Server::Postgres)
+        let spawned = Instant::now();
+        let refused = self
+            .ready(Server::Postgres)
             .await
-            .context("the sandbox's PostgreSQL did not come back after its restart")
+            .context("the sandbox's PostgreSQL did not come back after its restart")?;
+        Ok(super::Downtime {
+            signalled,
+            stopped,
+            refused_until: refused.unwrap_or(spawned),
+            ready: Instant::now(),
+        })
     }
 
     /// Terminates every client backend in the targets' database (PgBouncer's server
     /// connections included), as `pg_terminate_backend` does for an operator; returns
-    /// how many.
-    pub async fn terminate_backends(&self) -> Result<usize> {
+    /// how many, and when the query was sent (the strike took effect from then).
+    pub async fn terminate_backends(&self) -> Result<(usize, Instant)> {
         let t = self.superuser_target(&format!(
             "host={} port={}",
             self.info.dir.display(),
@@ -130,6 +140,7 @@ impl Sandbox {
         let (mut s, _) =
             crate::proto::connect_and_query_as::<postgres::Session>(&ep, "SELECT 1", &PhaseCursor::default())
                 .await?;
+        let sent = Instant::now();
         let rows = s
             .query_column(&format!(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -137,7 +148,7 @@ impl Sandbox {
             ))
             .await;
         s.close().await;
-        Ok(rows?.len())
+        Ok((rows?.len(), sent))
     }
 
     /// The superuser at `conn` (host and port), in database `postgres` unless `conn`
