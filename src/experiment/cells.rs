@@ -181,9 +181,10 @@ async fn run_load(
             "began_s": secs(struck.started),
             "landed_s": secs(struck.landed),
         });
-        // A restart's downtime as it measured it: the old server gone, the new one
-        // refusing logins until, ready at.
+        // A restart's downtime as it measured it: the old server's connections gone, the
+        // server itself gone, the new one refusing logins until, ready at.
         if let Some(d) = struck.down {
+            detail["fault"]["dropped_s"] = secs(d.dropped).into();
             detail["fault"]["stopped_s"] = secs(d.stopped).into();
             detail["fault"]["refused_until_s"] = secs(d.refused_until).into();
             detail["fault"]["ready_s"] = secs(d.ready).into();

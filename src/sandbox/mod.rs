@@ -54,6 +54,9 @@ pub use process::pid_alive_in;
 pub struct Downtime {
     /// The stop signal was sent: the strike took effect from here.
     pub signalled: Instant,
+    /// Every connection of the old server was gone: PostgreSQL's client backends had
+    /// exited (polled every millisecond), a PgBouncer had exited.
+    pub dropped: Instant,
     /// The old server had exited (reaped; polled every 10 ms): none of its connections
     /// was left, and nothing accepted a new one.
     pub stopped: Instant,

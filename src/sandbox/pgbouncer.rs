@@ -95,6 +95,7 @@ impl Sandbox {
             .context("the sandbox's PgBouncer did not come back after its restart")?;
         Ok(super::Downtime {
             signalled,
+            dropped: stopped,
             stopped,
             refused_until: refused.unwrap_or(spawned),
             ready: Instant::now(),

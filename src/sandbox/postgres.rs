@@ -110,9 +110,19 @@ impl Sandbox {
     /// again. Its CPU, read by pid, is not measured across the restart.
     pub async fn restart_postgres(&mut self) -> Result<super::Downtime> {
         let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        // When its connections were gone: its client backends exit before the shutdown
+        // checkpoint, which the postmaster's own exit waits for.
+        let backends = client_backends(self.info.postgres_pid);
         let signalled = Instant::now();
+        let watch = std::thread::spawn(move || {
+            while !backends.iter().all(|&p| exited(p)) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Instant::now()
+        });
         self.stop_postgres();
         let stopped = Instant::now();
+        let dropped = watch.join().unwrap_or(stopped).min(stopped);
         self.spawn_postgres(&bins, &run_as, self.info.postgres_port, self.durable)?;
         let spawned = Instant::now();
         let refused = self
@@ -121,6 +131,7 @@ impl Sandbox {
             .context("the sandbox's PostgreSQL did not come back after its restart")?;
         Ok(super::Downtime {
             signalled,
+            dropped,
             stopped,
             refused_until: refused.unwrap_or(spawned),
             ready: Instant::now(),
@@ -204,6 +215,46 @@ impl Sandbox {
             }
         }
     }
+}
+
+/// The client backends in the targets' database of the postmaster `pid`, by their
+/// process titles ("postgres: user database host state").
+fn client_backends(postmaster: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            let parent = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                });
+            parent == Some(postmaster)
+                && std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).split_whitespace().nth(2) == Some(DATABASE))
+        })
+        .collect()
+}
+
+/// Whether process `pid` has exited (gone, or a zombie not yet reaped).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()
+                .map(|st| st == "Z")
+        })
+        .unwrap_or(true)
 }
 
 /// A CA and a server certificate for localhost, 127.0.0.1 and ::1, made for this run.

@@ -440,8 +440,9 @@ pool_size = 2
             // every 20 ms per client while the server is down, fails another: every
             // interval strictly between the first and the last with a failure is empty.
             // So is every interval wholly inside the time the restart measured the server
-            // down (from the old one's exit to the last readiness probe the new one
-            // refused). The stall is at least the longest such run.
+            // down (from the moment the old one's connections were gone, its client
+            // backends exited, to the last readiness probe the new one refused; 0.18-0.27
+            // s of a quiet machine's restart). The stall is at least the longest such run.
             let failing: Vec<usize> = intervals
                 .iter()
                 .enumerate()
@@ -449,7 +450,7 @@ pool_size = 2
                 .map(|(k, _)| k)
                 .collect();
             let (first, last) = (failing[0], *failing.last().unwrap());
-            let (stopped, refused) = (when("stopped_s"), when("refused_until_s"));
+            let (stopped, refused) = (when("dropped_s"), when("refused_until_s"));
             let down: Vec<usize> = (0..intervals.len())
                 .filter(|&k| {
                     let i = &intervals[k];
@@ -499,7 +500,7 @@ pool_size = 2
                 "{kind}: {failed} failed transactions for {held} clients: no reconnect was refused \
                  (server measured down {stopped:.3}-{refused:.3} s; failures per 0.1 s from {:.1} s: {failures:?})",
                 at - 0.3,
-                stopped = when("stopped_s"),
+                stopped = when("dropped_s"),
                 refused = when("refused_until_s"),
                 failures = intervals
                     .iter()
