@@ -162,8 +162,8 @@ async fn run_load(
                     return Ok(None);
                 };
                 tokio::time::sleep_until((start + warmup + f.at).into()).await;
-                let took = ctx.strike(f.kind).await?;
-                Ok::<_, anyhow::Error>(Some(took))
+                let struck = ctx.strike(f.kind).await?;
+                Ok::<_, anyhow::Error>(Some((start + warmup, struck)))
             };
             let (run, struck) = tokio::join!(engine::run(plan, ctx.stop.clone(), on_period), strike);
             (run?, struck?)
@@ -180,12 +180,32 @@ async fn run_load(
         f.insert("context_switches_per_transaction".into(), cs);
     }
     let mut detail = serde_json::json!({ "series": summary.series });
-    if let (Some(fault), Some(took)) = (fault, struck) {
+    if let (Some(fault), Some((measure_start, struck))) = (fault, struck) {
         let at_s = fault.at.as_secs_f64();
-        detail["fault"] =
-            serde_json::json!({ "kind": fault.kind.as_str(), "at_s": at_s, "took_s": took.as_secs_f64() });
+        let took = struck.took;
+        // Seconds into the measurement.
+        let secs = |t: std::time::Instant| t.saturating_duration_since(measure_start).as_secs_f64();
+        detail["fault"] = serde_json::json!({
+            "kind": fault.kind.as_str(),
+            "at_s": at_s,
+            "took_s": took.as_secs_f64(),
+            "began_s": secs(struck.started),
+            "landed_s": secs(struck.landed),
+        });
+        // A restart's downtime as it measured it: the old server's connections gone, the
+        // server itself gone, the new one refusing logins until, ready at.
+        if let Some(d) = struck.down {
+            detail["fault"]["dropped_s"] = secs(d.dropped).into();
+            detail["fault"]["stopped_s"] = secs(d.stopped).into();
+            detail["fault"]["refused_until_s"] = secs(d.refused_until).into();
+            detail["fault"]["ready_s"] = secs(d.ready).into();
+        }
+        if let Some(n) = struck.terminated {
+            detail["fault"]["terminated"] = n.into();
+        }
         f.insert("fault_took_s".into(), took.as_secs_f64());
-        if let Some(e) = crate::stats::fault::effect(&summary.series, interval_s, at_s) {
+        let landed_s = secs(struck.landed).max(at_s);
+        if let Some(e) = crate::stats::fault::effect(&summary.series, interval_s, at_s, landed_s) {
             f.insert("longest_stall_s".into(), e.longest_stall_s);
             if let Some(r) = e.recovery_s {
                 f.insert("recovery_s".into(), r);

@@ -158,10 +158,25 @@ async fn probe_environment(suite: &Suite, ctx: &Context, endpoints: &[Endpoint])
     Ok(environment)
 }
 
+/// A strike as it happened.
+#[derive(Debug, Clone, Copy)]
+pub struct Struck {
+    pub started: std::time::Instant,
+    /// When it took effect: a restart's stop signal, or the terminate query sent (after
+    /// a login that a loaded machine can make slow).
+    pub landed: std::time::Instant,
+    /// How long it took (a restart: until the server accepted connections again).
+    pub took: std::time::Duration,
+    /// A restart's: when the server was measured down.
+    pub down: Option<crate::sandbox::Downtime>,
+    /// terminate-backends': how many backends it terminated.
+    pub terminated: Option<usize>,
+}
+
 impl Context {
-    /// Injects `fault` into the sandbox; returns how long it took (a restart: until the
-    /// server accepted connections again).
-    pub async fn strike(&self, fault: options::FaultKind) -> Result<std::time::Duration> {
+    /// Injects `fault` into the sandbox; returns when it began and what it measured of
+    /// itself.
+    pub async fn strike(&self, fault: options::FaultKind) -> Result<Struck> {
         let sb = self
             .sandbox_control
             .as_ref()
@@ -175,14 +190,27 @@ impl Context {
         let started = std::time::Instant::now();
         // One strike at a time: a cell's repetitions run one after another.
         let mut sb = sb.lock().await;
-        match fault {
-            options::FaultKind::PgbouncerRestart => sb.restart_pgbouncer().await?,
-            options::FaultKind::PostgresRestart => sb.restart_postgres().await?,
-            options::FaultKind::TerminateBackends => {
-                sb.terminate_backends().await?;
+        let (landed, down, terminated) = match fault {
+            options::FaultKind::PgbouncerRestart => {
+                let d = sb.restart_pgbouncer().await?;
+                (d.signalled, Some(d), None)
             }
-        }
-        Ok(started.elapsed())
+            options::FaultKind::PostgresRestart => {
+                let d = sb.restart_postgres().await?;
+                (d.signalled, Some(d), None)
+            }
+            options::FaultKind::TerminateBackends => {
+                let (n, sent) = sb.terminate_backends().await?;
+                (sent, None, Some(n))
+            }
+        };
+        Ok(Struck {
+            started,
+            landed,
+            took: started.elapsed(),
+            down,
+            terminated,
+        })
     }
 
     /// Sets the sandbox servers' CPU quota to the cell's `server_cpus` (live: the quota is

@@ -48,6 +48,24 @@ mod reap;
 pub mod registry;
 
 pub use process::pid_alive_in;
+
+/// When a restarted server was down, as its restart measured it.
+#[derive(Debug, Clone, Copy)]
+pub struct Downtime {
+    /// The stop signal was sent: the strike took effect from here.
+    pub signalled: Instant,
+    /// Every connection of the old server was gone: PostgreSQL's client backends had
+    /// exited (polled every millisecond), a PgBouncer had exited.
+    pub dropped: Instant,
+    /// The old server had exited (reaped; polled every 10 ms): none of its connections
+    /// was left, and nothing accepted a new one.
+    pub stopped: Instant,
+    /// Until when the new server was measured not to accept logins: the start of the last
+    /// readiness probe it failed, or its start when the first probe succeeded.
+    pub refused_until: Instant,
+    /// When the readiness probe (a login and `SELECT 1`, polled every 25 ms) succeeded.
+    pub ready: Instant,
+}
 use process::{
     find_binaries, free_port, give_to, log_file, random_token, remove_dir, run_as_named, run_as_user,
     server_command, server_command_in, spawn_watchdog, stop_child, stop_pid, tail, version_of, write_file,
@@ -377,7 +395,7 @@ impl Sandbox {
                 Server::PgBouncer => self.spawn_pgbouncer_on(bins, run_as, port)?,
             }
             match self.ready(server).await {
-                Ok(()) => return Ok(()),
+                Ok(_) => return Ok(()),
                 Err(e) => {
                     match server {
                         Server::Postgres => self.stop_postgres(),
@@ -420,7 +438,8 @@ impl Sandbox {
     }
 
     /// Waits until the superuser can connect to `server`, while its process lives.
-    async fn ready(&mut self, server: Server) -> Result<()> {
+    /// Returns when the last probe that failed began (`None`: the first one succeeded).
+    async fn ready(&mut self, server: Server) -> Result<Option<Instant>> {
         let conn = match server {
             Server::Postgres => format!(
                 "host={} port={}",
@@ -517,11 +536,13 @@ fn retry_or_fail(what: &str, e: anyhow::Error, log: &Path, port_taken: &str, att
 }
 
 /// Connects (and authenticates) until it works, the process dies, or time runs out.
-async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<()> {
+async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<Option<Instant>> {
     let ep = crate::proto::Endpoint::new(t.clone())?;
     let deadline = Instant::now() + limit;
+    let mut refused = None;
     loop {
         let cursor = PhaseCursor::default();
+        let began = Instant::now();
         let err = match crate::proto::connect_and_query_as::<crate::proto::postgres::Session>(
             &ep, "SELECT 1", &cursor,
         )
@@ -529,10 +550,11 @@ async fn wait_ready(t: &Target, child: &mut Child, limit: Duration) -> Result<()
         {
             Ok((s, _)) => {
                 s.close().await;
-                return Ok(());
+                return Ok(refused);
             }
             Err(e) => e,
         };
+        refused = Some(began);
         if let Ok(Some(status)) = child.try_wait() {
             bail!("the server exited ({status})");
         }

@@ -4,7 +4,7 @@
 //! follows.
 
 use std::fs;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -82,13 +82,24 @@ impl Sandbox {
 
     /// Restarts PgBouncer: its immediate shutdown (every client connection dropped), then
     /// a start on the same port with the same configuration.
-    pub async fn restart_pgbouncer(&mut self) -> Result<()> {
+    pub async fn restart_pgbouncer(&mut self) -> Result<super::Downtime> {
         let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        let signalled = Instant::now();
         self.stop_pgbouncer();
+        let stopped = Instant::now();
         self.spawn_pgbouncer(&bins, &run_as)?;
-        self.ready(Server::PgBouncer)
+        let spawned = Instant::now();
+        let refused = self
+            .ready(Server::PgBouncer)
             .await
-            .context("the sandbox's PgBouncer did not come back after its restart")
+            .context("the sandbox's PgBouncer did not come back after its restart")?;
+        Ok(super::Downtime {
+            signalled,
+            dropped: stopped,
+            stopped,
+            refused_until: refused.unwrap_or(spawned),
+            ready: Instant::now(),
+        })
     }
 
     pub(super) fn stop_pgbouncer(&mut self) {

@@ -4,7 +4,7 @@
 //! lifecycles, which it feeds (PgBouncer reads the superuser's SCRAM secret from here).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -108,19 +108,40 @@ impl Sandbox {
     /// Restarts PostgreSQL as an operator would: fast shutdown (clients disconnected, a
     /// checkpoint), then a start on the same port; returns once it accepts connections
     /// again. Its CPU, read by pid, is not measured across the restart.
-    pub async fn restart_postgres(&mut self) -> Result<()> {
+    pub async fn restart_postgres(&mut self) -> Result<super::Downtime> {
         let (bins, run_as) = (find_binaries()?, run_as_user()?);
+        // When its connections were gone: its client backends exit before the shutdown
+        // checkpoint, which the postmaster's own exit waits for.
+        let backends = client_backends(self.info.postgres_pid);
+        let signalled = Instant::now();
+        let watch = std::thread::spawn(move || {
+            while !backends.iter().all(|&p| exited(p)) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Instant::now()
+        });
         self.stop_postgres();
+        let stopped = Instant::now();
+        let dropped = watch.join().unwrap_or(stopped).min(stopped);
         self.spawn_postgres(&bins, &run_as, self.info.postgres_port, self.durable)?;
-        self.ready(Server::Postgres)
+        let spawned = Instant::now();
+        let refused = self
+            .ready(Server::Postgres)
             .await
-            .context("the sandbox's PostgreSQL did not come back after its restart")
+            .context("the sandbox's PostgreSQL did not come back after its restart")?;
+        Ok(super::Downtime {
+            signalled,
+            dropped,
+            stopped,
+            refused_until: refused.unwrap_or(spawned),
+            ready: Instant::now(),
+        })
     }
 
     /// Terminates every client backend in the targets' database (PgBouncer's server
     /// connections included), as `pg_terminate_backend` does for an operator; returns
-    /// how many.
-    pub async fn terminate_backends(&self) -> Result<usize> {
+    /// how many, and when the query was sent (the strike took effect from then).
+    pub async fn terminate_backends(&self) -> Result<(usize, Instant)> {
         let t = self.superuser_target(&format!(
             "host={} port={}",
             self.info.dir.display(),
@@ -130,6 +151,7 @@ impl Sandbox {
         let (mut s, _) =
             crate::proto::connect_and_query_as::<postgres::Session>(&ep, "SELECT 1", &PhaseCursor::default())
                 .await?;
+        let sent = Instant::now();
         let rows = s
             .query_column(&format!(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
@@ -137,7 +159,7 @@ impl Sandbox {
             ))
             .await;
         s.close().await;
-        Ok(rows?.len())
+        Ok((rows?.len(), sent))
     }
 
     /// The superuser at `conn` (host and port), in database `postgres` unless `conn`
@@ -193,6 +215,46 @@ impl Sandbox {
             }
         }
     }
+}
+
+/// The client backends in the targets' database of the postmaster `pid`, by their
+/// process titles ("postgres: user database host state").
+fn client_backends(postmaster: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            let parent = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u32>()
+                        .ok()
+                });
+            parent == Some(postmaster)
+                && std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).split_whitespace().nth(2) == Some(DATABASE))
+        })
+        .collect()
+}
+
+/// Whether process `pid` has exited (gone, or a zombie not yet reaped).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()
+                .map(|st| st == "Z")
+        })
+        .unwrap_or(true)
 }
 
 /// A CA and a server certificate for localhost, 127.0.0.1 and ::1, made for this run.

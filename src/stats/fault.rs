@@ -27,8 +27,8 @@ pub struct FaultEffect {
     /// series' resolution); 0 when every interval completed one.
     pub longest_stall_s: f64,
     /// From the fault to the end of the first interval from which every interval for
-    /// half a second is within 10% of `tps_before`; at least the rest of the fault's own
-    /// interval; `None` when throughput never settled before the run ended.
+    /// half a second is within 10% of `tps_before`; at least the rest of the interval in
+    /// which the fault landed; `None` when throughput never settled before the run ended.
     pub recovery_s: Option<f64>,
     /// Connections opened per second before the fault, and the most in any one-second
     /// window after it.
@@ -36,9 +36,11 @@ pub struct FaultEffect {
     pub connects_per_s_peak: f64,
 }
 
-/// The effect of a fault at `at_s` on `series` (intervals of `interval_s` seconds);
-/// `None` when the series has no interval before the fault to compare with.
-pub fn effect(series: &[IntervalSummary], interval_s: f64, at_s: f64) -> Option<FaultEffect> {
+/// The effect of a fault at `at_s` on `series` (intervals of `interval_s` seconds), which
+/// took effect at `landed_s` (no earlier: a strike can land late on a loaded machine, as
+/// a terminate's login before its query does); `None` when the series has no interval
+/// before the fault to compare with.
+pub fn effect(series: &[IntervalSummary], interval_s: f64, at_s: f64, landed_s: f64) -> Option<FaultEffect> {
     let before: Vec<&IntervalSummary> = series.iter().filter(|i| i.end_s <= at_s + 1e-9).collect();
     let span: f64 = before.iter().map(|i| i.end_s - i.start_s).sum();
     if before.is_empty() || span <= 0.0 {
@@ -61,7 +63,10 @@ pub fn effect(series: &[IntervalSummary], interval_s: f64, at_s: f64) -> Option<
         (i.transactions as f64 - expected).abs() <= band
     };
     let window = ((RECOVERY_WINDOW_S / interval_s).round() as usize).max(1);
-    let recovery_s = (first_after..series.len().saturating_sub(window - 1))
+    // Not recovered before it struck: the intervals that closed before the strike landed
+    // are the level before it, whatever at_s said.
+    let first_struck = series.iter().position(|i| i.end_s > landed_s.max(at_s) + 1e-9)?;
+    let recovery_s = (first_struck..series.len().saturating_sub(window - 1))
         .find(|&k| series[k..k + window].iter().all(in_band))
         .map(|k| series[k].end_s - at_s);
 
@@ -126,7 +131,7 @@ mod tests {
         let mut connects = [0u64; 22];
         connects[13] = 4;
         connects[14] = 2;
-        let e = effect(&series(&tx, &connects), 0.1, 1.0).unwrap();
+        let e = effect(&series(&tx, &connects), 0.1, 1.0, 1.0).unwrap();
         assert!((e.tps_before - 10_000.0).abs() < 1e-6);
         assert!((e.longest_stall_s - 0.3).abs() < 1e-9);
         // Intervals 14 to 18 (1.4-1.9 s) are the first half second all within 10%.
@@ -136,13 +141,26 @@ mod tests {
     }
 
     #[test]
+    fn a_strike_that_lands_late_is_not_recovered_before_it_landed() {
+        // Due at 1.0 s, landed at 1.15 s (a terminate's login on a loaded machine); the
+        // dent it makes stays in band. The intervals before the landing are the level
+        // before the fault, not a recovery from it.
+        let mut tx = [1000u64; 22];
+        tx[11] = 950;
+        let e = effect(&series(&tx, &[0; 22]), 0.1, 1.0, 1.15).unwrap();
+        assert!((e.recovery_s.unwrap() - 0.2).abs() < 1e-9, "{e:?}");
+        let e = effect(&series(&tx, &[0; 22]), 0.1, 1.0, 1.0).unwrap();
+        assert!((e.recovery_s.unwrap() - 0.1).abs() < 1e-9, "{e:?}");
+    }
+
+    #[test]
     fn no_recovery_before_the_end_is_none_not_a_number() {
         let tx = [1000, 1000, 1000, 1000, 0, 0, 0, 0];
-        let e = effect(&series(&tx, &[0; 8]), 0.1, 0.4).unwrap();
+        let e = effect(&series(&tx, &[0; 8]), 0.1, 0.4, 0.4).unwrap();
         assert_eq!(e.recovery_s, None);
         assert!((e.longest_stall_s - 0.4).abs() < 1e-9);
         assert!(
-            effect(&series(&tx, &[0; 8]), 0.1, 0.0).is_none(),
+            effect(&series(&tx, &[0; 8]), 0.1, 0.0, 0.0).is_none(),
             "nothing before the fault"
         );
     }
