@@ -386,7 +386,7 @@ fn report_load(
     exporter: Option<&Exporter>,
 ) -> stats::load::LoadSummary {
     if let Some(e) = exporter {
-        e.finish(&settings.workload, &loaded.recorder);
+        e.finish(&settings.workload, &loaded.measurements);
     }
     let summary = stats::load::summarize_load(loaded, settings.clients, settings.interval_s);
     let version = loaded.server_version.as_deref();

@@ -32,7 +32,7 @@ use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
 use crate::load::log::LogFiles;
-use crate::load::record::Interval;
+use crate::load::measurements::Interval;
 use crate::proto::{self, Endpoint, PhaseCursor};
 use crate::target::Engine;
 pub use pooled::PoolSettings;

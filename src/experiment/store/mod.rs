@@ -427,7 +427,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
         let suite = Suite::parse(SUITE, "t").unwrap();
         let env = Environment::here(Some("15.18".into()), None, None);
         let run = store.begin_run(&suite, &env).unwrap();
-        let mut h = crate::load::record::latency_histogram();
+        let mut h = crate::load::measurements::latency_histogram();
         for v in [1_000u64, 2_000, 3_000, 1_000_000] {
             h.record(v).unwrap();
         }
