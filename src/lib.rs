@@ -1,7 +1,7 @@
 //! connbench: what does it cost an application to reach its database?
 //!
 //! The modules follow the data, and each folder is a stage: `cli` (flags) and `options`
-//! (flags or a suite cell's settings, validated into plans) -> `target` (validated
+//! (flags or a suite cell's settings, validated into plans) -> `targets` (validated
 //! targets) -> `sandbox` (throwaway servers, when asked) -> `net` (unix | tcp | tls
 //! streams with counters, relays, namespaces) -> `proto` (the wire session, connected in
 //! timed phases) -> `route` (a cell's relays) -> `connect`, and `workload` (scripts) with
@@ -24,7 +24,7 @@ pub mod rng;
 pub mod exit;
 pub mod cli;
 pub mod options;
-pub mod target;
+pub mod targets;
 pub mod sandbox;
 pub mod net;
 pub mod proto;

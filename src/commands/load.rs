@@ -144,8 +144,8 @@ async fn open_target(run: &LoadRequest) -> Result<(Option<Sandbox>, Endpoint)> {
         t
     } else {
         let text = pgbench_dbname(text);
-        crate::target::Target::parse_overriding(&text, keys, &crate::target::ProcessEnv)
-            .with_context(|| format!("target {:?}", crate::target::redact(&text)))?
+        crate::targets::Target::parse_overriding(&text, keys, &crate::targets::ProcessEnv)
+            .with_context(|| format!("target {:?}", crate::targets::redact(&text)))?
     };
     Ok((None, Endpoint::new(target)?))
 }

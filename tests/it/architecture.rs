@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 /// The stage order, low to high: a module may import its own stage or lower ones.
 const STAGES: &[&[&str]] = &[
     &["units", "scratch", "host", "rng", "exit"],
-    &["target"],
+    &["targets"],
     &["script"],
     &["net"],
     &["proto"],
@@ -892,14 +892,14 @@ fn the_check_finds_what_it_names() {
     );
     w(
         "net/relay.rs",
-        "// crate::report::x in a comment\nconst S: &str = \"crate::report::y\";\nuse crate::{\n    target::Target,\n    load::workload::Rng,\n};\n#[cfg(test)]\nmod tests {\n    use crate::load::Z;\n}\n",
+        "// crate::report::x in a comment\nconst S: &str = \"crate::report::y\";\nuse crate::{\n    targets::Target,\n    load::workload::Rng,\n};\n#[cfg(test)]\nmod tests {\n    use crate::load::Z;\n}\n",
     );
     w(
         "net/mod.rs",
         "pub mod relay;\n#[cfg(test)]\nmod testing;\npub fn version() -> &'static str { crate::VERSION }\n",
     );
     w("net/testing.rs", "use crate::load::Anything;\n");
-    w("target/mod.rs", "");
+    w("targets/mod.rs", "");
     w("load/a.rs", "use super::b::X;\n");
     w("load/b.rs", "use crate::load::a::Y;\nuse super::mod_item;\n");
     w("load/c.rs", "use super::Shared;\npub fn helper() {}\n");

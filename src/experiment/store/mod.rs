@@ -218,7 +218,7 @@ impl Store {
     /// PostgreSQL URL or conninfo.
     pub fn open_location(location: &str) -> Result<Store> {
         if is_postgres_location(location) {
-            let shown = crate::target::redact(location);
+            let shown = crate::targets::redact(location);
             let db = Db::postgres(location).with_context(|| {
                 format!(
                     "cannot connect to the results store {shown}: check the URL, that the database exists, \
@@ -329,7 +329,7 @@ fn redact_targets(v: &mut serde_json::Value) {
             for (k, val) in map.iter_mut() {
                 if k == "target" || k == "conninfo" {
                     if let serde_json::Value::String(s) = val {
-                        *s = crate::target::redact(s);
+                        *s = crate::targets::redact(s);
                     }
                 } else {
                     redact_targets(val);
