@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
-mod profile;
+mod file;
 
 pub use super::suggest::did_you_mean;
 use crate::options::cell::Settings;
