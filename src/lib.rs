@@ -1,46 +1,41 @@
 //! connbench: what does it cost an application to reach its database?
 //!
-//! The modules follow the data, and each folder is a stage: `cli` (flags) and `options`
-//! (flags or a suite cell's settings, validated into plans) -> `target` (validated
-//! targets) -> `sandbox` (throwaway servers, when asked) -> `net` (unix | tcp | tls
-//! streams with counters, relays, namespaces) -> `proto` (the wire session, connected in
-//! timed phases) -> `route` (a cell's relays) -> `connect`, and `workload` (scripts) with
-//! `dataset` (tables) -> `load` (the measurement loops, producing plain timelines and
-//! per-worker recorders) -> `stats` (summaries, comparisons, the round-trip model) ->
-//! `experiment` (suites, their runner and the results store) -> `live` and `report`
-//! (Prometheus; text, JSON, Markdown, CSV, HTML). An application's own traffic takes
-//! `recorder` -> `trace` (its file and decoders) -> `stats::app` -> `report::trace`.
-//! `units`, `scratch`, `host`, `rng` and `exit` (the exit codes and the version) are
-//! leaves every stage may use. No module
-//! imports one above its stage (docs/architecture.md lists the stages, and
-//! tests/it/architecture.rs checks them); only `commands` (one file per command) and
-//! `report` see the whole. [`run`] is the whole program, callable in-process by tests;
-//! `main.rs` only parses arguments and prints errors.
+//! A run is a pipeline, and data flows one way: measurement produces plain data,
+//! statistics read it, and reports read the statistics. Each folder is a stage, and the
+//! modules below are declared in stage order, low to high: a module imports only
+//! modules at its own stage or below. The order is written once, in
+//! docs/architecture.md (its `stages` block, with what each stage holds, beside a
+//! drawing of how data flows through them); tests/it/architecture.rs reads it there,
+//! checks every import against it and holds this list to it. `units`, `scratch`,
+//! `host`, `rng` and `exit` (the exit codes and the version) are leaves every stage may
+//! use; only `commands` (one file per command) and `report` see the whole. [`run`] is
+//! the whole program, callable in-process by tests; `main.rs` only parses arguments and
+//! prints errors.
 
 pub mod units;
 pub mod scratch;
 pub mod host;
 pub mod rng;
 pub mod exit;
-pub mod cli;
-pub mod options;
-pub mod target;
-pub mod sandbox;
+pub mod targets;
+pub mod script;
 pub mod net;
 pub mod proto;
 pub mod trace;
 pub mod route;
 pub mod recorder;
+pub mod sandbox;
 pub mod connect;
 pub mod workload;
 pub mod dataset;
 pub mod load;
-pub mod script;
-pub mod experiment;
-pub mod live;
 pub mod stats;
 pub mod replay;
+pub mod options;
+pub mod experiment;
+pub mod live;
 pub mod report;
+pub mod cli;
 pub mod commands;
 
 use anyhow::{Context, Result};

@@ -25,7 +25,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
-use crate::load::record::{Interval, Recorder};
+use crate::load::measurements::{Interval, Measurements};
 
 /// Bucket bounds per doubling of the latency histogram.
 const PER_DOUBLING: u32 = 16;
@@ -74,7 +74,7 @@ impl Live {
             connects: 0,
             connect_ns: 0,
             lag_max_us: None,
-            latency_us: crate::load::record::interval_histogram(),
+            latency_us: crate::load::measurements::interval_histogram(),
             finished: false,
         }
     }
@@ -192,7 +192,7 @@ impl Exporter {
 
     /// Ends `cell`'s repetition with its exact figures in place of its periods (which
     /// miss the last, partial one), so the last scrape agrees with the report exactly.
-    pub fn finish(&self, cell: &str, rec: &Recorder) {
+    pub fn finish(&self, cell: &str, rec: &Measurements) {
         let mut cells = self.cells();
         let Some(c) = cells.get_mut(cell) else {
             return;
@@ -237,7 +237,7 @@ impl crate::experiment::sink::Sink for Exporter {
         Exporter::add_period(self, cell, period)
     }
 
-    fn finish(&self, cell: &str, rec: &Recorder) {
+    fn finish(&self, cell: &str, rec: &Measurements) {
         Exporter::finish(self, cell, rec)
     }
 }

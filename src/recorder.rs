@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::net::relay::{strip_channel_binding, Addr};
 use crate::net::transport::TlsSetup;
-use crate::target::Engine;
+use crate::targets::Engine;
 use crate::trace::{
     ClosedBy, DecodeOptions, Decoder, Direction, Event, Header, RecordOptions, SessionMeta, TraceWriter,
     Transport,

@@ -33,7 +33,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::net::relay::{Addr, Relay, Shape};
 use crate::proto::PhaseCursor;
 use crate::proto::{self, Endpoint};
-use crate::target::{Engine, Host, Target};
+use crate::targets::{Engine, Host, Target};
 
 /// How the client reaches the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -127,7 +127,7 @@ pub fn upstream_of(t: &Target) -> Addr {
 /// Whether a MySQL target asks for TLS over TCP (any ssl-mode but DISABLED), where a
 /// sidecar would have to speak TLS to the server itself.
 fn uses_tls_mysql(t: &Target) -> bool {
-    matches!(t.host, Host::Tcp(_)) && t.sslmode != crate::target::SslMode::Disable
+    matches!(t.host, Host::Tcp(_)) && t.sslmode != crate::targets::SslMode::Disable
 }
 
 /// Starts the relays of `spec` in front of `target`.
@@ -204,7 +204,7 @@ pub fn build(target: &Target, spec: RouteSpec) -> Result<Route> {
     let mut t = target.clone();
     if upstream_tls.is_some() {
         // The app's side of the sidecar is plaintext; TLS runs from the sidecar on.
-        t.sslmode = crate::target::SslMode::Disable;
+        t.sslmode = crate::targets::SslMode::Disable;
     }
     if let Some(outer) = relays.first() {
         match outer.addr() {

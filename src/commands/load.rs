@@ -144,8 +144,8 @@ async fn open_target(run: &LoadRequest) -> Result<(Option<Sandbox>, Endpoint)> {
         t
     } else {
         let text = pgbench_dbname(text);
-        crate::target::Target::parse_overriding(&text, keys, &crate::target::ProcessEnv)
-            .with_context(|| format!("target {:?}", crate::target::redact(&text)))?
+        crate::targets::Target::parse_overriding(&text, keys, &crate::targets::ProcessEnv)
+            .with_context(|| format!("target {:?}", crate::targets::redact(&text)))?
     };
     Ok((None, Endpoint::new(target)?))
 }
@@ -386,7 +386,7 @@ fn report_load(
     exporter: Option<&Exporter>,
 ) -> stats::load::LoadSummary {
     if let Some(e) = exporter {
-        e.finish(&settings.workload, &loaded.recorder);
+        e.finish(&settings.workload, &loaded.measurements);
     }
     let summary = stats::load::summarize_load(loaded, settings.clients, settings.interval_s);
     let version = loaded.server_version.as_deref();

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use crate::connect::Subject;
 use crate::proto::Endpoint;
 use crate::sandbox::Sandbox;
-use crate::target::Target;
+use crate::targets::Target;
 
 /// A target from the command line (or the PG* environment when none is given).
 /// Puts each subject behind the relays of `--path` and `--distance`; the routes returned
@@ -90,7 +90,7 @@ pub fn parse_target(text: Option<&str>) -> Result<Target> {
 /// the label, the target's name, the sandbox's name and the overriding keys ("" if none).
 fn sandbox_target_name(text: &str) -> Option<(Option<&str>, &str, String, &str)> {
     let (label, rest) = match text.trim().split_once('=') {
-        Some((l, r)) if crate::target::is_target_name(l) => (Some(l), r),
+        Some((l, r)) if crate::targets::is_target_name(l) => (Some(l), r),
         _ => (None, text.trim()),
     };
     let (rest, keys) = match rest.trim().split_once(char::is_whitespace) {
@@ -117,7 +117,7 @@ fn sandbox_conninfo(info: &crate::sandbox::SandboxInfo, name: &str, keys: &str) 
         bail!(
             "after the target name {name}, {:?} is not key=value: give keys to override, as in \
              `tcp host=/tmp/sc port=5432`",
-            crate::target::redact(keys)
+            crate::targets::redact(keys)
         );
     }
     if crate::sandbox::mariadb::TARGET_NAMES.contains(&name) {
@@ -132,7 +132,7 @@ pub fn sandbox_target(text: &str) -> Result<Option<Target>> {
     let Some((label, name, sandbox, keys)) = sandbox_target_name(text) else {
         return Ok(None);
     };
-    let redacted = crate::target::redact(text.trim());
+    let redacted = crate::targets::redact(text.trim());
     let info = crate::sandbox::registry::running(&sandbox)
         .with_context(|| format!("target {redacted:?} is a target of connbench's sandbox"))?;
     let conninfo = sandbox_conninfo(&info, name, keys).with_context(|| format!("target {redacted:?}"))?;
@@ -161,7 +161,7 @@ pub fn resolve_target(text: &str) -> Result<Target> {
                 running.join(", ")
             ),
         };
-        format!("target {:?}{hint}", crate::target::redact(text))
+        format!("target {:?}{hint}", crate::targets::redact(text))
     })
 }
 
@@ -178,15 +178,15 @@ pub fn target_override(text: &str) -> Result<(Option<String>, String)> {
         let info = crate::sandbox::registry::running(&sandbox).with_context(|| {
             format!(
                 "--target {:?}: {name} is a target of connbench's sandbox",
-                crate::target::redact(text)
+                crate::targets::redact(text)
             )
         })?;
         let conninfo = sandbox_conninfo(&info, name, keys).with_context(|| format!("--target {name}"))?;
-        resolve_target(&conninfo).with_context(|| format!("--target {:?}", crate::target::redact(text)))?;
+        resolve_target(&conninfo).with_context(|| format!("--target {:?}", crate::targets::redact(text)))?;
         return Ok((label.map(str::to_string), conninfo));
     }
-    let (name, conninfo) = crate::target::split_label(text);
-    resolve_target(conninfo).with_context(|| format!("--target {:?}", crate::target::redact(text)))?;
+    let (name, conninfo) = crate::targets::split_label(text);
+    resolve_target(conninfo).with_context(|| format!("--target {:?}", crate::targets::redact(text)))?;
     Ok((name.map(str::to_string), conninfo.to_string()))
 }
 

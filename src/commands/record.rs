@@ -7,7 +7,7 @@ use super::{emit, stop_on_signals};
 use crate::cli::record::{EngineArg, RecordArgs};
 use crate::exit::Exit;
 use crate::recorder::{Recorder, Settings};
-use crate::target::Engine;
+use crate::targets::Engine;
 use crate::trace::DecodeOptions;
 
 pub async fn run_record(args: RecordArgs) -> Result<Exit> {

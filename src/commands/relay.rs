@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 
 use super::{emit, stop_on_signals};
 use crate::exit::Exit;
-use crate::target::Target;
+use crate::targets::Target;
 
 pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     let listen: crate::net::relay::Addr = args.listen.parse().context("--listen")?;

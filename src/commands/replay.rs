@@ -11,9 +11,9 @@ use crate::cli::replay::ReplayArgs;
 use crate::connect::Subject;
 use crate::exit::Exit;
 use crate::live::{Exporter, Labels};
-use crate::load::record::{Interval, Recorder};
+use crate::load::measurements::{Interval, Measurements};
 use crate::proto::Endpoint;
-use crate::replay::{self, summary::Recorded, Schedule, Summary};
+use crate::replay::{self, summary::AsRecorded, Schedule, Summary};
 use crate::sandbox::cgroup::Cgroups;
 
 /// `--server-cpus`: the quota a running sandbox's servers had, put back on drop.
@@ -83,7 +83,7 @@ impl Metrics {
     /// The replay's totals in place of its periods, as load's last scrape has them.
     fn finish(&self) {
         let t = self.total.lock().unwrap_or_else(|e| e.into_inner());
-        let mut rec = Recorder::new();
+        let mut rec = Measurements::new();
         rec.transactions = t.transactions;
         rec.connects = t.connects;
         rec.connect_ns = t.connect_ns;
@@ -139,7 +139,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     replay::check_relations(&direct, &schedule)
         .await
         .with_context(|| format!("replay of {path} on {}", direct.target.name()))?;
-    let recorded = Recorded::of(&schedule);
+    let recorded = AsRecorded::of(&schedule);
     eprintln!(
         "replay: {} session(s), {} request(s) from {path} on {}",
         recorded.sessions,

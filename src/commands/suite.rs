@@ -329,7 +329,7 @@ fn dry_run(s: &crate::experiment::suite::Suite, targets: &[String]) -> String {
             .settings
             .iter()
             .map(|(k, v)| match k.as_str() {
-                "target" => format!("{k}={}", crate::target::redact(v)),
+                "target" => format!("{k}={}", crate::targets::redact(v)),
                 _ => format!("{k}={v}"),
             })
             .collect();
@@ -341,11 +341,11 @@ fn dry_run(s: &crate::experiment::suite::Suite, targets: &[String]) -> String {
         ));
     }
     for t in targets {
-        let (name, conninfo) = crate::target::split_label(t);
+        let (name, conninfo) = crate::targets::split_label(t);
         out.push_str(&format!(
             "target {}: {} (--target)\n",
             name.unwrap_or("(every target)"),
-            crate::target::redact(conninfo)
+            crate::targets::redact(conninfo)
         ));
     }
     out.push_str("steps in order (cell:repetition, 0 = pre-warm, discarded):\n ");

@@ -170,7 +170,7 @@ async fn run_load(
         }
     };
     if let Some((m, cell)) = live {
-        m.finish(cell, &run.recorder);
+        m.finish(cell, &run.measurements);
     }
     let summary = crate::stats::load::summarize_load(&run, clients, interval_s);
     let mut measured = load_figures(&run, &summary)?;
@@ -297,7 +297,7 @@ async fn run_load_sliced(
             Ok((Ok(mut run), clients)) => {
                 if let Some((m, names)) = live {
                     m.begin(names[i], &cells[i].1.target.name(), clients as u64);
-                    m.finish(names[i], &run.recorder);
+                    m.finish(names[i], &run.measurements);
                 }
                 // The arm's own time and CPU: over its turns, not the group's clock.
                 run.measured = turns.measured[i];
@@ -378,7 +378,7 @@ fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary
     failure_figures(&mut f, run);
     Ok(Measured {
         figures: f,
-        histogram: Some(run.recorder.latency.clone()),
+        histogram: Some(run.measurements.latency.clone()),
         detail: None,
     })
 }
@@ -387,7 +387,7 @@ fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary
 /// by code, their time, and the time of every measured transaction beside them.
 fn failure_figures(f: &mut Figures, run: &engine::LoadRun) {
     use crate::stats::failures::{self, CODE_PREFIX, FAILED_TIME, STALLED, STALLED_TIME, TRANSACTION_TIME};
-    let r = &run.recorder;
+    let r = &run.measurements;
     for (code, c) in &r.failures {
         f.insert(format!("{CODE_PREFIX}{code}"), c.count as f64);
     }
@@ -517,7 +517,7 @@ fn connect_figures(t: &crate::stats::TargetSummary, samples: &connect::TargetSam
     if let Some(cold) = t.warmup.first() {
         f.insert("first_connection_us".into(), us(cold.total_ns as f64));
     }
-    let mut h = crate::load::record::latency_histogram();
+    let mut h = crate::load::measurements::latency_histogram();
     for tl in &samples.samples {
         h.saturating_record(tl.total_ns.max(1));
     }

@@ -16,7 +16,7 @@ use crate::options::cell::Settings;
 use crate::options::{self, route_spec, LoadOptions, NetPath};
 use crate::proto::Endpoint;
 use crate::route::{self, Route, RouteSpec, Verified};
-use crate::target::Target;
+use crate::targets::Target;
 
 /// What a suite runs against and where results go.
 pub struct Context {
@@ -258,7 +258,7 @@ impl Context {
             NetPath::Bridge => {
                 let mut t = routed.target;
                 match &t.host {
-                    crate::target::Host::Tcp(h) if h == "127.0.0.1" || h == "localhost" => {}
+                    crate::targets::Host::Tcp(h) if h == "127.0.0.1" || h == "localhost" => {}
                     _ => bail!(
                         "netpath = bridge needs a TCP target on this machine (127.0.0.1 or localhost), not {}; \
                          the client in its namespace reaches the host through the bridge",
@@ -344,7 +344,7 @@ impl Context {
             None => Target::parse(name).with_context(|| {
                 format!(
                     "target {:?} is neither a known name ({}) nor a valid conninfo",
-                    crate::target::redact(name),
+                    crate::targets::redact(name),
                     self.targets.keys().cloned().collect::<Vec<_>>().join(", ")
                 )
             })?,

@@ -195,8 +195,8 @@ impl Db {
     /// targets: PG* variables, passfile); a password still missing comes from
     /// `CONNBENCH_STORE_PASSWORD` (a Kubernetes Secret sets it).
     pub fn postgres(conninfo: &str) -> Result<Db> {
-        let t = crate::target::Target::parse(conninfo)?;
-        if t.engine != crate::target::Engine::Postgres {
+        let t = crate::targets::Target::parse(conninfo)?;
+        if t.engine != crate::targets::Engine::Postgres {
             anyhow::bail!("a results store is a SQLite file or a PostgreSQL database");
         }
         // TLS as a target gets it (libpq's sslmode, sslrootcert for verify-ca/-full).
@@ -204,13 +204,13 @@ impl Db {
             .map_err(|e| anyhow!("the results store's TLS (sslmode={}): {e}", t.sslmode.as_str()))?;
         let mut config = postgres::Config::new();
         config.ssl_mode(match t.sslmode {
-            crate::target::SslMode::Disable => postgres::config::SslMode::Disable,
-            crate::target::SslMode::Prefer => postgres::config::SslMode::Prefer,
+            crate::targets::SslMode::Disable => postgres::config::SslMode::Disable,
+            crate::targets::SslMode::Prefer => postgres::config::SslMode::Prefer,
             _ => postgres::config::SslMode::Require,
         });
         match &t.host {
-            crate::target::Host::Tcp(h) => config.host(h),
-            crate::target::Host::Unix(dir) => config.host_path(dir),
+            crate::targets::Host::Tcp(h) => config.host(h),
+            crate::targets::Host::Unix(dir) => config.host_path(dir),
         };
         config.port(t.port).user(&t.user).dbname(&t.dbname);
         if let Some(pw) = t

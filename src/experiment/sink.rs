@@ -4,7 +4,7 @@
 //! The runner sees only this trait, so it imports nothing above its stage; the command
 //! hands the exporter in.
 
-use crate::load::record::{Interval, Recorder};
+use crate::load::measurements::{Interval, Measurements};
 
 /// A live view of the counted repetitions (warm-up and prewarm steps are not told).
 pub trait Sink {
@@ -13,5 +13,5 @@ pub trait Sink {
     /// One merged progress period of `cell`'s repetition in progress.
     fn add_period(&self, cell: &str, period: &Interval);
     /// `cell`'s repetition ended with these exact figures.
-    fn finish(&self, cell: &str, rec: &Recorder);
+    fn finish(&self, cell: &str, rec: &Measurements);
 }

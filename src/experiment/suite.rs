@@ -31,7 +31,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Deserialize;
 
-mod profile;
+mod file;
 
 pub use super::suggest::did_you_mean;
 use crate::options::cell::Settings;
@@ -166,7 +166,7 @@ fn ser_redacted_settings<S: serde::Serializer>(settings: &Settings, s: S) -> Res
     let mut m = s.serialize_map(Some(settings.len()))?;
     for (k, v) in settings {
         if k == "target" {
-            m.serialize_entry(k, &crate::target::redact(v))?;
+            m.serialize_entry(k, &crate::targets::redact(v))?;
         } else {
             m.serialize_entry(k, v)?;
         }

@@ -25,7 +25,7 @@ use super::store::{self, Status, Store, WorkerEnd, WorkerInterval, WorkerRow};
 use crate::connect::FailureCount;
 use crate::host::{Cpu, MachineUse};
 use crate::load::engine::{LoadRun, StartGate};
-use crate::load::record::{interval_histogram, latency_histogram, Recorder, SeriesEntry};
+use crate::load::measurements::{interval_histogram, latency_histogram, Measurements, SeriesEntry};
 use crate::net::transport::TlsInfo;
 
 /// How far ahead of the moment every worker is ready the run starts: enough for every
@@ -232,7 +232,7 @@ impl Worker {
             .started_at_us
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        let r = &run.recorder;
+        let r = &run.measurements;
         let mut h = interval_histogram();
         let intervals = r
             .series
@@ -338,7 +338,7 @@ fn cpu_of(c: Option<(f64, f64)>) -> Option<Cpu> {
 
 impl WorkerRecord {
     pub fn of(run: &LoadRun, warmup: Duration) -> Result<WorkerRecord> {
-        let r = &run.recorder;
+        let r = &run.measurements;
         let hex = |h: &Histogram<u64>| store::serialize_histogram(h).map(|b| to_hex(&b));
         Ok(WorkerRecord {
             warmup_s: warmup.as_secs_f64(),
@@ -375,10 +375,10 @@ impl WorkerRecord {
         })
     }
 
-    /// The recorder this record, its latency histogram and its intervals describe.
-    fn recorder(&self, latency: &[u8], intervals: &[&WorkerInterval]) -> Result<Recorder> {
+    /// The measurements this record, its latency histogram and its intervals describe.
+    fn measurements(&self, latency: &[u8], intervals: &[&WorkerInterval]) -> Result<Measurements> {
         let hist = |s: &str| from_hex(s).and_then(|b| store::deserialize_histogram(&b));
-        let mut r = Recorder::new();
+        let mut r = Measurements::new();
         r.latency = rebound(store::deserialize_histogram(latency)?, latency_histogram())?;
         r.lag = rebound(hist(&self.lag_histogram)?, latency_histogram())?;
         r.connect = rebound(hist(&self.connect_histogram)?, latency_histogram())?;
@@ -460,7 +460,7 @@ pub fn merge(store: &Store, id: i64) -> Result<Merged> {
     let workers = stored.run.workers.context("not a run of many workers")? as usize;
     let name = stored.run.name.clone().unwrap_or_else(|| id.to_string());
     let (rows, intervals) = store.load_workers(id)?;
-    let mut merged = Recorder::new();
+    let mut merged = Measurements::new();
     let mut run = LoadRun::empty();
     let (mut first_start, mut last_end): (Option<f64>, Option<f64>) = (None, None);
     let mut missing = Vec::new();
@@ -482,7 +482,7 @@ pub fn merge(store: &Store, id: i64) -> Result<Merged> {
             .with_context(|| format!("worker {w}'s record cannot be read"))?;
         let mine: Vec<&WorkerInterval> = intervals.iter().filter(|i| i.worker == w).collect();
         merged += &record
-            .recorder(latency, &mine)
+            .measurements(latency, &mine)
             .with_context(|| format!("worker {w}'s histograms"))?;
         run.cpu_user += Duration::from_secs_f64(record.cpu_user_s);
         run.cpu_system += Duration::from_secs_f64(record.cpu_system_s);
@@ -514,7 +514,7 @@ pub fn merge(store: &Store, id: i64) -> Result<Merged> {
             first_start = first_start.or(Some(0.0));
         }
     }
-    run.recorder = merged;
+    run.measurements = merged;
     run.measured = match (first_start, last_end) {
         (Some(a), Some(b)) if b > a => Duration::from_secs_f64(b - a),
         _ => Duration::ZERO,

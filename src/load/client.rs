@@ -1,5 +1,5 @@
 //! One client's loop: pace, choose a script, run a transaction under the connection
-//! policy (retrying what pgbench retries), and record it in the worker's recorder and
+//! policy (retrying what pgbench retries), and record it in the worker's measurements and
 //! log. Also what a worker's clients share ([`WorkerShared`]) and how a connection is
 //! opened for them. This is the hot path: every transaction goes through [`client`].
 
@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::plan::{End, LoadPlan, Policy, WeightedScript};
 use super::pool::Pool;
 use crate::load::log::{Clock, Entry, Failure, Outcome, TxLog};
-use crate::load::record::{Interval, Recorder};
+use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::{Counters, TlsInfo};
 use crate::proto::{self, Endpoint, Session};
 use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
@@ -46,7 +46,7 @@ fn command_offsets(scripts: &[WeightedScript]) -> Vec<usize> {
 /// State shared by the clients of one worker (one thread, so `Rc` and `RefCell`).
 pub struct WorkerShared {
     pub plan: Arc<LoadPlan>,
-    pub recorder: RefCell<Recorder>,
+    pub measurements: RefCell<Measurements>,
     pub progress: RefCell<Interval>,
     pub pool: Option<Pool>,
     pub first_error: RefCell<Option<String>>,
@@ -160,7 +160,7 @@ fn skip(
     now: Instant,
     measured_done: &mut u64,
 ) -> bool {
-    shared.recorder.borrow_mut().record_skip();
+    shared.measurements.borrow_mut().record_skip();
     *measured_done += 1;
     log_transaction(
         shared,
@@ -456,7 +456,7 @@ fn finish(
     false
 }
 
-/// Records a measured transaction that committed: the recorder, the progress period,
+/// Records a measured transaction that committed: the measurements, the progress period,
 /// the run's last end and the log.
 fn record_commit(
     shared: &WorkerShared,
@@ -468,7 +468,7 @@ fn record_commit(
     let plan = &shared.plan;
     let (index, started, intended, ended) = (tx.index, tx.started, tx.intended, tx.ended);
     let latency = ended.saturating_duration_since(intended).as_nanos() as u64;
-    let mut rec = shared.recorder.borrow_mut();
+    let mut rec = shared.measurements.borrow_mut();
     rec.record_transaction(index, latency, bytes);
     rec.record_script(tx.script, true);
     rec.record_retries(tx.retries);
@@ -520,7 +520,7 @@ fn record_commit(
 fn record_failure(shared: &WorkerShared, tx: &Tx, error: &ConnectError, times: Option<&CommandTimes>) {
     let message = || error.to_string();
     let key = failure_key(error);
-    let mut rec = shared.recorder.borrow_mut();
+    let mut rec = shared.measurements.borrow_mut();
     rec.record_failure(tx.index, &key, message, true);
     // From the intended start, as a successful transaction's latency is.
     rec.record_failed_time(tx.ended.saturating_duration_since(tx.intended).as_nanos() as u64);

@@ -2,11 +2,11 @@
 //! optionally paced, with every transaction recorded.
 //!
 //! Shape: `-j` worker threads, each with its own single-threaded runtime, each running
-//! its share of the `-c` clients as local tasks and owning one [`Recorder`] (no atomics or
-//! locks while a transaction is timed). The run has three stretches on one shared clock:
+//! its share of the `-c` clients as local tasks and owning one [`Measurements`] (no
+//! atomics or locks while a transaction is timed). The run has three stretches on one shared clock:
 //! connecting (persistent connections are opened before anything is timed, as pgbench
 //! does, and so are a pool's), warm-up (transactions run but are not recorded), and the measurement. Workers
-//! hand their recorders to the coordinator, which merges them.
+//! hand their measurements to the coordinator, which merges them.
 //!
 //! Timing: a transaction's latency runs from its start to its last ReadyForQuery, and
 //! includes whatever the client had to wait for on the way: a pool slot, a (re)connect.
@@ -30,7 +30,7 @@ use super::client::{client, open_setup, Times, WorkerShared};
 use super::pool::Pool;
 use crate::host::{cpu_between, thread_usage, Accounting, Cpu, MachineCpu, Source, Usage};
 use crate::load::log::{Clock, Columns};
-use crate::load::record::{Interval, Recorder};
+use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
@@ -76,7 +76,7 @@ enum Msg {
 
 /// What one worker hands back.
 struct WorkerResult {
-    recorder: Recorder,
+    measurements: Measurements,
     last_end: Option<Instant>,
     cpu: (Duration, Duration),
     context_switches: (u64, u64),
@@ -95,7 +95,7 @@ impl WorkerResult {
     /// A worker's result when the start gate failed: nothing ran.
     fn cancelled() -> WorkerResult {
         WorkerResult {
-            recorder: Recorder::new(),
+            measurements: Measurements::new(),
             last_end: None,
             cpu: (Duration::ZERO, Duration::ZERO),
             context_switches: (0, 0),
@@ -261,7 +261,7 @@ async fn relay_progress(
     }
 }
 
-/// The run: the workers' recorders and readings merged, and the measured window's
+/// The run: the workers' measurements and readings merged, and the measured window's
 /// length (to the last transaction's end, or the planned end when the run was not cut
 /// short).
 fn merge(
@@ -271,7 +271,7 @@ fn merge(
     end: Option<Instant>,
     halted: bool,
 ) -> LoadRun {
-    let mut recorder = Recorder::new();
+    let mut measurements = Measurements::new();
     let mut run = LoadRun {
         server_not_measured: plan.accounting.server_not_measured.clone(),
         command_texts: if plan.per_command {
@@ -283,7 +283,7 @@ fn merge(
     };
     let mut last_end = measure_start;
     for r in results {
-        recorder += &r.recorder;
+        measurements += &r.measurements;
         run.cpu_user += r.cpu.0;
         run.cpu_system += r.cpu.1;
         run.context_switches.0 += r.context_switches.0;
@@ -321,7 +321,7 @@ fn merge(
         _ => last_end,
     };
     run.measured = window_end.saturating_duration_since(measure_start);
-    run.recorder = recorder;
+    run.measurements = measurements;
     run
 }
 
@@ -407,8 +407,8 @@ fn worker(
     });
     // The outputs of this future and of the client tasks are boxed: tokio moves a task's
     // output type through every poll (Pending included), and these wake once per
-    // transaction, so unboxed they copied a recorder's or a session's bytes each time
-    // (memmove: 1.9% of the client's CPU in a select-only profile, 0.9% boxed).
+    // transaction, so unboxed they copied a worker's measurements or a session's bytes
+    // each time (memmove: 1.9% of the client's CPU in a select-only profile, 0.9% boxed).
     let result = local.block_on(&rt, measure(shared, ids, sessions, t, stop, overrun_rx, tx));
     result.map(|r| *r)
 }
@@ -425,8 +425,8 @@ fn worker_shared(plan: &Arc<LoadPlan>, halt: Arc<watch::Sender<bool>>) -> Rc<Wor
     };
     Rc::new(WorkerShared {
         plan: plan.clone(),
-        recorder: RefCell::new({
-            let r = Recorder::new().with_scripts(plan.scripts.len());
+        measurements: RefCell::new({
+            let r = Measurements::new().with_scripts(plan.scripts.len());
             if plan.per_command {
                 r.with_commands(plan.scripts.iter().map(|s| s.script.commands.len()).sum())
             } else {
@@ -660,11 +660,11 @@ fn worker_result(
     window: Option<Window>,
     interrupted: bool,
 ) -> WorkerResult {
-    let mut recorder = shared.recorder.replace(Recorder::new());
-    recorder.finish();
+    let mut measurements = shared.measurements.replace(Measurements::new());
+    measurements.finish();
     let (setup_connects, setup_connect_ns) = *shared.setup.borrow();
     WorkerResult {
-        recorder,
+        measurements,
         last_end: *shared.last_end.borrow(),
         cpu: cpu_between(cpu_start.cpu, cpu_end.cpu),
         context_switches: (

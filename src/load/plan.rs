@@ -10,7 +10,7 @@ use anyhow::Result;
 
 use crate::host::{Accounting, Cpu, MachineUse};
 use crate::load::log::LogFiles;
-use crate::load::record::{Interval, Recorder};
+use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Endpoint;
 use crate::workload::{QueryMode, Script};
@@ -156,9 +156,9 @@ pub struct Progress {
 /// Everything a load run produced.
 #[derive(Debug, Clone)]
 pub struct LoadRun {
-    pub recorder: Recorder,
+    pub measurements: Measurements,
     /// With `-r`, the script's commands as written, in the order of
-    /// `recorder.commands`; empty without.
+    /// `measurements.commands`; empty without.
     pub command_texts: Vec<String>,
     /// From the start of the measurement to the last measured transaction's end (or the
     /// end of the measurement window, whichever is later).
@@ -195,7 +195,7 @@ impl LoadRun {
     /// A run that measured nothing yet: the start of a merge.
     pub fn empty() -> LoadRun {
         LoadRun {
-            recorder: Recorder::new(),
+            measurements: Measurements::new(),
             command_texts: Vec::new(),
             measured: Duration::ZERO,
             cpu_user: Duration::ZERO,

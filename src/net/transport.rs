@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use crate::target::{Host, SslMode, Target};
+use crate::targets::{Host, SslMode, Target};
 
 /// Bytes and round trips seen on one connection.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use crate::connect::ConnectSettings;
 use crate::host::{Accounting, Source};
 use crate::route::{PathKind, RouteSpec};
 use crate::sandbox::SandboxInfo;
-use crate::target::{Host, SslMode, Target};
+use crate::targets::{Host, SslMode, Target};
 
 /// A setting's value, as text (validated when the cell is turned into a run).
 pub type Settings = BTreeMap<String, String>;
@@ -81,7 +81,7 @@ pub fn accounting(
     }
     if let Some(m) = sandbox
         .and_then(|sb| sb.mariadb.as_ref())
-        .filter(|m| target.engine == crate::target::Engine::Mysql && m.port == target.port)
+        .filter(|m| target.engine == crate::targets::Engine::Mysql && m.port == target.port)
     {
         // mariadbd is one process with a thread per connection: its own times are all.
         return Ok(Accounting {
@@ -118,8 +118,8 @@ pub fn accounting(
         }
     };
     let main_process = match target.engine {
-        crate::target::Engine::Postgres => "the postmaster's pid: `head -1 $PGDATA/postmaster.pid`",
-        crate::target::Engine::Mysql => "the server's pid: `pidof mariadbd mysqld`",
+        crate::targets::Engine::Postgres => "the postmaster's pid: `head -1 $PGDATA/postmaster.pid`",
+        crate::targets::Engine::Mysql => "the server's pid: `pidof mariadbd mysqld`",
     };
     Ok(Accounting {
         server_not_measured: Some(if local {

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::dataset::pgbench::TableChoice;
-use crate::target::SslMode;
+use crate::targets::SslMode;
 use crate::units::parse_duration;
 use crate::workload::{Builtin, QueryMode};
 

@@ -5,7 +5,7 @@ use super::*;
 use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::host::Source;
 use crate::load::engine::Policy;
-use crate::target::Target;
+use crate::targets::Target;
 use crate::workload::Builtin;
 
 #[test]

@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::net::transport::{Counters, Stream, TlsInfo, TlsSetup};
-pub use crate::target::Engine;
-use crate::target::Target;
+pub use crate::targets::Engine;
+use crate::targets::Target;
 
 /// The phases of a connection set-up, in wire order, plus the optional first query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

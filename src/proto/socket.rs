@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use super::{ConnectError, ErrorKind, Phase, PhaseCursor, Stopwatch};
 use crate::net::transport::{self, Stream};
-use crate::target::{Host, Target};
+use crate::targets::{Host, Target};
 
 /// The engine-neutral first phases: `resolve` (TCP only) and the socket `connect`, each
 /// marked on `sw`.

@@ -32,9 +32,9 @@ use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
 use crate::load::log::LogFiles;
-use crate::load::record::Interval;
+use crate::load::measurements::Interval;
 use crate::proto::{self, Endpoint, PhaseCursor};
-use crate::target::Engine;
+use crate::targets::Engine;
 pub use pooled::PoolSettings;
 pub use schedule::Schedule;
 pub use summary::Summary;

@@ -21,7 +21,7 @@ use anyhow::{bail, Result};
 
 use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
-use crate::target::Engine;
+use crate::targets::Engine;
 use crate::trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step, TxStatus};
 use crate::trace::{fingerprint, Dialect, Fingerprint, TraceReader};
 

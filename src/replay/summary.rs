@@ -11,12 +11,12 @@ use serde::Serialize;
 
 use super::schedule::Schedule;
 use super::{Run, Speed};
-use crate::load::record::command_histogram;
+use crate::load::measurements::command_histogram;
 use crate::stats::load::latency;
 
 /// What the recording saw, counted before the replay runs (it consumes the schedule).
 #[derive(Debug, Clone)]
-pub struct Recorded {
+pub struct AsRecorded {
     pub sessions: u64,
     pub requests: u64,
     pub transactions: u64,
@@ -27,9 +27,9 @@ pub struct Recorded {
     transaction_ns: u64,
 }
 
-impl Recorded {
-    pub fn of(s: &Schedule) -> Recorded {
-        let mut r = Recorded {
+impl AsRecorded {
+    pub fn of(s: &Schedule) -> AsRecorded {
+        let mut r = AsRecorded {
             sessions: s.sessions.len() as u64,
             requests: 0,
             transactions: 0,
@@ -290,7 +290,7 @@ fn method(speed: Speed, pooled: bool) -> String {
 }
 
 impl Summary {
-    pub fn new(rec: &Recorded, schedule: &Schedule, run: &Run, speed: Speed) -> Summary {
+    pub fn new(rec: &AsRecorded, schedule: &Schedule, run: &Run, speed: Speed) -> Summary {
         let t = &run.tally;
         let mut statements: Vec<StatementRow> = schedule
             .statements

@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 
 use crate::host::Cpu;
 
-use crate::load::record::command_histogram;
+use crate::load::measurements::command_histogram;
 
 /// One statement's executions now.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! A replayed session's transactions written to `-l`'s log, in pgbench 15's format
 //! through load's own writer (`crate::load::log`), so the tools people run on pgbench's
 //! logs read a replay's; and added to its thread's live period (load's
-//! `record::Interval`) for `--metrics-listen`: transactions, their latency, failures by
+//! `measurements::Interval`) for `--metrics-listen`: transactions, their latency, failures by
 //! SQLSTATE, connects, the period's largest lag.
 //!
 //! One line per transaction, not per request: pgbench's format is per transaction, and a
@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::load::log::{Entry, Failure, Outcome, TxLog};
-use crate::load::record::Interval;
+use crate::load::measurements::Interval;
 
 /// A thread's figures since the last scrape's period, taken by the progress ticker.
 pub type Period = Arc<Mutex<Interval>>;

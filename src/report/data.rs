@@ -141,7 +141,7 @@ impl RunReport {
                     match &mut histogram {
                         None => histogram = Some(h),
                         Some(acc) => {
-                            // Both come from `record::latency_histogram`, so the ranges match.
+                            // Both come from `measurements::latency_histogram`, so the ranges match.
                             let _ = acc.add(&h);
                         }
                     }

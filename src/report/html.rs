@@ -149,7 +149,7 @@ pub fn merged_html(merged: &[crate::experiment::workers::Merged]) -> anyhow::Res
         }
         let mut curves = vec![percentiles::Curve {
             name: "merged".into(),
-            points: super::data::percentile_points_of(&m.run.recorder.latency),
+            points: super::data::percentile_points_of(&m.run.measurements.latency),
         }];
         for r in &m.rows {
             if let Some(Ok(h)) = r

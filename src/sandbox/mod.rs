@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::proto::PhaseCursor;
-use crate::target::Target;
+use crate::targets::Target;
 
 pub mod cgroup;
 pub mod mariadb;

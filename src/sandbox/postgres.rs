@@ -14,7 +14,7 @@ use super::{
     TRUST_ROLE,
 };
 use crate::proto::{postgres, PhaseCursor};
-use crate::target::Target;
+use crate::targets::Target;
 
 impl Sandbox {
     /// `initdb`, the certificates, pg_hba.conf and the passfile.

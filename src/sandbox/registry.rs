@@ -25,7 +25,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::{cgroup, SandboxInfo};
-use crate::target::{Host, Target};
+use crate::targets::{Host, Target};
 
 /// The name of a detached sandbox when none is given.
 pub const DEFAULT_NAME: &str = "default";

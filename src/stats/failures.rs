@@ -4,8 +4,8 @@
 //! over its counted repetitions into one [`CellFailures`] for reports to name.
 //!
 //! Method. A failed transaction's time runs from its (intended) start to its failure
-//! after its tries, summed exactly in nanoseconds by the recorder, as is the successful
-//! transactions' latency; a cell's share is the failed (or stalled) time over the time
+//! after its tries, summed exactly in nanoseconds in the load's measurements, as is the
+//! successful transactions' latency; a cell's share is the failed (or stalled) time over the time
 //! of all its measured transactions, pooled over its repetitions, so a repetition with
 //! more transactions weighs more. A stalled transaction is a successful one slower than
 //! [`STALL_FACTOR`] times its own repetition's p99: the repetition's, because its
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn stalls_are_the_transactions_over_ten_times_the_p99() {
-        let mut h = crate::load::record::latency_histogram();
+        let mut h = crate::load::measurements::latency_histogram();
         h.record_n(1_000_000, 9_990).unwrap();
         h.record_n(2_000_000, 9).unwrap();
         // Two transactions held a second (a deadlock's wait), one 9 ms (under 10 x p99).
@@ -206,7 +206,7 @@ mod tests {
         let (n, ns) = stalled(&h);
         assert_eq!(n, 2);
         assert!((ns as f64 / 2_004_000_000.0 - 1.0).abs() < 0.001, "{ns}");
-        assert_eq!(stalled(&crate::load::record::latency_histogram()), (0, 0));
+        assert_eq!(stalled(&crate::load::measurements::latency_histogram()), (0, 0));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Summaries of a load run, read from the merged recorder.
+//! Summaries of a load run, read from the merged measurements.
 //!
 //! Method. Latency percentiles come from HDR histograms (3 significant digits, so a
 //! reported value is within 0.1% of the recorded one); p50 etc. are HdrHistogram's
@@ -154,7 +154,7 @@ pub struct LoadSummary {
     pub per_command: Option<Vec<CommandSummary>>,
     /// Per script of the run, in its order: measured transactions that succeeded and
     /// that failed.
-    pub scripts: Vec<crate::load::record::ScriptCount>,
+    pub scripts: Vec<crate::load::measurements::ScriptCount>,
     /// Transactions tried more than once (--max-tries), and their retries in all.
     pub retried: u64,
     pub retries: u64,
@@ -253,7 +253,7 @@ pub fn sqlstate_class(code: &str) -> Option<String> {
 
 /// Summarises a run of `clients` clients with series intervals of `interval_s`.
 pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSummary {
-    let r = &run.recorder;
+    let r = &run.measurements;
     let measured_s = run.measured.as_secs_f64();
     let connect_time_s = r.connect_ns as f64 / 1e9;
     let per_client_connect_s = connect_time_s / clients.max(1) as f64;
@@ -339,7 +339,7 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
 /// Per command of a script, when they were timed (`--report-per-command`): executions,
 /// failures, and the mean, p50, p99 and maximum in ms.
 fn per_command(run: &LoadRun) -> Option<Vec<CommandSummary>> {
-    let r = &run.recorder;
+    let r = &run.measurements;
     (!run.command_texts.is_empty()).then(|| {
         run.command_texts
             .iter()
@@ -363,9 +363,9 @@ fn per_command(run: &LoadRun) -> Option<Vec<CommandSummary>> {
 
 /// The run per `interval_s` interval: throughput and latency of each.
 fn series(run: &LoadRun, interval_s: f64, measured_s: f64) -> Vec<IntervalSummary> {
-    let r = &run.recorder;
+    let r = &run.measurements;
     let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
-    let mut h = crate::load::record::interval_histogram();
+    let mut h = crate::load::measurements::interval_histogram();
     let n = r.series.len();
     // A last interval shorter than a twentieth of the others (the measurement ended just
     // past an interval's end: a transaction answered in that sliver) is folded into the
@@ -421,7 +421,7 @@ mod tests {
 
     #[test]
     fn histogram_summary_is_within_its_precision() {
-        let mut h = crate::load::record::latency_histogram();
+        let mut h = crate::load::measurements::latency_histogram();
         for v in 1..=10_000u64 {
             h.record(v * 1_000).unwrap();
         }

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::target::Engine;
+use crate::targets::Engine;
 
 /// The `format` a trace's header names.
 pub const FORMAT: &str = "connbench-trace";
@@ -443,12 +443,12 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// `Engine` as `postgres` / `mysql` both ways (the target module's enum only
+/// `Engine` as `postgres` / `mysql` both ways (the targets module's enum only
 /// serialises).
 mod engine_name {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::target::Engine;
+    use crate::targets::Engine;
 
     pub fn serialize<S: Serializer>(e: &Engine, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(match e {

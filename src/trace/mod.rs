@@ -36,7 +36,7 @@ pub use fingerprint::{fingerprint, redact_literals, Dialect, Fingerprint};
 pub use reader::{ReadError, TraceReader};
 pub use writer::{Compression, TraceWriter};
 
-use crate::target::Engine;
+use crate::targets::Engine;
 use event::Sql;
 
 /// Which way bytes were going.

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step, TxStatus};
 use super::fingerprint::{fingerprint, Dialect};
-use crate::target::Engine;
+use crate::targets::Engine;
 
 /// Distinct statements kept apart; the rest are counted as one row, "(other statements)".
 pub const MAX_STATEMENTS: usize = 10_000;

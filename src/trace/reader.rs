@@ -111,7 +111,7 @@ impl TraceReader {
         let mut t = TraceReader {
             input,
             compressed,
-            header: Header::new(crate::target::Engine::Postgres, Default::default()),
+            header: Header::new(crate::targets::Engine::Postgres, Default::default()),
             line: 0,
             events: 0,
             bytes: 0,
@@ -298,7 +298,7 @@ mod tests {
     use super::super::event::{ClosedBy, RecordOptions, SessionClose};
     use super::super::writer::{Compression, TraceWriter};
     use super::*;
-    use crate::target::Engine;
+    use crate::targets::Engine;
 
     /// A writer whose bytes the test can look at while the trace is still open.
     #[derive(Clone, Default)]

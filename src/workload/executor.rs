@@ -44,7 +44,7 @@ pub struct ClientSeat {
 /// each command that ran ([`CommandTimes::SKIPPED`] for one a branch skipped), the
 /// commands before `reached` considered; `failed` is the one that failed. Kept on the
 /// executor and overwritten run by run, so timing allocates nothing; the client hands a
-/// measured transaction's times to its worker's recorder.
+/// measured transaction's times to its worker's measurements.
 #[derive(Debug, Clone, Default)]
 pub struct CommandTimes {
     pub ns: Vec<u64>,

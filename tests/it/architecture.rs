@@ -1,6 +1,7 @@
 //! The house's rules, read from the source as text (docs/architecture.md): data flows one
-//! way, so a module imports only modules at its own stage of [`STAGES`] or below; no two
-//! files of one folder use each other (a child may use its folder's `mod.rs`; a
+//! way, so a module imports only modules at its own stage or below, in the stage order
+//! written once, in docs/architecture.md's `stages` block ([`stages`] reads it; lib.rs
+//! declares its modules in that order); no two files of one folder use each other (a child may use its folder's `mod.rs`; a
 //! `folder.rs` beside `folder/` may hand its children on, but not use one that uses it);
 //! no file over
 //! [`MAX_FILE_LINES`] lines besides its unit tests, no function over [`MAX_FN_LINES`], no
@@ -23,30 +24,66 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The stage order, low to high: a module may import its own stage or lower ones.
-const STAGES: &[&[&str]] = &[
-    &["units", "scratch", "host", "rng", "exit"],
-    &["target"],
-    &["script"],
-    &["net"],
-    &["proto"],
-    &["trace"],
-    &["route", "recorder"],
-    &["sandbox"],
-    &["connect"],
-    &["workload"],
-    &["dataset"],
-    &["load"],
-    &["stats"],
-    &["replay"],
-    &["options"],
-    &["experiment"],
-    &["live"],
-    &["report"],
-    &["cli"],
-    &["commands"],
-    &["lib", "main"],
-];
+/// The stage order, low to high, as docs/architecture.md writes it: a module may import
+/// its own stage or lower ones. Read once per test run; a list the parser refuses fails
+/// every check that reads it, naming the line.
+fn stages() -> &'static [Vec<String>] {
+    static STAGES: std::sync::OnceLock<Vec<Vec<String>>> = std::sync::OnceLock::new();
+    STAGES.get_or_init(|| {
+        let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+        let text = std::fs::read_to_string(&doc).unwrap();
+        parse_stages(&text).unwrap_or_else(|e| panic!("{}: {e}", doc.display()))
+    })
+}
+
+/// The stages of a document's one ```` ```stages ```` block: each line that starts with
+/// a number is a stage, numbered from 0 in order, its modules (comma-separated) up to two
+/// spaces, then what they hold; any other line goes on describing the stage above. A
+/// module named twice, a number out of order, a name that is not a module's or a
+/// missing or second block is refused.
+fn parse_stages(doc: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut blocks = doc.split("\n```stages\n").skip(1);
+    let block = blocks.next().ok_or("no ```stages block")?;
+    if blocks.next().is_some() {
+        return Err("two ```stages blocks".into());
+    }
+    let block = &block[..block.find("\n```").ok_or("the ```stages block does not end")?];
+    let mut stages: Vec<Vec<String>> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for line in block.lines() {
+        let t = line.trim_start();
+        let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            continue;
+        }
+        let n: usize = t[..digits].parse().map_err(|e| format!("{line:?}: {e}"))?;
+        if n != stages.len() {
+            return Err(format!("{line:?}: stage {n} where stage {} comes", stages.len()));
+        }
+        let rest = t[digits..].trim_start();
+        let names = rest.find("  ").map_or(rest, |end| &rest[..end]);
+        let mut stage = Vec::new();
+        for name in names.split(',').map(str::trim) {
+            let module = !name.is_empty()
+                && name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if !module {
+                return Err(format!("{line:?}: {name:?} is not a module's name"));
+            }
+            if !seen.insert(name.to_string()) {
+                return Err(format!("{line:?}: {name} has a stage already"));
+            }
+            stage.push(name.to_string());
+        }
+        stages.push(stage);
+    }
+    if stages.is_empty() {
+        return Err("the ```stages block lists no stage".into());
+    }
+    Ok(stages)
+}
 
 const MAX_FILE_LINES: usize = 800;
 const MAX_FN_LINES: usize = 120;
@@ -496,8 +533,8 @@ fn imports(file: &Path, code: &str) -> Vec<Import> {
     out
 }
 
-fn stage_of(top: &str) -> Option<usize> {
-    STAGES.iter().position(|s| s.contains(&top))
+fn stage_of(stages: &[Vec<String>], top: &str) -> Option<usize> {
+    stages.iter().position(|s| s.iter().any(|m| m == top))
 }
 
 /// The top module of a module path: `load` for `load::engine::Engine`; an item of the
@@ -587,14 +624,14 @@ impl House {
         }
     }
 
-    /// Imports that run up the stage order, as "file:line: a -> b (crate::b::...)".
-    fn up_imports(&self) -> Vec<String> {
+    /// Imports that run up the stage order `stages`, as "file:line: a -> b (crate::b::...)".
+    fn up_imports(&self, stages: &[Vec<String>]) -> Vec<String> {
         let mut out = Vec::new();
         for (f, code) in &self.code {
             let from = House::top_of_file(f);
-            let Some(sf) = stage_of(&from) else {
+            let Some(sf) = stage_of(stages, &from) else {
                 out.push(format!(
-                    "src/{}: module {from} has no stage in STAGES",
+                    "src/{}: module {from} has no stage in docs/architecture.md",
                     f.display()
                 ));
                 continue;
@@ -604,7 +641,7 @@ impl House {
                 if to == from {
                     continue;
                 }
-                match stage_of(&to) {
+                match stage_of(stages, &to) {
                     Some(st) if st > sf => out.push(format!(
                         "src/{}:{}: {from} (stage {sf}) imports {to} (stage {st}): crate::{}",
                         f.display(),
@@ -613,7 +650,7 @@ impl House {
                     )),
                     Some(_) => {}
                     None => out.push(format!(
-                        "src/{}:{}: {from} imports {to}, which has no stage in STAGES: crate::{}",
+                        "src/{}:{}: {from} imports {to}, which has no stage in docs/architecture.md: crate::{}",
                         f.display(),
                         i.line,
                         i.path.join("::")
@@ -832,12 +869,61 @@ fn fn_name(line: &str) -> Option<&str> {
 #[test]
 fn no_import_runs_back_up_the_stage_order() {
     let house = House::read(&src());
-    let up = house.up_imports();
+    let up = house.up_imports(stages());
     assert!(
         up.is_empty(),
-        "imports that run up the stage order (tests/it/architecture.rs STAGES, docs/architecture.md):\n{}",
+        "imports that run up the stage order (docs/architecture.md's stages):\n{}",
         up.join("\n")
     );
+}
+
+/// lib.rs declares the modules of the stage list, each once, in its order (lib and main
+/// apart), so the module list a reader meets first is the stage order, and a module
+/// renamed, added or removed without its stage fails here.
+#[test]
+fn lib_declares_its_modules_in_stage_order() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    let declared = declared_mods(&blank(&lib));
+    let listed: Vec<String> = stages()
+        .iter()
+        .flatten()
+        .filter(|m| !matches!(m.as_str(), "lib" | "main"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        declared, listed,
+        "lib.rs's modules (left) against docs/architecture.md's stages, in their order (right)"
+    );
+}
+
+/// The stage list is read as docs/architecture.md writes it, and it bites: a list with
+/// `net` moved above `proto` finds proto's imports of net in the real tree; a list out
+/// of order, a module twice or no list at all is refused.
+#[test]
+fn the_stage_list_is_read_from_the_doc_and_bites() {
+    let real = stages();
+    assert_eq!(
+        real.first().unwrap(),
+        &["units", "scratch", "host", "rng", "exit"]
+    );
+    assert_eq!(real.last().unwrap(), &["lib", "main"]);
+    let mut moved = real.to_vec();
+    let net = stage_of(&moved, "net").unwrap();
+    let proto = stage_of(&moved, "proto").unwrap();
+    moved[net].retain(|m| m != "net");
+    moved[proto + 1].push("net".into());
+    let up = House::read(&src()).up_imports(&moved);
+    let needle = format!("proto (stage {proto}) imports net (stage {})", proto + 1);
+    assert!(up.iter().any(|l| l.contains(&needle)), "{needle} not in {up:?}");
+    for (doc, error) in [
+        ("```stages\n 0 a\n 2 b\n```\n", "stage 2 where stage 1 comes"),
+        ("```stages\n 0 a, b\n 1 b  again\n```\n", "b has a stage already"),
+        ("```stages\n 0 a, B\n```\n", "\"B\" is not a module's name"),
+        ("```\n 0 a\n```\n", "no ```stages block"),
+    ] {
+        let got = parse_stages(&format!("x\n{doc}")).unwrap_err();
+        assert!(got.contains(error), "{doc:?}: {got}");
+    }
 }
 
 #[test]
@@ -892,14 +978,14 @@ fn the_check_finds_what_it_names() {
     );
     w(
         "net/relay.rs",
-        "// crate::report::x in a comment\nconst S: &str = \"crate::report::y\";\nuse crate::{\n    target::Target,\n    load::workload::Rng,\n};\n#[cfg(test)]\nmod tests {\n    use crate::load::Z;\n}\n",
+        "// crate::report::x in a comment\nconst S: &str = \"crate::report::y\";\nuse crate::{\n    targets::Target,\n    load::workload::Rng,\n};\n#[cfg(test)]\nmod tests {\n    use crate::load::Z;\n}\n",
     );
     w(
         "net/mod.rs",
         "pub mod relay;\n#[cfg(test)]\nmod testing;\npub fn version() -> &'static str { crate::VERSION }\n",
     );
     w("net/testing.rs", "use crate::load::Anything;\n");
-    w("target/mod.rs", "");
+    w("targets/mod.rs", "");
     w("load/a.rs", "use super::b::X;\n");
     w("load/b.rs", "use crate::load::a::Y;\nuse super::mod_item;\n");
     w("load/c.rs", "use super::Shared;\npub fn helper() {}\n");
@@ -923,14 +1009,18 @@ fn the_check_finds_what_it_names() {
     let consts: String = (0..820).map(|i| format!("pub const C{i}: u8 = 0;\n")).collect();
     w("scratch.rs", &format!("#[cfg(test)]\nmod testing;\n{consts}"));
     let house = House::read(&dir);
-    let up = house.up_imports();
+    let stages = parse_stages(
+        "The stages:\n\n```stages\n 0 units, scratch  leaves\n 1 targets\n 2 net      transport,\n            relay\n 3 load\n 4 commands\n 5 lib, main\n```\n",
+    )
+    .unwrap();
+    let up = house.up_imports(&stages);
     assert_eq!(up.len(), 2, "{up:?}");
     assert!(
-        up[0].starts_with("src/net/mod.rs:4: net (stage 3) imports lib (stage 20): crate::VERSION"),
+        up[0].starts_with("src/net/mod.rs:4: net (stage 2) imports lib (stage 5): crate::VERSION"),
         "{up:?}"
     );
     assert!(
-        up[1].starts_with("src/net/relay.rs:3: net (stage 3) imports load (stage 11)"),
+        up[1].starts_with("src/net/relay.rs:3: net (stage 2) imports load (stage 3)"),
         "{up:?}"
     );
     let circles = house.circles();

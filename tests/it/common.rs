@@ -122,7 +122,7 @@ pub fn dataset() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let ep =
-            connbench::proto::Endpoint::new(connbench::target::Target::parse(&conninfo("unix")).unwrap())
+            connbench::proto::Endpoint::new(connbench::targets::Target::parse(&conninfo("unix")).unwrap())
                 .unwrap();
         std::thread::spawn(move || {
             runtime().block_on(async {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use connbench::connect::connect_once;
 use connbench::proto::Endpoint;
 use connbench::proto::{ConnectError, ErrorKind, Phase, Timeline};
-use connbench::target::Target;
+use connbench::targets::Target;
 
 use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout};
 

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 use connbench::experiment::suite::Suite;
 use connbench::proto::{self, Endpoint, PhaseCursor};
-use connbench::target::{redact, Target};
+use connbench::targets::{redact, Target};
 use connbench::workload::Script;
 
 /// `cases` inputs per property on every test run; `bench/fuzz.sh` raises it with

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use connbench::proto::PhaseCursor;
 use connbench::proto::{self, Endpoint};
-use connbench::target::Target;
+use connbench::targets::Target;
 
 use crate::common::{connbench, conninfo, runtime, sandbox, stderr, stdout, TempFile};
 

@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use connbench::connect::connect_once;
 use connbench::proto::{Endpoint, ErrorKind, Phase, Timeline};
 use connbench::sandbox::{Sandbox, SandboxInfo};
-use connbench::target::Target;
+use connbench::targets::Target;
 
 use crate::common::{check_schema, connbench, mariadb_sandbox, runtime, stderr, stdout, TempFile};
 
@@ -310,7 +310,7 @@ mod caching_sha2_test_server {
     use std::path::PathBuf;
 
     use connbench::proto::{Endpoint, ErrorKind, Phase};
-    use connbench::target::Target;
+    use connbench::targets::Target;
     use mysql_common::auth::plugins::caching_sha2_password::scramble_sha256;
     use num_bigint::BigUint;
     use sha1::{Digest, Sha1};

@@ -809,7 +809,7 @@ clients = [1, 3]
     );
     // Marked as connbench's at that scale, 3 branches: the scale is the tables', not a label.
     let unix = crate::common::conninfo("unix");
-    let ep = connbench::proto::Endpoint::new(connbench::target::Target::parse(&unix).unwrap()).unwrap();
+    let ep = connbench::proto::Endpoint::new(connbench::targets::Target::parse(&unix).unwrap()).unwrap();
     let (branches, comment) = crate::common::runtime().block_on(async {
         let (mut s, _) = connbench::proto::connect(&ep, &Default::default()).await.unwrap();
         let b = s

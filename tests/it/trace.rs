@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use connbench::sandbox::{Sandbox, SandboxInfo};
-use connbench::target::Engine;
+use connbench::targets::Engine;
 use connbench::trace::event::{Op, Outcome, Request, SessionOpen, Step, TxStatus};
 use connbench::trace::{
     fingerprint, ClosedBy, DecodeOptions, Decoder, Dialect, Direction, Event, Header, RecordOptions,

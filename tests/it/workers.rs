@@ -93,7 +93,7 @@ fn three_workers_merge_exactly_and_start_together() {
     let id = s.resolve_run("merge-test").unwrap();
     let (rows, intervals) = s.load_workers(id).unwrap();
     assert_eq!(rows.len(), 3);
-    let mut all = connbench::load::record::latency_histogram();
+    let mut all = connbench::load::measurements::latency_histogram();
     for r in &rows {
         let h = deserialize_histogram(r.latency_histogram.as_ref().unwrap()).unwrap();
         for v in h.iter_recorded() {

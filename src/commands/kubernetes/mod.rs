@@ -38,8 +38,8 @@ pub fn run_job(args: KubernetesJobArgs) -> Result<Exit> {
 /// Refuses a target or store whose text holds a password: it would be written into
 /// the manifest, which is stored in the cluster and often in git.
 fn refuse_password(what: &str, text: &str, fix: &str) -> Result<()> {
-    if crate::target::redact(text) != text
-        || crate::target::parse_raw(text).is_ok_and(|raw| raw.contains_key("password"))
+    if crate::targets::redact(text) != text
+        || crate::targets::parse_raw(text).is_ok_and(|raw| raw.contains_key("password"))
     {
         bail!(
             "{what} holds a password, which would be written into the manifest: remove it and give {fix} \
@@ -227,8 +227,8 @@ fn secret_envs<'a>(
     if let Some(s) = &c.target_secret {
         let mut vars: Vec<&str> = targets
             .into_iter()
-            .map(|conninfo| match crate::target::Target::parse(conninfo) {
-                Ok(t) if t.engine == crate::target::Engine::Mysql => "MYSQL_PWD",
+            .map(|conninfo| match crate::targets::Target::parse(conninfo) {
+                Ok(t) if t.engine == crate::targets::Engine::Mysql => "MYSQL_PWD",
                 _ => "PGPASSWORD",
             })
             .collect();

@@ -77,13 +77,13 @@ fn check_targets(args: &KubernetesSuiteArgs, suite: &Suite, origin: &str) -> Res
     let split: Vec<(Option<&str>, &str)> = args
         .targets
         .iter()
-        .map(|t| crate::target::split_label(t))
+        .map(|t| crate::targets::split_label(t))
         .collect();
     let bare = split.iter().any(|(n, _)| n.is_none());
     let named: Vec<&str> = split.iter().filter_map(|(n, _)| *n).collect();
     for (t, (_, conninfo)) in args.targets.iter().zip(&split) {
-        crate::target::Target::parse(conninfo)
-            .with_context(|| format!("--target {:?}", crate::target::redact(t)))?;
+        crate::targets::Target::parse(conninfo)
+            .with_context(|| format!("--target {:?}", crate::targets::redact(t)))?;
     }
     let used: std::collections::BTreeSet<String> = suite
         .cells
@@ -163,7 +163,7 @@ fn suite_job(
 ) -> (Option<Value>, Value) {
     let name = job_name(run);
     let labels = json!({"app.kubernetes.io/name": "connbench", "connbench/run": run});
-    let conninfos = args.targets.iter().map(|t| crate::target::split_label(t).1);
+    let conninfos = args.targets.iter().map(|t| crate::targets::split_label(t).1);
     let env = secret_envs(&args.common, conninfos);
     let socket_mount = json!({"name": "sidecar-socket", "mountPath": args.socket_dir});
     let mut mounts = vec![socket_mount.clone(), json!({"name": "tmp", "mountPath": "/tmp"})];

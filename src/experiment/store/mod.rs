@@ -218,7 +218,7 @@ impl Store {
     /// PostgreSQL URL or conninfo.
     pub fn open_location(location: &str) -> Result<Store> {
         if is_postgres_location(location) {
-            let shown = crate::target::redact(location);
+            let shown = crate::targets::redact(location);
             let db = Db::postgres(location).with_context(|| {
                 format!(
                     "cannot connect to the results store {shown}: check the URL, that the database exists, \
@@ -329,7 +329,7 @@ fn redact_targets(v: &mut serde_json::Value) {
             for (k, val) in map.iter_mut() {
                 if k == "target" || k == "conninfo" {
                     if let serde_json::Value::String(s) = val {
-                        *s = crate::target::redact(s);
+                        *s = crate::targets::redact(s);
                     }
                 } else {
                     redact_targets(val);
@@ -427,7 +427,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
         let suite = Suite::parse(SUITE, "t").unwrap();
         let env = Environment::here(Some("15.18".into()), None, None);
         let run = store.begin_run(&suite, &env).unwrap();
-        let mut h = crate::load::record::latency_histogram();
+        let mut h = crate::load::measurements::latency_histogram();
         for v in [1_000u64, 2_000, 3_000, 1_000_000] {
             h.record(v).unwrap();
         }

@@ -18,7 +18,7 @@ use super::{protocol, Session};
 use crate::net::transport::{self, Stream};
 use crate::proto::socket::{open_socket, tls_cause};
 use crate::proto::{ConnectError, Endpoint, ErrorKind, Phase, PhaseCursor, QueryOutcome, Stopwatch};
-use crate::target::{Host, Target};
+use crate::targets::{Host, Target};
 
 /// What we tell the server we accept, as the `mysql` client does.
 const MAX_PACKET: u32 = 16 << 20;

@@ -27,7 +27,7 @@ use super::socket::{closed, open_socket, tls_cause};
 pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch};
 use crate::net::transport::{self, Stream, TlsSetup};
-use crate::target::{self, Host, SslMode, Target};
+use crate::targets::{self, Host, SslMode, Target};
 pub use raw::{Frontend, RawOutcome};
 use results::Collect;
 
@@ -301,7 +301,7 @@ impl Session {
             .stream
             .peer_certificate()
             .map(transport::server_end_point_hash);
-        use target::ChannelBinding as Cb;
+        use targets::ChannelBinding as Cb;
         let (mechanism, binding) = match (t.channel_binding, cert, plus) {
             (Cb::Prefer | Cb::Require, Some(hash), true) => {
                 (sasl::SCRAM_SHA_256_PLUS, ChannelBinding::tls_server_end_point(hash))

@@ -381,7 +381,7 @@ fn cross(axes: &[(String, Vec<String>)], defaults: &Settings) -> Vec<Cell> {
                 // Names and axis values are for display: a target's password stays in
                 // the settings only, which are redacted wherever they are shown or stored.
                 let shown = if key == "target" {
-                    crate::target::redact(v)
+                    crate::targets::redact(v)
                 } else {
                     v.clone()
                 };

@@ -1,6 +1,6 @@
-//! Recording a load run: per-worker recorders, merged at the end.
+//! Measuring a load run: per-worker measurements, merged at the end.
 //!
-//! Each worker thread owns one [`Recorder`]; its clients (tasks on that thread's
+//! Each worker thread owns one [`Measurements`]; its clients (tasks on that thread's
 //! runtime) record into it without atomics or locks. Latencies go into HDR histograms
 //! with fixed bounds (1 ns to 1 hour, 3 significant digits), so recording never
 //! allocates; values are nanoseconds, and floats appear only in statistics and reports.
@@ -8,7 +8,7 @@
 //! for the interval in progress; when the next interval starts, the finished one is
 //! compacted to its non-empty buckets, a lossless form a few hundred bytes long, so a
 //! long run's memory grows by that much per interval rather than by a whole histogram.
-//! Workers hand their recorders to the coordinator, which merges them with `+=`.
+//! Workers hand their measurements to the coordinator, which merges them with `+=`.
 
 use std::collections::BTreeMap;
 use std::ops::AddAssign;
@@ -124,7 +124,7 @@ impl AddAssign<&Interval> for Interval {
 
 /// Everything one worker measured.
 #[derive(Debug, Clone)]
-pub struct Recorder {
+pub struct Measurements {
     /// Latency of each successful measured transaction (from its intended start under
     /// -R, else its actual start; including any connect or pool wait it needed).
     pub latency: Histogram<u64>,
@@ -155,16 +155,16 @@ pub struct Recorder {
     /// Round trips of measured transactions (and their connects), counted on the socket;
     /// apart from `bytes` because a u32 would wrap on a long run.
     pub round_trips: u64,
-    /// Per script command, with `-r` (empty without): see [`Recorder::record_commands`].
+    /// Per script command, with `-r` (empty without): see [`Measurements::record_commands`].
     pub commands: Vec<CommandRecord>,
     /// Per script of the run, in its order: measured transactions that succeeded and
-    /// that failed (see [`Recorder::with_scripts`]).
+    /// that failed (see [`Measurements::with_scripts`]).
     pub scripts: Vec<ScriptCount>,
     /// Measured transactions (succeeded or failed in the end) tried more than once
     /// (`--max-tries`), and their retries in all.
     pub retried: u64,
     pub retries: u64,
-    /// Per interval since the measurement started (call [`Recorder::finish`] before
+    /// Per interval since the measurement started (call [`Measurements::finish`] before
     /// reading the last one).
     pub series: Vec<SeriesEntry>,
     /// The histogram of the interval in progress, and its index.
@@ -192,15 +192,15 @@ impl SeriesEntry {
     }
 }
 
-impl Default for Recorder {
+impl Default for Measurements {
     fn default() -> Self {
-        Recorder::new()
+        Measurements::new()
     }
 }
 
-impl Recorder {
-    pub fn new() -> Recorder {
-        Recorder {
+impl Measurements {
+    pub fn new() -> Measurements {
+        Measurements {
             latency: latency_histogram(),
             lag: latency_histogram(),
             connect: latency_histogram(),
@@ -279,13 +279,13 @@ impl Recorder {
     }
 
     /// Prepares the per-command records (`-r`), so recording them never allocates.
-    pub fn with_commands(mut self, n: usize) -> Recorder {
+    pub fn with_commands(mut self, n: usize) -> Measurements {
         self.commands = (0..n).map(|_| CommandRecord::new()).collect();
         self
     }
 
     /// Counts per script for a run of `n` scripts.
-    pub fn with_scripts(mut self, n: usize) -> Recorder {
+    pub fn with_scripts(mut self, n: usize) -> Measurements {
         self.scripts = vec![ScriptCount::default(); n];
         self
     }
@@ -315,7 +315,7 @@ impl Recorder {
         self.record_commands_at(0, t);
     }
 
-    /// As [`Recorder::record_commands`], for a script whose commands start at `offset`
+    /// As [`Measurements::record_commands`], for a script whose commands start at `offset`
     /// among the run's (several scripts share one list).
     pub fn record_commands_at(&mut self, offset: usize, t: &crate::workload::CommandTimes) {
         let commands = self.commands.get_mut(offset..).unwrap_or_default();
@@ -387,8 +387,8 @@ impl Recorder {
     }
 }
 
-impl AddAssign<&Recorder> for Recorder {
-    fn add_assign(&mut self, o: &Recorder) {
+impl AddAssign<&Measurements> for Measurements {
+    fn add_assign(&mut self, o: &Measurements) {
         self.latency.add(&o.latency).expect("same bounds");
         self.lag.add(&o.lag).expect("same bounds");
         self.connect.add(&o.connect).expect("same bounds");
@@ -447,9 +447,9 @@ mod tests {
 
     #[test]
     fn merging_equals_recording_everything_in_one() {
-        let mut a = Recorder::new();
-        let mut b = Recorder::new();
-        let mut all = Recorder::new();
+        let mut a = Measurements::new();
+        let mut b = Measurements::new();
+        let mut all = Measurements::new();
         let mut x: u64 = 12345;
         for i in 0..10_000u64 {
             x = x
@@ -474,7 +474,7 @@ mod tests {
         a.finish();
         b.finish();
         all.finish();
-        let mut merged = Recorder::new();
+        let mut merged = Measurements::new();
         merged += &a;
         merged += &b;
         assert_eq!(merged.transactions, all.transactions);
@@ -516,7 +516,10 @@ mod tests {
     #[test]
     fn per_command_records_merge_and_count_failures_where_they_happened() {
         use crate::workload::CommandTimes;
-        let (mut a, mut b) = (Recorder::new().with_commands(3), Recorder::new().with_commands(3));
+        let (mut a, mut b) = (
+            Measurements::new().with_commands(3),
+            Measurements::new().with_commands(3),
+        );
         // A transaction that completed all three commands, and one that failed at the second.
         let done = CommandTimes {
             ns: vec![100, 2_000, 3_000],
@@ -531,7 +534,7 @@ mod tests {
         a.record_commands(&done);
         b.record_commands(&done);
         b.record_commands(&broken);
-        let mut merged = Recorder::new();
+        let mut merged = Measurements::new();
         merged += &a;
         merged += &b;
         let c = &merged.commands;
@@ -541,14 +544,14 @@ mod tests {
         assert_eq!((c[1].latency.len(), c[1].sum_ns, c[1].failures), (2, 4_000, 1));
         assert_eq!((c[2].latency.len(), c[2].sum_ns, c[2].failures), (2, 6_000, 0));
         assert!(
-            Recorder::new().commands.is_empty(),
+            Measurements::new().commands.is_empty(),
             "nothing allocated without -r"
         );
     }
 
     #[test]
     fn out_of_range_values_saturate_instead_of_failing() {
-        let mut r = Recorder::new();
+        let mut r = Measurements::new();
         r.record_transaction(0, 0, Counters::default());
         r.record_transaction(0, u64::MAX, Counters::default());
         assert_eq!(r.transactions, 2);
