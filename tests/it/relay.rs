@@ -222,7 +222,8 @@ fn jitter_spreads_the_round_trip_within_its_band() {
 }
 
 /// The bandwidth cap has its effect: 8 MiB each way through a 10 MB/s cap takes about
-/// 0.84 s (throughput within 10% of the cap), where the same bytes uncapped take far less.
+/// 0.84 s (throughput within 10% of the cap in the best of three runs), where the same
+/// bytes uncapped take far less.
 #[test]
 fn the_bandwidth_cap_holds_throughput_near_the_cap() {
     const BYTES: usize = 8 << 20;
@@ -255,21 +256,22 @@ fn the_bandwidth_cap_holds_throughput_near_the_cap() {
         BYTES as f64 / t0.elapsed().as_secs_f64()
     };
     let cap = 10e6;
-    let capped = run(Some(cap));
-    // Never over the cap (the physics), and within the stated 10% under it: the relay
-    // dates each chunk's departure from the link's own clock (the previous chunk's end,
-    // or the chunk's kernel arrival stamp), never from when its thread woke, so a late
-    // wake-up on a busy machine delays the chunk it holds and not the ones after it. The
-    // echo's way back is paced by the way out's departures, so what the scheduler takes
-    // is the latest wake-up of each way plus a chunk's time (64 KiB: 6.6 ms), not their
-    // sum: 8 MiB (0.84 s at the cap) leaves room for 80 ms of lateness (8.6 MB/s was
-    // seen with 4 MiB, half this, when the cores were oversubscribed by builds). A relay
+    // Never over the cap in any run (the physics), and within the stated 10% under it in
+    // the best of three. The relay dates each chunk's departure from the link's own clock
+    // (the previous chunk's end, or the chunk's kernel arrival stamp), never from when
+    // its thread woke; but the echo server and the client are threads too, and a
+    // receiver that falls behind holds the link idle as it would a real one (the relay's
+    // window fills, and it stops reading). One run under `scripts/test.sh --stress` was
+    // held to 8.96 MB/s that way. Lateness only ever slows a run, so the best of three is
+    // the least disturbed, while a shaper that wastes link time is slow in every run: one
     // that spends 15% more link time on each chunk than its bytes take fails (8.52 MB/s;
     // the old floor of half the cap let it pass).
+    let runs: Vec<f64> = (0..3).map(|_| run(Some(cap))).collect();
+    let best = runs.iter().cloned().fold(0.0, f64::max);
     assert!(
-        capped <= cap * 1.05 && capped >= cap * 0.9,
-        "throughput {:.2} MB/s against a cap of {:.0} MB/s",
-        capped / 1e6,
+        runs.iter().all(|&r| r <= cap * 1.05) && best >= cap * 0.9,
+        "throughput {:?} MB/s against a cap of {:.0} MB/s",
+        runs.iter().map(|r| (r / 1e5).round() / 10.0).collect::<Vec<_>>(),
         cap / 1e6
     );
     let free = run(None);
