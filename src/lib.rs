@@ -8,7 +8,9 @@
 //! drawing of how data flows through them); tests/it/architecture.rs reads it there,
 //! checks every import against it and holds this list to it. `units`, `scratch`,
 //! `host`, `rng` and `exit` (the exit codes and the version) are leaves every stage may
-//! use; only `commands` (one file per command) and `report` see the whole. [`run`] is
+//! use; `setup` is what the handlers and the suite runner share to set a run up
+//! (targets, routes, the server's size, Ctrl-C, stdout); only `commands` (one file per
+//! command, none calling another) and `report` see the whole. [`run`] is
 //! the whole program, callable in-process by tests; `main.rs` only parses arguments and
 //! prints errors.
 
@@ -32,6 +34,7 @@ pub mod load;
 pub mod stats;
 pub mod replay;
 pub mod options;
+pub mod setup;
 pub mod experiment;
 pub mod live;
 pub mod report;

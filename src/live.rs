@@ -130,9 +130,42 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr> {
     }
 }
 
+/// `--metrics-listen`'s endpoint, when `listen` asks for one: labelled `labels`, its
+/// first cell begun when `first` gives one (`(cell, target, clients)`), its address said
+/// on stderr. The one place a command starts the exporter.
+pub fn start(
+    listen: Option<&str>,
+    labels: Labels,
+    first: Option<(&str, &str, u64)>,
+) -> Result<Option<Exporter>> {
+    let Some(listen) = listen else {
+        return Ok(None);
+    };
+    let e = Exporter::start(listen, labels)?;
+    if let Some((cell, target, clients)) = first {
+        e.begin(cell, target, clients);
+    }
+    eprintln!("metrics: serving http://{}/metrics", e.addr);
+    Ok(Some(e))
+}
+
+/// Keeps the metrics endpoint serving a run's final figures for `linger`, for a last
+/// scrape; Ctrl-C ends it early.
+pub async fn linger(e: &Exporter, linger: Duration) {
+    eprintln!(
+        "metrics: serving the final figures at http://{}/metrics for {} (Ctrl-C ends it)",
+        e.addr,
+        crate::units::format_duration(linger)
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(linger) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
 impl Exporter {
     /// Listens on `listen` and serves until dropped.
-    pub fn start(listen: &str, labels: Labels) -> Result<Exporter> {
+    fn start(listen: &str, labels: Labels) -> Result<Exporter> {
         let addr = parse_listen(listen)?;
         let listener = TcpListener::bind(addr)
             .with_context(|| format!("--metrics-listen {listen}: cannot listen on {addr}"))?;

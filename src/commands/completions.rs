@@ -4,9 +4,9 @@
 use anyhow::Result;
 use clap::CommandFactory;
 
-use super::emit;
 use crate::cli::Cli;
 use crate::exit::Exit;
+use crate::setup::emit;
 
 pub fn print_completions(shell: clap_complete::Shell) -> Result<Exit> {
     let mut script = Vec::new();

@@ -6,12 +6,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use super::{emit, routed, stop_on_signals};
 use crate::cli::ConnectArgs;
 use crate::connect::{ConnectSettings, Subject};
 use crate::exit::Exit;
 use crate::proto::Endpoint;
 use crate::sandbox::{Sandbox, SandboxOptions};
+use crate::setup::route::routed;
+use crate::setup::targets::resolve_target;
+use crate::setup::{emit, stop_on_signals};
 
 pub async fn run_connect(args: ConnectArgs) -> Result<Exit> {
     let settings = ConnectSettings {
@@ -110,7 +112,7 @@ fn given_subjects(texts: &[String]) -> Result<Vec<Subject>> {
     };
     let mut subjects = Vec::new();
     for text in &texts {
-        let t = super::resolve_target(text)?;
+        let t = resolve_target(text)?;
         let name = t.name();
         subjects.push(Subject {
             endpoint: Endpoint::new(t).with_context(|| format!("target {name}"))?,

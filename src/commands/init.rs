@@ -2,10 +2,11 @@
 
 use anyhow::Result;
 
-use super::{emit, parse_target};
 use crate::cli::InitArgs;
 use crate::exit::Exit;
 use crate::proto::Endpoint;
+use crate::setup::emit;
+use crate::setup::targets::parse_target;
 
 pub async fn run_init(args: InitArgs) -> Result<Exit> {
     let ep = Endpoint::new(parse_target(args.target.as_deref())?)?;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use tokio::sync::watch;
 
-use super::{emit, init_sandbox_tables, routed, stop_on_signals};
 use crate::cli::LoadArgs;
 use crate::connect::Subject;
 use crate::exit::Exit;
@@ -20,6 +19,10 @@ use crate::options::{Dataset, LoadCommand, LoadRequest, LoadTarget};
 use crate::proto::Endpoint;
 use crate::report::{self, load::LoadSettings};
 use crate::sandbox::{Sandbox, SandboxOptions};
+use crate::setup::route::routed;
+use crate::setup::tables::{init_sandbox_sysbench_tables, init_sandbox_tables};
+use crate::setup::targets::{own_sandbox, sandbox_target};
+use crate::setup::{emit, stop_on_signals};
 use crate::stats;
 use crate::workload::QueryMode;
 
@@ -69,7 +72,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let stop = stop_on_signals();
     let worker = join_worker(&run, &settings, &mut plan, &stop)?;
     let print_every = progress_every(&run, worker.is_some(), plan.interval);
-    let exporter = start_exporter(&run, &settings, &mut plan)?;
+    let exporter = serve_metrics(&run, &settings, &mut plan)?;
     let warmup = plan.warmup;
     let result = measure(&run, plan, stop, print_every, worker.as_ref(), exporter.as_ref()).await;
     let (loaded, save_error) = result;
@@ -77,7 +80,7 @@ pub async fn run_load(args: LoadArgs) -> Result<Exit> {
     let summary = report_load(&run, &settings, &loaded, exporter.as_ref());
     if let (Some(e), Some(linger)) = (&exporter, run.metrics.as_ref().and_then(|m| m.linger)) {
         if !loaded.interrupted {
-            super::linger_metrics(e, linger).await;
+            crate::live::linger(e, linger).await;
         }
     }
     if let Some(sb) = sandbox.take() {
@@ -128,7 +131,7 @@ async fn open_target(run: &LoadRequest) -> Result<(Option<Sandbox>, Endpoint)> {
             .await?;
             eprintln!("sandbox: started in {}", sb.info.dir.display());
             if run.options.on_sysbench_tables() {
-                super::init_sandbox_sysbench_tables(&sb).await?;
+                init_sandbox_sysbench_tables(&sb).await?;
             } else if run.options.reads_dataset() {
                 init_sandbox_tables(&sb, &run.options.schema, run.scale).await?;
             }
@@ -137,7 +140,7 @@ async fn open_target(run: &LoadRequest) -> Result<(Option<Sandbox>, Endpoint)> {
         }
         LoadTarget::Given { text, keys } => (text, keys),
     };
-    let target = if let Some(t) = super::sandbox_target(text)? {
+    let target = if let Some(t) = sandbox_target(text)? {
         if !keys.is_empty() {
             bail!("-h, -p and -U say where your database is; the sandbox's target name does: drop one or the other");
         }
@@ -164,7 +167,7 @@ async fn route(run: &LoadRequest, direct: &Endpoint) -> Result<(Endpoint, Vec<cr
 /// the target points at: its servers' CPU is measured from the pids (or cgroups) it
 /// recorded.
 fn accounting(run: &LoadRequest, direct: &Endpoint, sandbox: Option<&Sandbox>) -> Result<Accounting> {
-    let own = super::own_sandbox(&direct.target).filter(|_| sandbox.is_none());
+    let own = own_sandbox(&direct.target).filter(|_| sandbox.is_none());
     crate::options::accounting(
         &direct.target,
         sandbox.map(|s| &s.info).or(own.as_ref()),
@@ -229,7 +232,7 @@ fn join_worker(
         threads: run.options.threads * workers,
         ..settings.clone()
     };
-    let store = super::open_store_at(share.store.as_deref())?;
+    let store = crate::experiment::store::Store::open_at(share.store.as_deref())?;
     let location = store.location().to_string();
     let name = &share.run;
     let w = Worker::join(
@@ -265,7 +268,7 @@ fn progress_every(run: &LoadRequest, worker: bool, interval: Duration) -> Option
 
 /// Live metrics ride on the progress periods: every second unless -P (or a worker's
 /// intervals) already set a period.
-fn start_exporter(
+fn serve_metrics(
     run: &LoadRequest,
     settings: &LoadSettings,
     plan: &mut LoadPlan,
@@ -280,10 +283,12 @@ fn start_exporter(
         run: m.run.clone(),
         worker: m.worker,
     };
-    let e = Exporter::start(&m.listen, labels)?;
-    e.begin(&settings.workload, &settings.target, plan.clients as u64);
-    eprintln!("metrics: serving http://{}/metrics", e.addr);
-    Ok(Some(e))
+    let first = (
+        settings.workload.as_str(),
+        settings.target.as_str(),
+        plan.clients as u64,
+    );
+    crate::live::start(Some(&m.listen), labels, Some(first))
 }
 
 /// The engine's run, each progress period handed to the exporter, saved by a worker,

@@ -7,9 +7,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use super::emit;
 use crate::cli::Cli;
 use crate::exit::Exit;
+use crate::setup::emit;
 
 pub fn run_man(dir: Option<&Path>) -> Result<Exit> {
     let mut cmd = Cli::command().disable_help_subcommand(true);

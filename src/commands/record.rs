@@ -3,10 +3,11 @@
 
 use anyhow::Result;
 
-use super::{emit, stop_on_signals};
 use crate::cli::record::{EngineArg, RecordArgs};
 use crate::exit::Exit;
 use crate::recorder::{Recorder, Settings};
+use crate::setup::targets::{sandbox_target, upstream_addr, upstream_tls};
+use crate::setup::{emit, stop_on_signals};
 use crate::targets::Engine;
 use crate::trace::DecodeOptions;
 
@@ -73,8 +74,8 @@ fn settings(args: &RecordArgs) -> Result<Settings> {
         .listen
         .parse()
         .map_err(|e| anyhow::anyhow!("--listen {:?}: {e}", args.listen))?;
-    let upstream = super::relay::upstream_addr(&args.upstream)?;
-    let engine = match super::sandbox_target(&args.upstream)? {
+    let upstream = upstream_addr(&args.upstream)?;
+    let engine = match sandbox_target(&args.upstream)? {
         Some(t) => t.engine,
         None => match args.engine {
             EngineArg::Postgres => Engine::Postgres,
@@ -84,7 +85,7 @@ fn settings(args: &RecordArgs) -> Result<Settings> {
     if args.upstream_tls && engine == Engine::Mysql {
         anyhow::bail!("--upstream-tls: the recorder opens TLS to PostgreSQL only; record a MySQL application with the server's TLS optional");
     }
-    let upstream_tls = super::relay::upstream_tls(&upstream, args.upstream_tls)?;
+    let upstream_tls = upstream_tls(&upstream, args.upstream_tls)?;
     Ok(Settings {
         listen,
         upstream,

@@ -1,10 +1,10 @@
 //! `connbench relay`: the user-space hop as a standalone process, until Ctrl-C.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
-use super::{emit, stop_on_signals};
 use crate::exit::Exit;
-use crate::targets::Target;
+use crate::setup::targets::{upstream_addr, upstream_tls};
+use crate::setup::{emit, stop_on_signals};
 
 pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     let listen: crate::net::relay::Addr = args.listen.parse().context("--listen")?;
@@ -64,39 +64,6 @@ pub async fn run_relay(args: crate::cli::RelayArgs) -> Result<Exit> {
     ));
     drop(r);
     Ok(Exit::Interrupted)
-}
-
-/// `--upstream`: host:port, a socket path, or a running sandbox's target by name (`tcp`,
-/// `unix@b`): the address of that target's server.
-/// `--upstream-tls`: the TLS set-up to the upstream's host (sslmode=require: encrypted,
-/// the certificate not verified, as libpq's require), or `None` without the flag.
-pub(super) fn upstream_tls(
-    upstream: &crate::net::relay::Addr,
-    on: bool,
-) -> Result<Option<crate::net::transport::TlsSetup>> {
-    match (upstream, on) {
-        (_, false) => Ok(None),
-        (crate::net::relay::Addr::Tcp(a), true) => {
-            let (host, port) = a.rsplit_once(':').context("--upstream")?;
-            let t = Target::parse(&format!(
-                "host={} port={port} sslmode=require",
-                host.trim_start_matches('[').trim_end_matches(']')
-            ))
-            .context("--upstream-tls")?;
-            crate::net::transport::TlsSetup::for_target(&t)
-                .map_err(|e| anyhow::anyhow!("--upstream-tls: {e}"))
-        }
-        (crate::net::relay::Addr::Unix(_), true) => {
-            bail!("--upstream-tls needs a host:port upstream: PostgreSQL has no TLS on a Unix socket")
-        }
-    }
-}
-
-pub(super) fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {
-    match super::sandbox_target(text).context("--upstream")? {
-        Some(t) => Ok(crate::route::upstream_of(&t)),
-        None => text.parse().context("--upstream"),
-    }
 }
 
 /// The faults in force, for the relay's first line ("" when none).

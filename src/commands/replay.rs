@@ -4,9 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
-use super::{emit, resolve_target, routed, stop_on_signals};
 use crate::cli::replay::ReplayArgs;
 use crate::connect::Subject;
 use crate::exit::Exit;
@@ -14,48 +13,9 @@ use crate::live::{Exporter, Labels};
 use crate::load::measurements::{Interval, Measurements};
 use crate::proto::Endpoint;
 use crate::replay::{self, summary::AsRecorded, Schedule, Summary};
-use crate::sandbox::cgroup::Cgroups;
-
-/// `--server-cpus`: the quota a running sandbox's servers had, put back on drop.
-struct Quota {
-    cgroups: Cgroups,
-    was: Option<f64>,
-}
-
-impl Drop for Quota {
-    fn drop(&mut self) {
-        if let Err(e) = self.cgroups.set_cpus(false, self.was) {
-            eprintln!("warning: cannot put the sandbox's servers back under their own CPU quota: {e:#}");
-        }
-    }
-}
-
-/// Sets the servers' quota of the sandbox that owns `direct` to `cpus` (live: the quota
-/// is a cgroup's, as a suite's `server_cpus` sets it between cells).
-fn size_server(cpus: Option<f64>, direct: &Endpoint) -> Result<Option<Quota>> {
-    let Some(cpus) = cpus else { return Ok(None) };
-    let name = direct.target.name();
-    let Some(info) = super::own_sandbox(&direct.target) else {
-        bail!(
-            "--server-cpus {cpus}: the quota is set on connbench's sandbox, and {name} is not a running \
-             sandbox's target; on your own servers, replay on a server of each size"
-        );
-    };
-    let Some(mut cgroups) = info.cgroups.clone() else {
-        bail!(
-            "--server-cpus {cpus}: the sandbox in {} was started without a CPU quota, so its servers are in \
-             no cgroup of connbench's; start it with `connbench sandbox start --server-cpus N`",
-            info.dir.display()
-        );
-    };
-    let was = cgroups.server.cpus;
-    cgroups
-        .set_cpus(false, Some(cpus))
-        .with_context(|| format!("--server-cpus {cpus}"))?;
-    let own = was.map_or("none".to_string(), |c| format!("{c} cores"));
-    eprintln!("replay: the sandbox's servers run under {cpus} cores while the replay lasts (their own quota: {own})");
-    Ok(Some(Quota { cgroups, was }))
-}
+use crate::setup::route::routed;
+use crate::setup::targets::resolve_target;
+use crate::setup::{emit, stop_on_signals};
 
 /// The cell's name on the metrics endpoint.
 const CELL: &str = "replay";
@@ -101,21 +61,23 @@ impl Metrics {
 }
 
 /// The metrics endpoint, when asked for: labelled run `replay`, its target and sessions.
-fn start_exporter(args: &ReplayArgs, ep: &Endpoint, sessions: u64) -> Result<Option<Arc<Metrics>>> {
-    let Some(listen) = &args.metrics.listen else {
-        return Ok(None);
-    };
+fn serve_metrics(args: &ReplayArgs, ep: &Endpoint, sessions: u64) -> Result<Option<Arc<Metrics>>> {
     let labels = Labels {
         run: CELL.into(),
         worker: 0,
     };
-    let exporter = Exporter::start(listen, labels)?;
-    exporter.begin(CELL, &ep.target.name(), sessions);
-    eprintln!("metrics: serving http://{}/metrics", exporter.addr);
-    Ok(Some(Arc::new(Metrics {
-        exporter,
-        total: Mutex::new(Interval::new()),
-    })))
+    let target = ep.target.name();
+    let exporter = crate::live::start(
+        args.metrics.listen.as_deref(),
+        labels,
+        Some((CELL, &target, sessions)),
+    )?;
+    Ok(exporter.map(|exporter| {
+        Arc::new(Metrics {
+            exporter,
+            total: Mutex::new(Interval::new()),
+        })
+    }))
 }
 
 pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
@@ -128,7 +90,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     let log = args.log().map(|l| l.create(args.threads)).transpose()?;
     let direct = Endpoint::new(resolve_target(&args.target)?)?;
     // Put back when this function returns, however it returns.
-    let _quota = size_server(args.server_cpus, &direct)?;
+    let _quota = crate::setup::server::hold(args.server_cpus, &direct)?;
     let subject = Subject {
         endpoint: direct.clone(),
         description: None,
@@ -146,7 +108,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
         recorded.requests,
         endpoint.target.name()
     );
-    let exporter = start_exporter(&args, &endpoint, recorded.sessions)?;
+    let exporter = serve_metrics(&args, &endpoint, recorded.sessions)?;
     let settings = replay::Settings {
         speed: args.speed,
         progress: (!args.progress.is_zero()).then_some(args.progress),
@@ -171,7 +133,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
         emit(&crate::report::replay::text(&summary, &path, &target, args.top));
     }
     if let (Some(e), Some(linger), false) = (&exporter, args.metrics.linger, run.interrupted) {
-        super::linger_metrics(&e.exporter, linger).await;
+        crate::live::linger(&e.exporter, linger).await;
     }
     Ok(if run.interrupted {
         Exit::Interrupted

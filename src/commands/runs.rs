@@ -3,10 +3,10 @@
 
 use anyhow::{bail, Context, Result};
 
-use super::{emit, open_store};
 use crate::cli::{RunsArgs, RunsCommand};
 use crate::exit::Exit;
 use crate::experiment::store::Store;
+use crate::setup::emit;
 
 /// Writes `text` to `path`, or to standard output for `-`.
 pub fn write_output(path: &std::path::Path, text: &str) -> Result<()> {
@@ -73,7 +73,7 @@ fn report_merged(store: &Store, ids: &[i64], args: &crate::cli::ReportArgs) -> R
 }
 
 pub fn report_runs(args: crate::cli::ReportArgs) -> Result<Exit> {
-    let store = open_store(&args.store)?;
+    let store = Store::open_at(args.store.store.as_deref())?;
     let ids = resolve(&store, &args.runs)?;
     if ids.iter().any(|(_, w)| *w) {
         if !ids.iter().all(|(_, w)| *w) {
@@ -132,14 +132,14 @@ fn failure_note(
         return None;
     }
     Some(match (&r.failed, &row.error) {
-        (Some(f), _) => super::suite::failure_text(r, f, None),
+        (Some(f), _) => crate::report::failures::failure_text(r, f, None),
         (None, Some(e)) => format!("error: run {} failed: {e}\n", row.id),
         (None, None) => format!("error: run {} failed\n", row.id),
     })
 }
 
 pub fn compare_runs(a: &str, b: &str, store: &crate::cli::StoreArgs) -> Result<Exit> {
-    let store = open_store(store)?;
+    let store = Store::open_at(store.store.as_deref())?;
     let (a, b) = (store.resolve_run(a)?, store.resolve_run(b)?);
     let loaded_a = crate::report::data::load(&store, a)?;
     let loaded_b = crate::report::data::load(&store, b)?;
@@ -230,7 +230,7 @@ pub fn run_runs(args: RunsArgs) -> Result<Exit> {
     };
     match cmd {
         RunsCommand::List { store } => {
-            let store = open_store(&store)?;
+            let store = Store::open_at(store.store.as_deref())?;
             let runs = store.list_runs()?;
             if runs.is_empty() {
                 emit(&format!(
@@ -257,7 +257,7 @@ pub fn run_runs(args: RunsArgs) -> Result<Exit> {
             Ok(Exit::Success)
         }
         RunsCommand::Show { run, store } => {
-            let store = open_store(&store)?;
+            let store = Store::open_at(store.store.as_deref())?;
             let (run, workers) = resolve(&store, &[run])?[0];
             if workers {
                 let merged = crate::experiment::workers::merge(&store, run)?;

@@ -8,12 +8,12 @@
 use anyhow::{bail, Context, Result};
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::emit;
 use crate::cli::SandboxCommand;
 use crate::exit::Exit;
 use crate::proto::Endpoint;
 use crate::sandbox::registry::{self, Condition, Entry};
 use crate::sandbox::{Sandbox, SandboxInfo, SandboxOptions};
+use crate::setup::emit;
 
 pub async fn run_sandbox(cmd: SandboxCommand) -> Result<Exit> {
     match cmd {

@@ -6,10 +6,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
-use super::{emit, init_sandbox_tables, open_store, stop_on_signals};
 use crate::cli::{LabArgs, RunArgs};
 use crate::exit::Exit;
+use crate::experiment::store::Store;
+use crate::report::failures::failure_text;
 use crate::sandbox::{Sandbox, SandboxOptions};
+use crate::setup::tables::{init_sandbox_sysbench_tables, init_sandbox_tables};
+use crate::setup::targets::target_override;
+use crate::setup::{emit, stop_on_signals};
 
 pub fn list_suites() -> Result<Exit> {
     let mut out = String::new();
@@ -99,7 +103,7 @@ fn target_overrides(
     for o in overrides {
         // `NAME=CONNINFO` names one target; a bare conninfo stands for every target; a
         // running sandbox's target name stands for its conninfo.
-        let (name, conninfo) = super::target_override(o)?;
+        let (name, conninfo) = target_override(o)?;
         match name {
             Some(n) => {
                 targets.insert(n, conninfo);
@@ -169,7 +173,7 @@ async fn start_suite_sandbox(
         .flat_map(|s| &s.cells)
         .any(|c| c.settings.get("workload").is_some_and(|w| w.starts_with("oltp-")));
     if needs_sbtest {
-        super::init_sandbox_sysbench_tables(&started).await?;
+        init_sandbox_sysbench_tables(&started).await?;
     }
     Ok(started)
 }
@@ -216,7 +220,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     crate::experiment::replayed::check_files(&s)?;
-    let store = open_store(&args.store)?;
+    let store = Store::open_at(args.store.store.as_deref())?;
     let store_path = store.location().to_string();
     if let Some(name) = &args.run_name {
         claim_run_name(&store, name)?;
@@ -231,7 +235,12 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     .await?;
     ctx.run_name = args.run_name.clone();
     // The runner sees the exporter as its live sink; the linger below uses it whole.
-    let exporter = start_exporter(&args, &s.name)?.map(std::rc::Rc::new);
+    // `--metrics-listen`: labelled with the run's name (the suite's without one).
+    let labels = crate::live::Labels {
+        run: args.run_name.clone().unwrap_or_else(|| s.name.clone()),
+        worker: 0,
+    };
+    let exporter = crate::live::start(args.metrics.listen.as_deref(), labels, None)?.map(std::rc::Rc::new);
     ctx.metrics = exporter
         .clone()
         .map(|e| e as std::rc::Rc<dyn crate::experiment::sink::Sink>);
@@ -245,7 +254,7 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     });
     if let (Some(e), Some(linger)) = (&exporter, args.metrics.linger) {
         if !result.interrupted {
-            super::linger_metrics(e, linger).await;
+            crate::live::linger(e, linger).await;
         }
     }
     if let Some(f) = &result.failed {
@@ -280,23 +289,6 @@ fn with_workload(
         }
     }
     Ok(())
-}
-
-/// `--metrics-listen`: the live metrics endpoint, labelled with the run's name (the
-/// suite's without one).
-fn start_exporter(args: &RunArgs, suite: &str) -> Result<Option<crate::live::Exporter>> {
-    let Some(listen) = &args.metrics.listen else {
-        return Ok(None);
-    };
-    let e = crate::live::Exporter::start(
-        listen,
-        crate::live::Labels {
-            run: args.run_name.clone().unwrap_or_else(|| suite.to_string()),
-            worker: 0,
-        },
-    )?;
-    eprintln!("metrics: serving http://{}/metrics", e.addr);
-    Ok(Some(e))
 }
 
 /// What `run --dry-run` prints: the profile's lengths, each cell with its settings (a
@@ -380,23 +372,6 @@ fn claim_run_name(store: &crate::experiment::store::Store, name: &str) -> Result
     Ok(())
 }
 
-/// What a failed run says after its report: which cell failed, the first error (which
-/// carries the fix when it is known), and how to run it again.
-pub fn failure_text(
-    r: &crate::experiment::runner::SuiteResult,
-    f: &crate::experiment::failure::Failure,
-    name: Option<&str>,
-) -> String {
-    let again = match name {
-        Some(n) => format!(
-            "fix it and run again: `--run {n}` may be given again (run {} then keeps its results as {n}~failed-{})",
-            r.run_id, r.run_id
-        ),
-        None => "fix it and run again".to_string(),
-    };
-    // Not wrapped: the error may end in a command to paste (`connbench init '...'`).
-    format!("error: run {} failed: {}\n  {again}\n", r.run_id, f.sentence())
-}
 /// "scaling 42 s (share 48 s)": a part of the lab and the time it took since `from`.
 fn took(what: &str, from: Instant, share: Option<std::time::Duration>) -> String {
     let share = share.map(|b| format!(" (share {:.0} s)", b.as_secs_f64()));
@@ -419,7 +394,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     };
     let mut suites = lab_suites(&args.suites, profile)?;
     skip_unsupported(&mut suites);
-    let store = open_store(&args.store)?;
+    let store = Store::open_at(args.store.store.as_deref())?;
     let store_path = store.location().to_string();
     let started = Instant::now();
     // The quick lab ends within 4 minutes: its suites within 220 s of its start (a

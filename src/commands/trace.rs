@@ -3,9 +3,9 @@
 
 use anyhow::{Context, Result};
 
-use super::emit;
 use crate::cli::record::TraceArgs;
 use crate::exit::Exit;
+use crate::setup::emit;
 use crate::trace::profile::Profiler;
 use crate::trace::TraceReader;
 

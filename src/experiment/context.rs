@@ -15,7 +15,7 @@ use crate::experiment::suite::{Kind, Suite};
 use crate::options::cell::Settings;
 use crate::options::{self, route_spec, LoadOptions, NetPath};
 use crate::proto::Endpoint;
-use crate::route::{self, Route, RouteSpec, Verified};
+use crate::route::{Route, RouteSpec, Verified};
 use crate::targets::Target;
 
 /// What a suite runs against and where results go.
@@ -94,7 +94,7 @@ async fn verify_distances(suite: &Suite, ctx: &Context) -> Result<Vec<Option<Ver
         let direct = ctx.direct_endpoint(&c.settings)?;
         let key = (direct.target.conninfo(), spec);
         if !verified.contains_key(&key) {
-            let v = route::verify(&direct, &ctx.routed_endpoint(&c.settings)?, spec.distance)
+            let v = crate::setup::route::verify(&direct, &ctx.routed_endpoint(&c.settings)?, spec.distance)
                 .await
                 .with_context(|| {
                     format!(
@@ -231,7 +231,7 @@ impl Context {
         let Some(now) = sb.info.cgroups.as_ref().map(|c| c.server.cpus) else {
             // No cgroup: set_cpus says why a quota cannot be set.
             if cell.is_some() {
-                sb.set_cpus(false, cell)?;
+                crate::setup::server::size(&mut sb.info, cell)?;
             }
             return Ok(None);
         };
@@ -244,7 +244,7 @@ impl Context {
             .and_then(|c| c.server.cpus);
         let want = cell.or(started);
         if now != want {
-            sb.set_cpus(false, want)?;
+            crate::setup::server::size(&mut sb.info, want)?;
         }
         Ok(want)
     }
@@ -293,7 +293,7 @@ impl Context {
             let route = match existing {
                 Some(r) => r,
                 None => {
-                    let r = std::rc::Rc::new(route::build(&direct.target, spec)?);
+                    let r = std::rc::Rc::new(crate::setup::route::build(&direct.target, spec)?);
                     self.routes.borrow_mut().insert(key, r.clone());
                     r
                 }

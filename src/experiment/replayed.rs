@@ -32,8 +32,7 @@ use crate::options::cell::Settings;
 use crate::proto::Endpoint;
 use crate::replay::schedule::SessionPlan;
 use crate::replay::{self, Schedule, Speed};
-use crate::trace::profile::{Profile, Profiler};
-use crate::trace::TraceReader;
+use crate::trace::profile::Profile;
 
 /// The workload prefix of a trace.
 pub const PREFIX: &str = "trace:";
@@ -423,14 +422,14 @@ pub struct Trace {
 
 impl Trace {
     pub fn read(path: &str) -> Result<Trace> {
-        let mut schedule = Schedule::read(Path::new(path)).with_context(|| format!("trace {path}"))?;
+        let (mut schedule, profile) =
+            Schedule::read_profiled(Path::new(path)).with_context(|| format!("trace {path}"))?;
         if let Some(cut) = &schedule.cut {
             eprintln!("warning: trace {path}: {cut}; each repetition replays what came before");
         }
         if schedule.sessions.is_empty() {
             bail!("trace {path}: no session to replay (every recorded session was refused or cancelled)");
         }
-        let profile = read_profile(Path::new(path)).with_context(|| format!("trace {path}"))?;
         let sessions = std::mem::take(&mut schedule.sessions);
         let responses: Vec<f64> = sessions
             .iter()
@@ -478,20 +477,6 @@ fn writes(sql: &str) -> bool {
         .next()
         .unwrap_or("");
     VERBS.iter().any(|v| first.eq_ignore_ascii_case(v))
-}
-
-/// The trace's profile in one pass, as `connbench trace` reads it.
-fn read_profile(path: &Path) -> Result<Profile> {
-    let reader = TraceReader::open(path)?;
-    let mut p = Profiler::new(reader.header());
-    for e in reader {
-        match e {
-            Ok(e) => p.add(&e),
-            Err(e) if e.is_truncation() => break,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(p.finish())
 }
 
 /// Reads every trace the suite's cells replay (once each) and runs the pre-flight on

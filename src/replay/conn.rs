@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::schedule::Wire;
+use crate::proto::mysql::codec::COM_STMT_PREPARE;
 use crate::proto::{self, ConnectError};
 use crate::trace::event::TxStatus;
 
@@ -88,7 +89,7 @@ pub async fn exchange(
             let written = Instant::now();
             let out = if !c.answered {
                 None
-            } else if c.code == super::mysql::COM_STMT_PREPARE {
+            } else if c.code == COM_STMT_PREPARE {
                 Some(session.read_prepared().await?)
             } else {
                 Some(session.read_answer().await?)

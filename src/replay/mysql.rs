@@ -8,17 +8,14 @@
 //!
 //! Pure: no I/O. What cannot be sent as recorded (a parameter whose value or type was
 //! not kept, COM_CHANGE_USER and the other commands whose payload the trace leaves out)
-//! is named by its cause.
+//! is named by its cause. The command bytes and the length-encoded strings are
+//! `proto::mysql::codec`'s, the ones the session sends with.
 
+use crate::proto::mysql::codec::{
+    put_lenenc_str, COM_INIT_DB, COM_PING, COM_QUERY, COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE,
+    COM_STMT_RESET,
+};
 use crate::trace::event::{Op, Param};
-
-pub const COM_INIT_DB: u8 = 0x02;
-pub const COM_QUERY: u8 = 0x03;
-pub const COM_PING: u8 = 0x0e;
-pub const COM_STMT_PREPARE: u8 = 0x16;
-pub const COM_STMT_EXECUTE: u8 = 0x17;
-pub const COM_STMT_CLOSE: u8 = 0x19;
-pub const COM_STMT_RESET: u8 = 0x1a;
 
 /// One command to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,29 +157,10 @@ fn value(b: &mut Vec<u8>, p: &Param) -> Result<(), &'static str> {
                 (None, None) if p.len == 0 => Vec::new(),
                 _ => return Err(NO_VALUE),
             };
-            lenenc(b, bytes.len() as u64);
-            b.extend_from_slice(&bytes);
+            put_lenenc_str(b, &bytes);
         }
     }
     Ok(())
-}
-
-fn lenenc(b: &mut Vec<u8>, n: u64) {
-    match n {
-        0..=250 => b.push(n as u8),
-        251..=0xffff => {
-            b.push(0xfc);
-            b.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        0x1_0000..=0xff_ffff => {
-            b.push(0xfd);
-            b.extend_from_slice(&n.to_le_bytes()[..3]);
-        }
-        _ => {
-            b.push(0xfe);
-            b.extend_from_slice(&n.to_le_bytes());
-        }
-    }
 }
 
 /// `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` as 4, 7 or 11 bytes.

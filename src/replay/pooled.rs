@@ -26,10 +26,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::conn::{self, Answer};
-use super::mysql::{Command, COM_INIT_DB, COM_QUERY, COM_STMT_CLOSE, COM_STMT_PREPARE};
+use super::mysql::Command;
 use super::schedule::{SessionPlan, Wire};
 use super::txlog::Period;
 use crate::load::pool::{Pool, Pooled};
+use crate::proto::mysql::codec::{COM_INIT_DB, COM_QUERY, COM_STMT_CLOSE, COM_STMT_PREPARE};
 use crate::proto::postgres::Frontend;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
 use crate::trace::event::TxStatus;

@@ -63,7 +63,7 @@ pub async fn missing_tables(
     statements: &[String],
     creates: &[String],
 ) -> Result<Vec<Missing>, ConnectError> {
-    use super::mysql::{COM_STMT_CLOSE, COM_STMT_PREPARE};
+    use mysql::codec::{COM_STMT_CLOSE, COM_STMT_PREPARE};
     let mut missing = Counts::new();
     for sql in statements {
         s.send_command(COM_STMT_PREPARE, sql.as_bytes()).await?;

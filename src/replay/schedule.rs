@@ -23,6 +23,7 @@ use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
 use crate::trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step, TxStatus};
+use crate::trace::profile::{Profile, Profiler};
 use crate::trace::{fingerprint, Dialect, Fingerprint, TraceReader};
 
 /// What the recording saw of one request.
@@ -98,7 +99,20 @@ impl Schedule {
     /// Reads `path` whole. A trace cut short gives what it holds (and `cut` says so);
     /// a damaged, foreign or newer trace is an error.
     pub fn read(path: &Path) -> Result<Schedule> {
+        Self::from_reader(TraceReader::open(path)?, None)
+    }
+
+    /// [`Schedule::read`], and the trace's profile from the same pass (a cut trace's
+    /// profile covers what came before the cut, as the schedule does).
+    pub fn read_profiled(path: &Path) -> Result<(Schedule, Profile)> {
         let reader = TraceReader::open(path)?;
+        let mut profiler = Profiler::new(reader.header());
+        let s = Self::from_reader(reader, Some(&mut profiler))?;
+        Ok((s, profiler.finish()))
+    }
+
+    /// The one pass over a trace's events, each also given to `profiler` when there is one.
+    fn from_reader(reader: TraceReader, mut profiler: Option<&mut Profiler>) -> Result<Schedule> {
         let header = reader.header().clone();
         if header.options.redact_values {
             bail!(
@@ -113,7 +127,12 @@ impl Schedule {
         };
         for e in reader {
             match e {
-                Ok(e) => b.add(e),
+                Ok(e) => {
+                    if let Some(p) = profiler.as_deref_mut() {
+                        p.add(&e);
+                    }
+                    b.add(e)
+                }
                 Err(e) if e.is_truncation() => {
                     b.schedule.cut = Some(e.to_string());
                     break;

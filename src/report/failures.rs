@@ -135,6 +135,20 @@ pub const LEGEND: &str = "failed: failed transactions in k of n repetitions, by 
      errno/SQLSTATE), and their share of the time of the cell's transactions; stalled: \
      successful transactions over 10× their repetition's p99, and their share";
 
+/// What a failed run says after its report: which cell failed, the first error (which
+/// carries the fix when it is known), and how to run it again.
+pub fn failure_text(r: &SuiteResult, f: &crate::experiment::failure::Failure, name: Option<&str>) -> String {
+    let again = match name {
+        Some(n) => format!(
+            "fix it and run again: `--run {n}` may be given again (run {} then keeps its results as {n}~failed-{})",
+            r.run_id, r.run_id
+        ),
+        None => "fix it and run again".to_string(),
+    };
+    // Not wrapped: the error may end in a command to paste (`connbench init '...'`).
+    format!("error: run {} failed: {}\n  {again}\n", r.run_id, f.sentence())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -468,20 +468,6 @@ impl Sandbox {
         self.shutdown()
     }
 
-    /// Changes the CPU quota of the database servers (`pooler`: of PgBouncer) now, without
-    /// a restart; `None` lifts it. The sandbox must have been started with a quota (its
-    /// cgroups exist only then).
-    pub fn set_cpus(&mut self, pooler: bool, cpus: Option<f64>) -> Result<()> {
-        let what = if pooler { "pooler" } else { "server" };
-        let Some(c) = self.info.cgroups.as_mut() else {
-            bail!(
-                "cannot set the sandbox's {what} CPU quota to {cpus:?}: the sandbox was started without \
-                 one, so its servers are in no cgroup of connbench's; start it with --{what}-cpus"
-            );
-        };
-        c.set_cpus(pooler, cpus)
-    }
-
     fn shutdown(&mut self) -> Result<()> {
         if self.detached {
             return Ok(());

@@ -16,9 +16,9 @@ use anyhow::{bail, Result};
 use clap::Parser;
 use serde_json::{json, Value};
 
-use super::emit;
 use crate::cli::{Cli, KubernetesJobArgs};
 use crate::exit::Exit;
+use crate::setup::emit;
 
 mod suite;
 mod yaml;

@@ -18,9 +18,9 @@ use super::{
     yaml,
 };
 use crate::cli::{Cli, KubernetesSuiteArgs};
-use crate::commands::emit;
 use crate::exit::Exit;
 use crate::experiment::suite::Suite;
+use crate::setup::emit;
 
 pub fn run_suite(args: KubernetesSuiteArgs) -> Result<Exit> {
     let (config_map, job) = suite_manifest(&args)?;

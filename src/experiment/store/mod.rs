@@ -214,6 +214,15 @@ pub fn is_postgres_location(s: &str) -> bool {
 pub use crate::units::now_utc;
 
 impl Store {
+    /// The store at `location` (a SQLite file, or a PostgreSQL URL or conninfo), or the
+    /// default SQLite file (`--store`, absent or given).
+    pub fn open_at(location: Option<&str>) -> Result<Store> {
+        match location {
+            Some(location) => Store::open_location(location),
+            None => Store::open(&default_path()?),
+        }
+    }
+
     /// Opens (creating or migrating) the store at `location`: a SQLite file path, or a
     /// PostgreSQL URL or conninfo.
     pub fn open_location(location: &str) -> Result<Store> {

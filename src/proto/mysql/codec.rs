@@ -1,13 +1,27 @@
-//! The MySQL protocol's value encodings, pure and apart from the session's I/O: length-
-//! encoded integers and strings, the OK, EOF and ERR packets' fields, a prepared
-//! statement's execute body with its parameter types, and `$n` placeholders turned into
-//! MySQL's `?`. Each reads with bounds checks, so a short or hostile
-//! packet is `None` or a default, never a panic.
+//! The MySQL protocol's value encodings, pure and apart from the session's I/O: the
+//! command bytes, length-encoded integers and strings, the OK, EOF and ERR packets'
+//! fields, COM_STMT_PREPARE_OK, a prepared statement's execute body with its parameter
+//! types, and `$n` placeholders turned into MySQL's `?`. Each reads with bounds checks,
+//! so a short or hostile packet is `None` or a default, never a panic.
+//!
+//! The one place connbench writes these: the session sends with them, and `replay`
+//! encodes a recorded command with them.
 
 use mysql_common::constants::StatusFlags;
 
 use super::Prepared;
 use crate::proto::{ConnectError, ErrorKind, Phase};
+
+/// The command bytes connbench sends (MySQL Client/Server Protocol, "Text Protocol" and
+/// "Prepared Statements").
+pub const COM_QUIT: u8 = 0x01;
+pub const COM_INIT_DB: u8 = 0x02;
+pub const COM_QUERY: u8 = 0x03;
+pub const COM_PING: u8 = 0x0e;
+pub const COM_STMT_PREPARE: u8 = 0x16;
+pub const COM_STMT_EXECUTE: u8 = 0x17;
+pub const COM_STMT_CLOSE: u8 = 0x19;
+pub const COM_STMT_RESET: u8 = 0x1a;
 
 const MYSQL_TYPE_VAR_STRING: u8 = 0xfd;
 const MYSQL_TYPE_LONGLONG: u8 = 0x08;
@@ -130,8 +144,15 @@ pub(super) fn lenenc_str(b: &[u8]) -> Option<&[u8]> {
     b.get(used..end)
 }
 
-fn put_lenenc_str(out: &mut Vec<u8>, s: &[u8]) {
-    let n = s.len() as u64;
+/// `s` as a length-encoded string.
+pub fn put_lenenc_str(out: &mut Vec<u8>, s: &[u8]) {
+    put_lenenc_int(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+/// `n` as a length-encoded integer: one byte up to 250, else `0xfc`, `0xfd` or `0xfe` and
+/// 2, 3 or 8 little-endian bytes.
+pub fn put_lenenc_int(out: &mut Vec<u8>, n: u64) {
     match n {
         0..=0xfa => out.push(n as u8),
         0xfb..=0xffff => {
@@ -147,7 +168,27 @@ fn put_lenenc_str(out: &mut Vec<u8>, s: &[u8]) {
             out.extend_from_slice(&n.to_le_bytes());
         }
     }
-    out.extend_from_slice(s);
+}
+
+/// COM_STMT_PREPARE_OK's fixed fields; its parameters' and then its columns' definitions
+/// follow, each list ended by an EOF packet when not empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PrepareOk {
+    pub statement_id: u32,
+    pub columns: u16,
+    pub params: u16,
+}
+
+/// COM_STMT_PREPARE_OK (`0x00`, then at least 11 bytes); `None` for anything else.
+pub(super) fn prepare_ok(pkt: &[u8]) -> Option<PrepareOk> {
+    match pkt {
+        [0x00, i0, i1, i2, i3, c0, c1, p0, p1, _, _, _, ..] => Some(PrepareOk {
+            statement_id: u32::from_le_bytes([*i0, *i1, *i2, *i3]),
+            columns: u16::from_le_bytes([*c0, *c1]),
+            params: u16::from_le_bytes([*p0, *p1]),
+        }),
+        _ => None,
+    }
 }
 
 /// An OK packet's affected rows and status flags.
@@ -287,5 +328,29 @@ mod tests {
             put_lenenc_str(&mut out, &s);
             assert_eq!(lenenc_str(&out), Some(&s[..]), "{n}");
         }
+        for (n, head) in [
+            (250u64, &[250u8][..]),
+            (251, &[0xfc, 251, 0]),
+            (1 << 24, &[0xfe, 0, 0, 0, 1]),
+        ] {
+            let mut out = Vec::new();
+            put_lenenc_int(&mut out, n);
+            assert!(out.starts_with(head), "{n}: {out:?}");
+            assert_eq!(lenenc_int(&out), Some((n, out.len())), "{n}");
+        }
+    }
+
+    #[test]
+    fn prepare_ok_reads_the_id_and_counts_of_a_whole_packet() {
+        let pkt = [0x00, 9, 0, 0, 0, 2, 0, 3, 0, 0, 0, 0];
+        let want = PrepareOk {
+            statement_id: 9,
+            columns: 2,
+            params: 3,
+        };
+        assert_eq!(prepare_ok(&pkt), Some(want));
+        assert_eq!(prepare_ok(&pkt[..11]), None);
+        assert_eq!(prepare_ok(&[0xff, 0x15, 0x04]), None);
+        assert_eq!(prepare_ok(&[]), None);
     }
 }

@@ -17,9 +17,10 @@
 //! a panic.
 //!
 //! This file holds the session's packets and queries; `handshake` holds the greeting,
-//! TLS and authentication; `codec` the pure encodings of values and packet fields.
+//! TLS and authentication; `codec` the pure encodings of values and packet fields, and
+//! the command bytes.
 
-mod codec;
+pub mod codec;
 mod handshake;
 mod raw;
 
@@ -34,20 +35,14 @@ pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, QueryOutcome, ResultSet, Statement};
 use crate::net::transport::{Counters, Stream};
 use codec::{
-    column_name, encode_execute, eof_status, lenenc_int, lenenc_str, ok_packet, placeholders, server_error,
+    column_name, encode_execute, eof_status, lenenc_int, lenenc_str, ok_packet, placeholders, prepare_ok,
+    server_error, COM_PING, COM_QUERY, COM_QUIT, COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE,
 };
 pub use raw::CommandOutcome;
 
 /// The largest payload connbench accepts (a result row of connbench's workloads is a few
 /// bytes; a server that announces more is broken or hostile).
 const MAX_PAYLOAD: usize = 64 << 20;
-
-const COM_QUIT: u8 = 0x01;
-const COM_QUERY: u8 = 0x03;
-const COM_PING: u8 = 0x0e;
-const COM_STMT_PREPARE: u8 = 0x16;
-const COM_STMT_EXECUTE: u8 = 0x17;
-const COM_STMT_CLOSE: u8 = 0x19;
 
 /// An open, authenticated session, ready for queries.
 #[derive(Debug)]
@@ -420,27 +415,30 @@ impl Session {
         self.command(COM_STMT_PREPARE);
         self.wbuf.extend_from_slice(sql.as_bytes());
         self.send(p).await?;
+        self.read_prepare_ok(p).await
+    }
+
+    /// COM_STMT_PREPARE's answer: COM_STMT_PREPARE_OK's statement id, its parameters' and
+    /// columns' definitions read past, or the server's error.
+    async fn read_prepare_ok(&mut self, p: Phase) -> Result<u32, ConnectError> {
         let pkt = self.packet(p).await?;
-        match pkt.first() {
-            Some(0xff) => return Err(server_error(p, &pkt)),
-            Some(0x00) if pkt.len() >= 12 => {}
+        let ok = match (pkt.first(), prepare_ok(&pkt)) {
+            (Some(0xff), _) => return Err(server_error(p, &pkt)),
+            (_, Some(ok)) => ok,
             _ => {
                 self.broken = true;
                 return Err(protocol(p, "malformed COM_STMT_PREPARE response".into()));
             }
-        }
-        let id = u32::from_le_bytes([pkt[1], pkt[2], pkt[3], pkt[4]]);
-        let columns = u16::from_le_bytes([pkt[5], pkt[6]]);
-        let params = u16::from_le_bytes([pkt[7], pkt[8]]);
-        for n in [params, columns] {
+        };
+        for n in [ok.params, ok.columns] {
             if n > 0 {
                 for _ in 0..n {
-                    self.packet(p).await?;
+                    self.skip_packet(p).await?;
                 }
                 self.eof(p).await?;
             }
         }
-        Ok(id)
+        Ok(ok.statement_id)
     }
 
     /// Runs one statement; returns the rows it affected or returned.

@@ -8,7 +8,7 @@
 //! caller counts it (`code/SQLSTATE`, as the session's errors key them). Only a broken
 //! socket or a malformed packet is an `Err`.
 
-use super::{server_error, ConnectError, ErrorKind, Phase, Session};
+use super::{ConnectError, ErrorKind, Phase, Session};
 
 /// What the server answered to one command.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,30 +39,8 @@ impl Session {
 
     /// Reads COM_STMT_PREPARE's answer: the new statement id, or the error.
     pub async fn read_prepared(&mut self) -> Result<CommandOutcome, ConnectError> {
-        let p = Phase::Query;
-        let pkt = self.packet(p).await?;
-        let r = match pkt.first() {
-            Some(0xff) => Err(server_error(p, &pkt)),
-            Some(0x00) if pkt.len() >= 12 => {
-                let id = u32::from_le_bytes([pkt[1], pkt[2], pkt[3], pkt[4]]);
-                let columns = u16::from_le_bytes([pkt[5], pkt[6]]);
-                let params = u16::from_le_bytes([pkt[7], pkt[8]]);
-                for n in [params, columns] {
-                    if n > 0 {
-                        for _ in 0..n {
-                            self.skip_packet(p).await?;
-                        }
-                        self.eof(p).await?;
-                    }
-                }
-                Ok((0, Some(id)))
-            }
-            _ => {
-                self.broken = true;
-                return Err(super::protocol(p, "malformed COM_STMT_PREPARE response".into()));
-            }
-        };
-        self.outcome(r)
+        let r = self.read_prepare_ok(Phase::Query).await;
+        self.outcome(r.map(|id| (0, Some(id))))
     }
 
     /// A server error as an answer; anything else that failed as the failure.
