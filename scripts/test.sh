@@ -33,7 +33,7 @@ if [ ! -x "$KV/bin/kubernetes-validate" ]; then
     "$KV/bin/pip" install -q --disable-pip-version-check 'kubernetes-validate==1.37.0'
 fi
 export KUBERNETES_VALIDATE="$PWD/$KV/bin/kubernetes-validate"
-cargo fmt --check
+cargo fmt --all --check
 cargo clippy --all-targets --quiet -- -D warnings
 if [ "$stress" = 1 ]; then
     # Build first: the hogs are for the tests, not the compiler.

@@ -23,7 +23,6 @@ pub mod targets;
 pub mod script;
 pub mod net;
 pub mod proto;
-pub mod trace;
 pub mod route;
 pub mod recorder;
 pub mod sandbox;

@@ -39,7 +39,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use crate::net::relay::{strip_channel_binding, Addr};
 use crate::net::transport::TlsSetup;
 use crate::targets::Engine;
-use crate::trace::{
+use connbench_trace::{
     ClosedBy, DecodeOptions, Decoder, Direction, Event, Header, RecordOptions, SessionMeta, TraceWriter,
     Transport,
 };
@@ -122,6 +122,7 @@ impl Recorder {
     pub async fn start(s: Settings, stop: watch::Receiver<bool>) -> Result<Recorder> {
         let header = Header::new(
             s.engine,
+            format!("connbench {}", crate::exit::VERSION),
             RecordOptions {
                 redact_values: s.decode.redact_values,
                 listen: Some(s.listen.to_string()),
@@ -520,7 +521,7 @@ async fn pipe(
             return;
         }
         if std::mem::take(&mut greeting) {
-            crate::trace::mysql::withdraw_tls_offer(&mut buf[..n]);
+            connbench_trace::mysql::withdraw_tls_offer(&mut buf[..n]);
         }
         tap.read(dir, &buf[..n]).await;
         if to.write_all(&buf[..n]).await.is_err() {

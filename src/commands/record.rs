@@ -9,7 +9,7 @@ use crate::recorder::{Recorder, Settings};
 use crate::setup::targets::{sandbox_target, upstream_addr, upstream_tls};
 use crate::setup::{emit, stop_on_signals};
 use crate::targets::Engine;
-use crate::trace::DecodeOptions;
+use connbench_trace::DecodeOptions;
 
 pub async fn run_record(args: RecordArgs) -> Result<Exit> {
     let settings = settings(&args)?;

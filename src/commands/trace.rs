@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use crate::cli::record::TraceArgs;
 use crate::exit::Exit;
 use crate::setup::emit;
-use crate::trace::profile::Profiler;
-use crate::trace::TraceReader;
+use connbench_trace::profile::Profiler;
+use connbench_trace::TraceReader;
 
 pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();
@@ -42,7 +42,7 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
 
 /// Reads the whole trace into a profile; a trace cut short (a recording killed
 /// mid-write) gives what came before it and says so.
-fn read(path: &std::path::Path) -> Result<(crate::trace::profile::Profile, Option<String>)> {
+fn read(path: &std::path::Path) -> Result<(connbench_trace::profile::Profile, Option<String>)> {
     let reader = TraceReader::open(path)?;
     let mut p = Profiler::new(reader.header());
     for e in reader {

@@ -32,7 +32,7 @@ use crate::options::cell::Settings;
 use crate::proto::Endpoint;
 use crate::replay::schedule::SessionPlan;
 use crate::replay::{self, Schedule, Speed};
-use crate::trace::profile::Profile;
+use connbench_trace::profile::Profile;
 
 /// The workload prefix of a trace.
 pub const PREFIX: &str = "trace:";

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::schedule::Wire;
 use crate::proto::mysql::codec::COM_STMT_PREPARE;
 use crate::proto::{self, ConnectError};
-use crate::trace::event::TxStatus;
+use connbench_trace::event::TxStatus;
 
 /// A replay's connection: the session, and (MySQL) the recorded server's statement ids
 /// mapped to this connection's.

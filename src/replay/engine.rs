@@ -39,7 +39,7 @@ use crate::host::{cpu_between, thread_usage};
 use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
-use crate::trace::event::TxStatus;
+use connbench_trace::event::TxStatus;
 
 /// Runs every session of `sessions` against `ep` on `threads` threads of their own (each
 /// a current-thread runtime, as load's workers: one thread cannot keep pace with a

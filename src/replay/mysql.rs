@@ -15,7 +15,7 @@ use crate::proto::mysql::codec::{
     put_lenenc_str, COM_INIT_DB, COM_PING, COM_QUERY, COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE,
     COM_STMT_RESET,
 };
-use crate::trace::event::{Op, Param};
+use connbench_trace::event::{Op, Param};
 
 /// One command to send.
 #[derive(Debug, Clone, PartialEq)]

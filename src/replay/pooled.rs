@@ -33,7 +33,7 @@ use crate::load::pool::{Pool, Pooled};
 use crate::proto::mysql::codec::{COM_INIT_DB, COM_QUERY, COM_STMT_CLOSE, COM_STMT_PREPARE};
 use crate::proto::postgres::Frontend;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
-use crate::trace::event::TxStatus;
+use connbench_trace::event::TxStatus;
 
 /// `--pool N` and its retirement rules, load's (`--pool-max-lifetime`,
 /// `--pool-idle-timeout`).

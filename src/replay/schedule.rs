@@ -22,9 +22,11 @@ use anyhow::{bail, Result};
 use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
-use crate::trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step, TxStatus};
-use crate::trace::profile::{Profile, Profiler};
-use crate::trace::{fingerprint, Dialect, Fingerprint, TraceReader};
+use connbench_trace::event::{
+    Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step, TxStatus,
+};
+use connbench_trace::profile::{Profile, Profiler};
+use connbench_trace::{fingerprint, Dialect, Fingerprint, TraceReader};
 
 /// What the recording saw of one request.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -464,7 +466,7 @@ pub fn ends_transaction(before: TxStatus, executes: bool) -> bool {
 
 /// How a recorded error is counted: PostgreSQL's SQLSTATE; MySQL's `code/SQLSTATE` (as
 /// the MySQL session keys its errors), `?????` when the recording has none.
-fn error_key(engine: Engine, e: Option<&crate::trace::event::ServerError>) -> String {
+fn error_key(engine: Engine, e: Option<&connbench_trace::event::ServerError>) -> String {
     let state = e.and_then(|e| e.sqlstate.clone());
     match (engine, e.and_then(|e| e.code)) {
         (Engine::Mysql, Some(code)) => format!("{code}/{}", state.unwrap_or_else(|| "HY000".into())),

@@ -3,7 +3,7 @@
 //! JSON for programs (docs/json.md). Reads figures; computes nothing but display units.
 
 use crate::stats::app::Prediction;
-use crate::trace::profile::{Profile, Spread};
+use connbench_trace::profile::{Profile, Spread};
 
 /// The JSON document: the profile and the predictions under fixed keys.
 pub fn json(p: &Profile, predictions: &[Prediction], trace: &str) -> serde_json::Value {

@@ -9,7 +9,7 @@ use super::chart::esc;
 use super::html::page_head;
 use super::trace::{ms, num, spread, METHOD};
 use crate::stats::app::Prediction;
-use crate::trace::profile::Profile;
+use connbench_trace::profile::Profile;
 
 /// The page.
 pub fn html(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) -> String {

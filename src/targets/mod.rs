@@ -148,15 +148,10 @@ pub enum ChannelBinding {
     Require,
 }
 
-/// The database engines connbench speaks; a target says which one it is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    #[default]
-    Postgres,
-    /// MySQL and MariaDB: one wire protocol.
-    Mysql,
-}
+/// The database engines connbench speaks; a target says which one it is for. The enum
+/// is the trace format's (a trace's header names its engine, and that crate depends on
+/// nothing of ours), so there is one `Engine`, not two to convert between.
+pub use connbench_trace::Engine;
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]

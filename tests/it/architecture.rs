@@ -95,6 +95,20 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// The trace format's crate (crates/trace), held to the same sizes and folder rule; its
+/// imports need no stage check, as Cargo refuses it any of ours.
+const TRACE_CRATE: &str = "crates/trace";
+
+/// Each source root with the prefix its findings are named under: src/, then the trace
+/// crate's (a finding's "src/x.rs" there is "crates/trace/src/x.rs").
+fn roots() -> Vec<(PathBuf, String)> {
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join(TRACE_CRATE);
+    vec![
+        (src(), String::new()),
+        (trace.join("src"), format!("{TRACE_CRATE}/")),
+    ]
+}
+
 /// Every .rs file under `dir`, sorted, as paths relative to src/.
 fn sources(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -928,17 +942,22 @@ fn the_stage_list_is_read_from_the_doc_and_bites() {
 
 #[test]
 fn no_two_files_of_a_folder_use_each_other() {
-    let house = House::read(&src());
-    let circles: Vec<String> = house
-        .circles()
-        .iter()
-        .map(|c| {
+    let mut circles: Vec<String> = Vec::new();
+    for (root, prefix) in roots() {
+        let house = House::read(&root);
+        assert!(
+            house.files.len() > 5,
+            "{}: read {} files",
+            root.display(),
+            house.files.len()
+        );
+        circles.extend(house.circles().iter().map(|c| {
             c.iter()
-                .map(|f| format!("src/{}", f.display()))
+                .map(|f| format!("{prefix}src/{}", f.display()))
                 .collect::<Vec<_>>()
                 .join(" <-> ")
-        })
-        .collect();
+        }));
+    }
     assert!(circles.is_empty(), "files in a circle:\n{}", circles.join("\n"));
 }
 
@@ -954,7 +973,27 @@ fn files_and_functions_stay_within_their_size() {
     );
     let mut over = house.long_files();
     over.extend(house.long_functions());
+    let trace = House::read(&roots()[1].0);
+    assert!(trace.files.len() > 5, "the trace crate read as {:?}", trace.files);
+    let named = |l: String| format!("{TRACE_CRATE}/{l}");
+    over.extend(trace.long_files().into_iter().map(named));
+    over.extend(trace.long_functions().into_iter().map(named));
     assert!(over.is_empty(), "over the limits:\n{}", over.join("\n"));
+}
+
+/// The trace crate depends on nothing of ours: no path dependency in its manifest (a
+/// dependency on connbench itself Cargo would refuse as a cycle, but a new crate of ours
+/// under it would not be).
+#[test]
+fn the_trace_crate_depends_on_nothing_of_ours() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(TRACE_CRATE);
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let deps: Vec<&str> = manifest
+        .lines()
+        .filter(|l| l.contains("path") && l.contains('='))
+        .collect();
+    assert!(deps.is_empty(), "{TRACE_CRATE}/Cargo.toml: {deps:?}");
+    assert!(manifest.contains("name = \"connbench-trace\""), "{manifest}");
 }
 
 /// The check itself bites: a module that imports up (a module path, or an item of the

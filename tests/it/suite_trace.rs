@@ -265,10 +265,10 @@ fn a_pool_in_front_of_a_trace_that_connects_per_transaction_saves_its_connects()
     // The recorded gap grows with the recording machine's load, so the bound is read from
     // the trace, not assumed (a fixed 20 ms saving failed under the stress run's hogs:
     // 13.1 ms, the recorded connects slow).
-    let mut gaps: Vec<f64> = connbench::trace::TraceReader::open(&trace)
+    let mut gaps: Vec<f64> = connbench_trace::TraceReader::open(&trace)
         .unwrap()
         .filter_map(|e| match e.unwrap() {
-            connbench::trace::Event::Request(r) if r.seq == 0 => Some(r.at_ns as f64 / 1e6),
+            connbench_trace::Event::Request(r) if r.seq == 0 => Some(r.at_ns as f64 / 1e6),
             _ => None,
         })
         .collect();

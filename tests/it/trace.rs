@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use connbench::sandbox::{Sandbox, SandboxInfo};
 use connbench::targets::Engine;
-use connbench::trace::event::{Op, Outcome, Request, SessionOpen, Step, TxStatus};
-use connbench::trace::{
+use connbench_trace::event::{Op, Outcome, Request, SessionOpen, Step, TxStatus};
+use connbench_trace::{
     fingerprint, ClosedBy, DecodeOptions, Decoder, Dialect, Direction, Event, Header, RecordOptions,
     SessionMeta, TraceReader, TraceWriter, Transport,
 };
@@ -181,7 +181,7 @@ fn relay(
                         return;
                     }
                     if std::mem::take(&mut greeting) {
-                        connbench::trace::mysql::withdraw_tls_offer(&mut buf[..n]);
+                        connbench_trace::mysql::withdraw_tls_offer(&mut buf[..n]);
                     }
                     feed(dir, &buf[..n]);
                     if to.write_all(&buf[..n]).is_err() {
@@ -204,7 +204,11 @@ fn relay(
 fn through_a_file(engine: Engine, events: &[Event], name: &str) -> (Vec<Event>, String) {
     let path = std::env::temp_dir().join(format!("cbt-trace-{name}-{}.jsonl.gz", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let mut w = TraceWriter::create(&path, &Header::new(engine, RecordOptions::default())).unwrap();
+    let mut w = TraceWriter::create(
+        &path,
+        &Header::new(engine, "connbench test".into(), RecordOptions::default()),
+    )
+    .unwrap();
     for e in events {
         w.write(e).unwrap();
     }

@@ -736,7 +736,7 @@ mod tests {
     use super::super::event::Outcome;
     use super::super::testing::*;
     use super::*;
-    use crate::targets::Engine;
+    use crate::Engine;
 
     fn r(code: u32, rest: &[u8]) -> Vec<u8> {
         let mut b = code.to_be_bytes().to_vec();

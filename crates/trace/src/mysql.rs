@@ -772,7 +772,7 @@ mod tests {
     use super::super::event::{Outcome, Param};
     use super::super::testing::*;
     use super::*;
-    use crate::targets::Engine;
+    use crate::Engine;
 
     const BASE_CAPS: u32 = CLIENT_CONNECT_WITH_DB
         | CLIENT_PROTOCOL_41

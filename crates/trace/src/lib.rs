@@ -1,8 +1,9 @@
-//! The application recorder's foundation: what a trace is, how it is written and read,
-//! and how the bytes a relay carries become trace events. Everything here is pure: no
-//! sockets, no clocks of its own. The relay owns the sockets and stamps each chunk it
-//! reads with the time since the trace's start; this module turns chunks into events
-//! and events into lines.
+//! connbench's application-trace format, a crate of its own: what a trace is, how it is
+//! written and read, and how the bytes a relay carries become trace events. It depends
+//! on nothing of connbench's (Cargo holds it to that), so other tools can read and write
+//! traces with it. Everything here is pure: no sockets, no clocks of its own. The relay
+//! owns the sockets and stamps each chunk it reads with the time since the trace's
+//! start; this crate turns chunks into events and events into lines.
 //!
 //! - [`event`]: the format's vocabulary (header, `session_open`, `request`,
 //!   `session_close`); docs/trace.md describes it for other tools.
@@ -36,8 +37,19 @@ pub use fingerprint::{fingerprint, redact_literals, Dialect, Fingerprint};
 pub use reader::{ReadError, TraceReader};
 pub use writer::{Compression, TraceWriter};
 
-use crate::targets::Engine;
 use event::Sql;
+
+/// The database engines connbench speaks, by wire protocol; a trace's header says which
+/// one it holds. Defined here, in the crate that depends on nothing of connbench's, so
+/// the format owns its vocabulary; connbench's `targets::Engine` is this enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    #[default]
+    Postgres,
+    /// MySQL and MariaDB: one wire protocol.
+    Mysql,
+}
 
 /// Which way bytes were going.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -111,7 +111,7 @@ impl TraceReader {
         let mut t = TraceReader {
             input,
             compressed,
-            header: Header::new(crate::targets::Engine::Postgres, Default::default()),
+            header: Header::new(crate::Engine::Postgres, String::new(), Default::default()),
             line: 0,
             events: 0,
             bytes: 0,
@@ -298,7 +298,7 @@ mod tests {
     use super::super::event::{ClosedBy, RecordOptions, SessionClose};
     use super::super::writer::{Compression, TraceWriter};
     use super::*;
-    use crate::targets::Engine;
+    use crate::Engine;
 
     /// A writer whose bytes the test can look at while the trace is still open.
     #[derive(Clone, Default)]
@@ -329,7 +329,11 @@ mod tests {
     }
 
     fn header() -> Header {
-        Header::new(Engine::Postgres, RecordOptions::default())
+        Header::new(
+            Engine::Postgres,
+            "connbench test".into(),
+            RecordOptions::default(),
+        )
     }
 
     fn trace(compression: Compression, n: u64) -> Vec<u8> {

@@ -3,7 +3,7 @@
 
 use super::event::{ClosedBy, Event, Request, SessionClose, SessionOpen, Transport};
 use super::{DecodeOptions, Decoder, Direction, SessionMeta};
-use crate::targets::Engine;
+use crate::Engine;
 
 pub use Direction::{ToClient as Down, ToServer as Up};
 

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::targets::Engine;
+use crate::Engine;
 
 /// The `format` a trace's header names.
 pub const FORMAT: &str = "connbench-trace";
@@ -67,13 +67,14 @@ pub struct Header {
 }
 
 impl Header {
-    /// A header for a recording of `engine` starting now.
-    pub fn new(engine: Engine, options: RecordOptions) -> Header {
+    /// A header for a recording of `engine` starting now, by `recorder` (the recording
+    /// program and its version: the format does not know who writes it).
+    pub fn new(engine: Engine, recorder: String, options: RecordOptions) -> Header {
         Header {
             format: FORMAT.to_string(),
             version: VERSION,
             engine,
-            recorder: format!("connbench {}", crate::exit::VERSION),
+            recorder,
             start_time: humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
             options,
         }
@@ -443,12 +444,12 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// `Engine` as `postgres` / `mysql` both ways (the targets module's enum only
-/// serialises).
+/// `Engine` as `postgres` / `mysql` both ways, with the error this format names (the
+/// enum itself only serialises).
 mod engine_name {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use crate::targets::Engine;
+    use crate::Engine;
 
     pub fn serialize<S: Serializer>(e: &Engine, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(match e {
@@ -527,7 +528,11 @@ mod tests {
             "{line}"
         );
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), r, "{line}");
-        let h = Event::Header(Header::new(Engine::Mysql, RecordOptions::default()));
+        let h = Event::Header(Header::new(
+            Engine::Mysql,
+            "connbench test".into(),
+            RecordOptions::default(),
+        ));
         let line = serde_json::to_string(&h).unwrap();
         assert!(line.contains(r#""engine":"mysql""#), "{line}");
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), h);
