@@ -19,6 +19,7 @@
 //! The decoders feed on what each side *received*: when the recorder answers a client's
 //! TLS request itself (PostgreSQL's `N`), it feeds that answer as the server's bytes.
 
+mod connection;
 pub mod event;
 pub mod fingerprint;
 mod frame;

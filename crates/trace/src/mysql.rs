@@ -23,10 +23,10 @@
 
 use std::collections::HashMap;
 
-use super::event::{ClosedBy, Event, Op, Prepared, Request, ServerError, SessionOpen, Sql, TxStatus};
-use super::frame::{text, Cursor, Frame, Framer, Framing, Keep};
+use super::connection::Connection;
+use super::event::{ClosedBy, Event, Op, Prepared, Request, Sql, TxStatus};
+use super::frame::{text, Cursor, Frame, Framing, Keep};
 use super::mysql_packet::{self as packet, *};
-use super::session::Exchanges;
 use super::{is_secret_name, sql_text, DecodeOptions, Dialect, Direction, SessionMeta, TLS_ADVICE};
 
 /// Prepared statements remembered per session: MySQL's own default cap
@@ -87,14 +87,9 @@ struct Statement {
 /// One MySQL/MariaDB connection's decoder.
 #[derive(Debug)]
 pub struct Decoder {
-    meta: SessionMeta,
-    options: DecodeOptions,
+    /// What every connection keeps, whatever its protocol.
+    c: Connection,
     state: State,
-    up: Framer,
-    down: Framer,
-    open: SessionOpen,
-    open_written: bool,
-    x: Exchanges,
     server_caps: u32,
     server_ext: u32,
     deprecate_eof: bool,
@@ -112,30 +107,13 @@ pub struct Decoder {
     up_continues: bool,
     down_continues: bool,
     auth_first_ns: Option<u64>,
-    terminated_at: Option<u64>,
-    fatal: Option<ServerError>,
-    decode_error: Option<String>,
-    undecoded: u64,
-    closed: bool,
 }
 
 impl Decoder {
     pub fn new(meta: SessionMeta, options: DecodeOptions) -> Decoder {
-        let cap = options.max_message_bytes;
         Decoder {
-            meta,
-            options,
+            c: Connection::new(meta, options),
             state: State::Greeting,
-            up: Framer::new(cap),
-            down: Framer::new(cap),
-            open: SessionOpen {
-                session: meta.session,
-                open_ns: meta.open_ns,
-                transport: Some(meta.transport),
-                ..SessionOpen::default()
-            },
-            open_written: false,
-            x: Exchanges::new(meta.session, meta.open_ns),
             server_caps: 0,
             server_ext: 0,
             deprecate_eof: false,
@@ -149,36 +127,22 @@ impl Decoder {
             up_continues: false,
             down_continues: false,
             auth_first_ns: None,
-            terminated_at: None,
-            fatal: None,
-            decode_error: None,
-            undecoded: 0,
-            closed: false,
         }
     }
 
     pub fn tls_requested(&self) -> bool {
-        self.open.tls_requested
+        self.c.open.tls_requested
     }
 
     pub fn buffered(&self) -> usize {
-        self.up.buffered() + self.down.buffered() + self.x.pending_bytes() as usize
+        self.c.buffered()
     }
 
     pub fn feed(&mut self, dir: Direction, at_ns: u64, bytes: &[u8], out: &mut Vec<Event>) {
-        if self.closed {
+        let Some(mut framer) = self.c.chunk(dir, bytes.len()) else {
             return;
-        }
-        match dir {
-            Direction::ToServer => self.x.bytes_to_server += bytes.len() as u64,
-            Direction::ToClient => self.x.bytes_to_client += bytes.len() as u64,
-        }
-        let mut input = bytes;
-        let slot = |d: &mut Decoder| match dir {
-            Direction::ToServer => std::mem::replace(&mut d.up, Framer::new(0)),
-            Direction::ToClient => std::mem::replace(&mut d.down, Framer::new(0)),
         };
-        let mut framer = slot(self);
+        let mut input = bytes;
         while !input.is_empty() && self.state != State::Passthrough {
             let (state, resp) = (self.state, self.resp);
             let continues = match dir {
@@ -208,52 +172,28 @@ impl Decoder {
                 Err(e) => self.fail(e, out),
             }
         }
-        self.undecoded += input.len() as u64;
-        match dir {
-            Direction::ToServer => self.up = framer,
-            Direction::ToClient => self.down = framer,
-        }
+        self.c.done(dir, framer, input.len());
     }
 
     pub fn close(&mut self, at_ns: u64, by: ClosedBy, out: &mut Vec<Event>) {
-        if self.closed {
-            return;
+        if self.c.closing(out) {
+            self.c.x.abandon(out);
+            self.c.close(at_ns, by, out);
         }
-        self.closed = true;
-        self.write_open(out);
-        self.x.abandon(out);
-        let by = if self.terminated_at.is_some() {
-            ClosedBy::Client
-        } else if self.fatal.is_some() {
-            ClosedBy::Server
-        } else {
-            by
-        };
-        let mut close = self.x.close(at_ns, by, self.fatal.take());
-        close.decode_error = self.decode_error.take();
-        close.undecoded_bytes = self.undecoded;
-        out.push(Event::SessionClose(close));
     }
 
+    /// Stops decoding: the rest passes through, and why is said once, at the close.
     fn fail(&mut self, reason: String, out: &mut Vec<Event>) {
         self.state = State::Passthrough;
-        self.decode_error.get_or_insert(reason);
-        self.x.abandon(out);
-    }
-
-    fn write_open(&mut self, out: &mut Vec<Event>) {
-        if !self.open_written {
-            self.open_written = true;
-            self.open.phases.connect_ns = self.meta.connect_ns;
-            out.push(Event::SessionOpen(Box::new(std::mem::take(&mut self.open))));
-        }
+        self.c.stop(reason);
+        self.c.x.abandon(out);
     }
 
     /// The rest of a packet over 16 MiB: counted with what it continues.
     fn continuation(&mut self, dir: Direction, f: &Frame<'_>) {
         let ex = match dir {
-            Direction::ToServer => self.x.back_mut(),
-            Direction::ToClient => self.x.front_mut(),
+            Direction::ToServer => self.c.x.back_mut(),
+            Direction::ToClient => self.c.x.front_mut(),
         };
         if let Some(ex) = ex {
             match dir {
@@ -269,7 +209,7 @@ impl Decoder {
             (Direction::ToServer, State::Handshake) => self.handshake(f, out),
             (Direction::ToServer, State::Auth) => {
                 // An auth exchange's client packet: counted, never read.
-                *self.open.phases.auth_round_trips.get_or_insert(0) += 1;
+                *self.c.open.phases.auth_round_trips.get_or_insert(0) += 1;
                 Ok(())
             }
             (Direction::ToClient, State::Auth) => self.server_auth(f, out),
@@ -287,19 +227,19 @@ impl Decoder {
     }
 
     fn greeting(&mut self, f: &Frame<'_>) -> Result<(), String> {
-        let since = self.meta.open_ns + self.meta.connect_ns.unwrap_or(0);
-        self.open.phases.startup_ns = Some(f.first_ns.saturating_sub(since));
+        let since = self.c.meta.open_ns + self.c.meta.connect_ns.unwrap_or(0);
+        self.c.open.phases.startup_ns = Some(f.first_ns.saturating_sub(since));
         if f.body.first() == Some(&0xff) {
             // Refused before the handshake (too many connections, host blocked).
-            self.open.error = Some(packet::err(f.body, self.options.redact_values));
+            self.c.open.error = Some(packet::err(f.body, self.c.options.redact_values));
             self.state = State::Passthrough;
             return Ok(());
         }
         let g = packet::greeting(f.body).ok_or("not a MySQL protocol 10 greeting")?;
-        self.open.protocol = Some("10".into());
-        self.open.server.insert("version".into(), g.version);
-        self.open.backend_pid = Some(g.connection_id);
-        self.open.auth_method = g.plugin;
+        self.c.open.protocol = Some("10".into());
+        self.c.open.server.insert("version".into(), g.version);
+        self.c.open.backend_pid = Some(g.connection_id);
+        self.c.open.auth_method = g.plugin;
         self.server_caps = g.caps;
         self.server_ext = g.ext_caps;
         self.state = State::Handshake;
@@ -309,10 +249,10 @@ impl Decoder {
     fn handshake(&mut self, f: &Frame<'_>, out: &mut Vec<Event>) -> Result<(), String> {
         let r = packet::handshake_response(f.body).ok_or("a handshake response this decoder cannot read")?;
         self.auth_first_ns = Some(f.first_ns);
-        self.open.client_capabilities = Some(u64::from(r.caps) | (u64::from(r.ext_caps) << 32));
+        self.c.open.client_capabilities = Some(u64::from(r.caps) | (u64::from(r.ext_caps) << 32));
         if r.ssl_request {
-            self.open.tls_requested = true;
-            self.open.encrypted = true;
+            self.c.open.tls_requested = true;
+            self.c.open.encrypted = true;
             self.fail(TLS_ADVICE.to_string(), out);
             return Ok(());
         }
@@ -320,19 +260,19 @@ impl Decoder {
         self.deprecate_eof = both & CLIENT_DEPRECATE_EOF != 0;
         self.query_attributes = both & CLIENT_QUERY_ATTRIBUTES != 0;
         self.cache_metadata = r.ext_caps & self.server_ext & MARIADB_CLIENT_CACHE_METADATA != 0;
-        self.open.user = r.user;
-        self.open.database = r.database;
+        self.c.open.user = r.user;
+        self.c.open.database = r.database;
         if r.plugin.is_some() {
-            self.open.auth_method = r.plugin;
+            self.c.open.auth_method = r.plugin;
         }
         for (k, v) in r.attributes {
             if is_secret_name(&k) {
-                self.open.parameters_withheld.push(k);
+                self.c.open.parameters_withheld.push(k);
             } else {
-                self.open.parameters.insert(k, v);
+                self.c.open.parameters.insert(k, v);
             }
         }
-        self.open.phases.auth_round_trips = Some(1);
+        self.c.open.phases.auth_round_trips = Some(1);
         self.state = State::Auth;
         Ok(())
     }
@@ -341,20 +281,20 @@ impl Decoder {
         match f.body.first() {
             Some(0x00) => {
                 self.status = packet::ok(f.body).map_or(0, |s| s.flags);
-                self.open.phases.auth_ns = self.auth_first_ns.map(|a| f.last_ns.saturating_sub(a));
-                self.open.ready = true;
-                self.x.ready(f.last_ns);
-                self.write_open(out);
+                self.c.open.phases.auth_ns = self.auth_first_ns.map(|a| f.last_ns.saturating_sub(a));
+                self.c.open.ready = true;
+                self.c.x.ready(f.last_ns);
+                self.c.write_open(out);
                 self.state = State::Ready;
             }
             Some(0xff) => {
-                self.open.error = Some(packet::err(f.body, self.options.redact_values));
-                self.open.phases.auth_ns = self.auth_first_ns.map(|a| f.last_ns.saturating_sub(a));
+                self.c.open.error = Some(packet::err(f.body, self.c.options.redact_values));
+                self.c.open.phases.auth_ns = self.auth_first_ns.map(|a| f.last_ns.saturating_sub(a));
             }
             Some(0xfe) => {
                 // Auth switch: the plugin's name, then its data (not read).
                 if let Some(name) = Cursor::new(&f.body[1..]).cstr() {
-                    self.open.auth_method = Some(text(name));
+                    self.c.open.auth_method = Some(text(name));
                 }
             }
             Some(0x01) => {}
@@ -367,7 +307,7 @@ impl Decoder {
     fn command(&mut self, f: &Frame<'_>, out: &mut Vec<Event>) -> Result<(), String> {
         if f.kind != 0 {
             // LOCAL INFILE data or COM_CHANGE_USER's auth: part of the command before.
-            if let Some(ex) = self.x.back_mut() {
+            if let Some(ex) = self.c.x.back_mut() {
                 ex.extend(f.last_ns, f.wire_len);
             }
             return Ok(());
@@ -375,7 +315,7 @@ impl Decoder {
         let Some(&code) = f.body.first() else {
             return Err("an empty command packet".into());
         };
-        let redact = self.options.redact_values;
+        let redact = self.c.options.redact_values;
         let mut c = Cursor::new(&f.body[1..]);
         let sql = |c: &mut Cursor<'_>| -> Sql {
             if f.complete {
@@ -448,27 +388,27 @@ impl Decoder {
                 name: command_name(other).into(),
             },
         };
-        let mut ex = self.x.start(f.first_ns, f.wire_len, op);
+        let mut ex = self.c.x.start(f.first_ns, f.wire_len, op);
         ex.sent_ns = f.last_ns;
         match code {
             // No answer comes to these.
             0x01 | 0x18 | 0x19 => {
                 if code == 0x01 {
-                    self.terminated_at = Some(f.first_ns);
+                    self.c.terminated_at = Some(f.first_ns);
                 }
-                self.x.no_response(ex, out)
+                self.c.x.no_response(ex, out)
             }
-            _ => self.x.push(ex),
+            _ => self.c.x.push(ex),
         }
     }
 
     /// A server packet once the session is ready: part of the oldest command's response.
     fn response(&mut self, f: &Frame<'_>, out: &mut Vec<Event>) -> Result<(), String> {
         let b = f.body;
-        let Some(ex) = self.x.front_mut() else {
+        let Some(ex) = self.c.x.front_mut() else {
             if b.first() == Some(&0xff) {
                 // The server ends the connection (killed, timed out, shutting down).
-                self.fatal = Some(packet::err(b, self.options.redact_values));
+                self.c.fatal = Some(packet::err(b, self.c.options.redact_values));
                 return Ok(());
             }
             return Err("a server packet with no command to answer".into());
@@ -520,12 +460,12 @@ impl Decoder {
 
     /// The request being answered.
     fn answering(&mut self) -> Option<&mut Request> {
-        self.x.front_mut().map(|ex| &mut ex.req)
+        self.c.x.front_mut().map(|ex| &mut ex.req)
     }
 
     /// An ERR packet in the response (the first one is kept).
     fn error(&mut self, body: &[u8]) {
-        let e = packet::err(body, self.options.redact_values);
+        let e = packet::err(body, self.c.options.redact_values);
         if let Some(r) = self.answering() {
             r.error.get_or_insert(e);
         }
@@ -666,7 +606,7 @@ impl Decoder {
         if let Some(r) = self.answering() {
             r.autocommit = Some(autocommit);
         }
-        self.x.finish_front(end_ns, Some(tx), out);
+        self.c.x.finish_front(end_ns, Some(tx), out);
     }
 }
 

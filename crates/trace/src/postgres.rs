@@ -23,9 +23,10 @@
 
 use std::collections::HashMap;
 
-use super::event::{ClosedBy, Event, Format, Op, Param, ServerError, SessionOpen, Step, TxStatus};
-use super::frame::{hex, text, Cursor, Frame, Framer, Framing, Keep};
-use super::session::{Exchange, Exchanges};
+use super::connection::Connection;
+use super::event::{ClosedBy, Event, Format, Op, Param, ServerError, Step, TxStatus};
+use super::frame::{hex, text, Cursor, Frame, Framing, Keep};
+use super::session::Exchange;
 use super::{
     error_message, is_secret_name, sql_text, DecodeOptions, Dialect, Direction, SessionMeta, TLS_ADVICE,
 };
@@ -63,14 +64,9 @@ enum State {
 /// One PostgreSQL connection's decoder.
 #[derive(Debug)]
 pub struct Decoder {
-    meta: SessionMeta,
-    options: DecodeOptions,
+    /// What every connection keeps, whatever its protocol.
+    c: Connection,
     state: State,
-    up: Framer,
-    down: Framer,
-    open: SessionOpen,
-    open_written: bool,
-    x: Exchanges,
     /// An extended-protocol group not yet ended by its Sync.
     group: Option<Exchange>,
     /// Parameter types by statement name, from Parse and ParameterDescription.
@@ -81,30 +77,13 @@ pub struct Decoder {
     auth_ok_ns: Option<u64>,
     /// The server asked for SASL: the client's next message names the mechanism.
     sasl_pending: bool,
-    terminated_at: Option<u64>,
-    fatal: Option<ServerError>,
-    decode_error: Option<String>,
-    undecoded: u64,
-    closed: bool,
 }
 
 impl Decoder {
     pub fn new(meta: SessionMeta, options: DecodeOptions) -> Decoder {
-        let cap = options.max_message_bytes;
         Decoder {
-            meta,
-            options,
+            c: Connection::new(meta, options),
             state: State::Startup,
-            up: Framer::new(cap),
-            down: Framer::new(cap),
-            open: SessionOpen {
-                session: meta.session,
-                open_ns: meta.open_ns,
-                transport: Some(meta.transport),
-                ..SessionOpen::default()
-            },
-            open_written: false,
-            x: Exchanges::new(meta.session, meta.open_ns),
             group: None,
             statements: Types::default(),
             encryption_request_ns: 0,
@@ -112,41 +91,22 @@ impl Decoder {
             auth_first_ns: None,
             auth_ok_ns: None,
             sasl_pending: false,
-            terminated_at: None,
-            fatal: None,
-            decode_error: None,
-            undecoded: 0,
-            closed: false,
         }
     }
 
     pub fn tls_requested(&self) -> bool {
-        self.open.tls_requested
+        self.c.open.tls_requested
     }
 
     pub fn buffered(&self) -> usize {
-        self.up.buffered()
-            + self.down.buffered()
-            + self.x.pending_bytes() as usize
-            + self.group.as_ref().map_or(0, |g| g.req.request_bytes as usize)
+        self.c.buffered() + self.group.as_ref().map_or(0, |g| g.req.request_bytes as usize)
     }
 
     pub fn feed(&mut self, dir: Direction, at_ns: u64, bytes: &[u8], out: &mut Vec<Event>) {
-        if self.closed {
+        let Some(mut framer) = self.c.chunk(dir, bytes.len()) else {
             return;
-        }
-        match dir {
-            Direction::ToServer => self.x.bytes_to_server += bytes.len() as u64,
-            Direction::ToClient => self.x.bytes_to_client += bytes.len() as u64,
-        }
+        };
         let mut input = bytes;
-        let mut framer = std::mem::replace(
-            match dir {
-                Direction::ToServer => &mut self.up,
-                Direction::ToClient => &mut self.down,
-            },
-            Framer::new(0),
-        );
         while !input.is_empty() && self.state != State::Passthrough {
             if dir == Direction::ToClient && self.state == State::EncryptionAnswer {
                 self.encryption_answer(input[0], at_ns, out);
@@ -160,8 +120,8 @@ impl Decoder {
             {
                 // A TLS ClientHello with no SSLRequest before it (PostgreSQL 17's
                 // sslnegotiation=direct).
-                self.open.tls_requested = true;
-                self.open.encrypted = true;
+                self.c.open.tls_requested = true;
+                self.c.open.encrypted = true;
                 self.fail(TLS_ADVICE.to_string(), out);
                 break;
             }
@@ -181,62 +141,37 @@ impl Decoder {
                 Err(e) => self.fail(e, out),
             }
         }
-        self.undecoded += input.len() as u64;
-        *match dir {
-            Direction::ToServer => &mut self.up,
-            Direction::ToClient => &mut self.down,
-        } = framer;
+        self.c.done(dir, framer, input.len());
     }
 
     pub fn close(&mut self, at_ns: u64, by: ClosedBy, out: &mut Vec<Event>) {
-        if self.closed {
-            return;
+        if self.c.closing(out) {
+            self.abandon(out);
+            self.c.close(at_ns, by, out);
         }
-        self.closed = true;
-        self.write_open(out);
-        self.abandon(out);
-        let by = if self.terminated_at.is_some() {
-            ClosedBy::Client
-        } else if self.fatal.is_some() {
-            ClosedBy::Server
-        } else {
-            by
-        };
-        let mut close = self.x.close(at_ns, by, self.fatal.take());
-        close.decode_error = self.decode_error.take();
-        close.undecoded_bytes = self.undecoded;
-        out.push(Event::SessionClose(close));
     }
 
     /// Stops decoding: the rest passes through, and why is said once, at the close.
     fn fail(&mut self, reason: String, out: &mut Vec<Event>) {
         self.state = State::Passthrough;
-        self.decode_error.get_or_insert(reason);
+        self.c.stop(reason);
         self.abandon(out);
     }
 
     fn abandon(&mut self, out: &mut Vec<Event>) {
         if let Some(g) = self.group.take() {
             // A full queue keeps the group to write it unanswered with the rest.
-            let _ = self.x.push(g);
+            let _ = self.c.x.push(g);
         }
-        self.x.abandon(out);
-    }
-
-    fn write_open(&mut self, out: &mut Vec<Event>) {
-        if !self.open_written {
-            self.open_written = true;
-            self.open.phases.connect_ns = self.meta.connect_ns;
-            out.push(Event::SessionOpen(Box::new(std::mem::take(&mut self.open))));
-        }
+        self.c.x.abandon(out);
     }
 
     fn encryption_answer(&mut self, answer: u8, at_ns: u64, out: &mut Vec<Event>) {
-        self.open.phases.tls_ns = Some(at_ns.saturating_sub(self.encryption_request_ns));
+        self.c.open.phases.tls_ns = Some(at_ns.saturating_sub(self.encryption_request_ns));
         match answer {
             b'N' => self.state = State::Startup,
             b'S' | b'G' => {
-                self.open.encrypted = true;
+                self.c.open.encrypted = true;
                 self.fail(TLS_ADVICE.to_string(), out);
             }
             other => self.fail(
@@ -258,7 +193,7 @@ impl Decoder {
             (Direction::ToClient, State::Ready) => self.response(f, out),
             (Direction::ToClient, State::Startup) if f.kind == b'E' => {
                 // Refused before the startup (too many connections, shutting down).
-                self.open.error = Some(self.error_fields(f.body));
+                self.c.open.error = Some(self.error_fields(f.body));
                 Ok(())
             }
             (dir, state) => Err(format!(
@@ -280,21 +215,21 @@ impl Decoder {
         match code {
             SSL_REQUEST | GSSENC_REQUEST => {
                 if code == SSL_REQUEST {
-                    self.open.tls_requested = true;
+                    self.c.open.tls_requested = true;
                 } else {
-                    self.open.gss_requested = true;
+                    self.c.open.gss_requested = true;
                 }
                 self.encryption_request_ns = f.first_ns;
                 self.state = State::EncryptionAnswer;
             }
             CANCEL_REQUEST => {
-                self.open.cancel_request = true;
+                self.c.open.cancel_request = true;
                 // The pid only: the secret key after it is never read.
-                self.open.backend_pid = c.u32_be();
+                self.c.open.backend_pid = c.u32_be();
                 self.state = State::Passthrough;
             }
             c3 if c3 >> 16 == 3 => {
-                self.open.protocol = Some(format!("{}.{}", c3 >> 16, c3 & 0xffff));
+                self.c.open.protocol = Some(format!("{}.{}", c3 >> 16, c3 & 0xffff));
                 while let Some(name) = c.cstr() {
                     if name.is_empty() {
                         break;
@@ -302,11 +237,11 @@ impl Decoder {
                     let value = c.cstr().ok_or("a startup parameter without its value")?;
                     let name = text(name);
                     match name.as_str() {
-                        "user" => self.open.user = Some(text(value)),
-                        "database" => self.open.database = Some(text(value)),
-                        n if is_secret_name(n) => self.open.parameters_withheld.push(name),
-                        _ if self.open.parameters.len() < MAX_PARAMETERS => {
-                            self.open.parameters.insert(name, text(value));
+                        "user" => self.c.open.user = Some(text(value)),
+                        "database" => self.c.open.database = Some(text(value)),
+                        n if is_secret_name(n) => self.c.open.parameters_withheld.push(name),
+                        _ if self.c.open.parameters.len() < MAX_PARAMETERS => {
+                            self.c.open.parameters.insert(name, text(value));
                         }
                         _ => {}
                     }
@@ -323,19 +258,19 @@ impl Decoder {
     fn client_auth(&mut self, f: &Frame<'_>) -> Result<(), String> {
         match f.kind {
             b'p' => {
-                let rt = self.open.phases.auth_round_trips.get_or_insert(0);
+                let rt = self.c.open.phases.auth_round_trips.get_or_insert(0);
                 *rt += 1;
                 if std::mem::take(&mut self.sasl_pending) {
                     // SASLInitialResponse: the mechanism's name, then the client's
                     // first message, which is not read.
                     if let Some(m) = Cursor::new(f.body).cstr() {
-                        self.open.auth_method = Some(text(m));
+                        self.c.open.auth_method = Some(text(m));
                     }
                 }
                 Ok(())
             }
             b'X' => {
-                self.terminated_at = Some(f.first_ns);
+                self.c.terminated_at = Some(f.first_ns);
                 Ok(())
             }
             k => Err(format!("client message {:?} during authentication", k as char)),
@@ -345,7 +280,7 @@ impl Decoder {
     fn server_auth(&mut self, f: &Frame<'_>, out: &mut Vec<Event>) -> Result<(), String> {
         if self.auth_first_ns.is_none() && matches!(f.kind, b'R' | b'E') {
             self.auth_first_ns = Some(f.first_ns);
-            self.open.phases.startup_ns = self.startup_sent_ns.map(|s| f.first_ns.saturating_sub(s));
+            self.c.open.phases.startup_ns = self.startup_sent_ns.map(|s| f.first_ns.saturating_sub(s));
         }
         let mut c = Cursor::new(f.body);
         match f.kind {
@@ -354,10 +289,10 @@ impl Decoder {
                 let method = match code {
                     0 => {
                         self.auth_ok_ns = Some(f.last_ns);
-                        self.open.phases.auth_ns = self.auth_first_ns.map(|a| f.last_ns.saturating_sub(a));
-                        self.open.phases.auth_round_trips.get_or_insert(0);
-                        if self.open.auth_method.is_none() {
-                            self.open.auth_method = Some("trust".into());
+                        self.c.open.phases.auth_ns = self.auth_first_ns.map(|a| f.last_ns.saturating_sub(a));
+                        self.c.open.phases.auth_round_trips.get_or_insert(0);
+                        if self.c.open.auth_method.is_none() {
+                            self.c.open.auth_method = Some("trust".into());
                         }
                         None
                     }
@@ -374,25 +309,25 @@ impl Decoder {
                     other => return Err(format!("authentication request with unknown code {other}")),
                 };
                 if let Some(m) = method {
-                    self.open.auth_method = Some(m.into());
+                    self.c.open.auth_method = Some(m.into());
                 }
             }
-            b'E' => self.open.error = Some(self.error_fields(f.body)),
+            b'E' => self.c.open.error = Some(self.error_fields(f.body)),
             b'S' => {
                 if let (Some(n), Some(v)) = (c.cstr(), c.cstr()) {
-                    if self.open.server.len() < MAX_PARAMETERS {
-                        self.open.server.insert(text(n), text(v));
+                    if self.c.open.server.len() < MAX_PARAMETERS {
+                        self.c.open.server.insert(text(n), text(v));
                     }
                 }
             }
             // The pid; the secret key after it is never read.
-            b'K' => self.open.backend_pid = c.u32_be(),
+            b'K' => self.c.open.backend_pid = c.u32_be(),
             b'N' | b'v' => {}
             b'Z' => {
-                self.open.phases.ready_ns = self.auth_ok_ns.map(|a| f.last_ns.saturating_sub(a));
-                self.open.ready = true;
-                self.x.ready(f.last_ns);
-                self.write_open(out);
+                self.c.open.phases.ready_ns = self.auth_ok_ns.map(|a| f.last_ns.saturating_sub(a));
+                self.c.open.ready = true;
+                self.c.x.ready(f.last_ns);
+                self.c.write_open(out);
                 self.state = State::Ready;
             }
             k => return Err(format!("server message {:?} during authentication", k as char)),
@@ -402,7 +337,7 @@ impl Decoder {
 
     /// A client message once the session is ready.
     fn request(&mut self, f: &Frame<'_>) -> Result<(), String> {
-        let redact = self.options.redact_values;
+        let redact = self.c.options.redact_values;
         let body = f.complete.then_some(f.body);
         match f.kind {
             b'Q' => {
@@ -411,9 +346,9 @@ impl Decoder {
                     redact,
                     Dialect::Postgres,
                 );
-                let mut ex = self.x.start(f.first_ns, f.wire_len, Op::Query(sql));
+                let mut ex = self.c.x.start(f.first_ns, f.wire_len, Op::Query(sql));
                 ex.sent_ns = f.last_ns;
-                self.x.push(ex)?;
+                self.c.x.push(ex)?;
             }
             b'F' => {
                 let mut c = Cursor::new(f.body);
@@ -421,10 +356,11 @@ impl Decoder {
                 let formats = c.u16_be().unwrap_or(0) as usize;
                 let args = c.bytes(formats * 2).and_then(|_| c.u16_be()).unwrap_or(0) as u32;
                 let mut ex = self
+                    .c
                     .x
                     .start(f.first_ns, f.wire_len, Op::FunctionCall { function_oid, args });
                 ex.sent_ns = f.last_ns;
-                self.x.push(ex)?;
+                self.c.x.push(ex)?;
             }
             b'P' | b'B' | b'D' | b'E' | b'C' | b'H' | b'S' => {
                 let step = if f.kind == b'S' { None } else { Some(self.step(f)?) };
@@ -432,6 +368,7 @@ impl Decoder {
                     g.extend(f.last_ns, f.wire_len);
                 } else {
                     let mut g = self
+                        .c
                         .x
                         .start(f.first_ns, f.wire_len, Op::Extended { steps: Vec::new() });
                     g.sent_ns = f.last_ns;
@@ -453,20 +390,20 @@ impl Decoder {
                 }
                 if f.kind == b'S' {
                     if let Some(g) = self.group.take() {
-                        self.x.push(g)?;
+                        self.c.x.push(g)?;
                     }
                 }
             }
             b'd' | b'c' | b'f' => {
                 // COPY FROM STDIN's data: part of the request being answered.
-                if let Some(ex) = self.x.front_mut().or(self.group.as_mut()) {
+                if let Some(ex) = self.c.x.front_mut().or(self.group.as_mut()) {
                     ex.extend(f.last_ns, f.wire_len);
                     if f.kind == b'd' {
                         ex.req.copy_in_bytes += f.len as u64;
                     }
                 }
             }
-            b'X' => self.terminated_at = Some(f.first_ns),
+            b'X' => self.c.terminated_at = Some(f.first_ns),
             k => return Err(format!("unknown client message {:?}", k as char)),
         }
         Ok(())
@@ -491,7 +428,7 @@ impl Decoder {
                 self.statements.remember(&statement, &param_types);
                 Step::Parse {
                     statement,
-                    sql: sql_text(sql, self.options.redact_values, Dialect::Postgres),
+                    sql: sql_text(sql, self.c.options.redact_values, Dialect::Postgres),
                     param_types,
                 }
             }
@@ -562,7 +499,7 @@ impl Decoder {
             } else {
                 let v = c.bytes(len as usize)?;
                 p.len = v.len() as u64;
-                if !self.options.redact_values {
+                if !self.c.options.redact_values {
                     match std::str::from_utf8(v) {
                         Ok(s) if format == 0 => p.text = Some(s.to_string()),
                         _ => p.hex = Some(hex(v)),
@@ -583,14 +520,14 @@ impl Decoder {
                 Some(b'E') => TxStatus::Failed,
                 _ => return Err("ReadyForQuery without a status".into()),
             };
-            if let Some(ex) = self.x.front_mut() {
+            if let Some(ex) = self.c.x.front_mut() {
                 ex.respond(f.first_ns, f.wire_len);
             }
-            self.x.finish_front(f.last_ns, Some(tx), out);
+            self.c.x.finish_front(f.last_ns, Some(tx), out);
             return Ok(());
         }
         let error = (f.kind == b'E').then(|| self.error_fields(f.body));
-        let target = match self.x.front_mut() {
+        let target = match self.c.x.front_mut() {
             Some(ex) => Some(ex),
             None => self.group.as_mut(),
         };
@@ -598,7 +535,7 @@ impl Decoder {
             // Outside any request: notices, notifications, parameter changes, or a
             // FATAL error before the server closes.
             if let Some(e) = error.filter(|e| matches!(e.severity.as_deref(), Some("FATAL" | "PANIC"))) {
-                self.fatal = Some(e);
+                self.c.fatal = Some(e);
             }
             return match f.kind {
                 b'E' | b'N' | b'A' | b'S' => Ok(()),
@@ -664,7 +601,7 @@ impl Decoder {
                 b'V' => e.severity = Some(text(v)),
                 b'S' => localized = Some(text(v)),
                 b'C' => e.sqlstate = Some(text(v)),
-                b'M' => e.message = error_message(v, self.options.redact_values),
+                b'M' => e.message = error_message(v, self.c.options.redact_values),
                 _ => {}
             }
         }
