@@ -20,8 +20,11 @@ SECS=${4:-8}
 WORK=$(mktemp -d /tmp/cbab.XXXXXX)
 export TMPDIR=$WORK
 trap '"$HEAD" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
-"$HEAD" sandbox start >"$WORK/sandbox.txt" || { echo "base_vs_head: sandbox start failed" >&2; exit 2; }
-UNIX=$(awk '$1=="unix" { $1=""; sub(/^ +/, ""); print }' "$WORK/sandbox.txt")
+"$HEAD" sandbox start --engines postgres --json >"$WORK/sandbox.json" || { echo "base_vs_head: sandbox start failed" >&2; exit 2; }
+field() { python3 -c "import json,sys; d=json.load(open('$WORK/sandbox.json')); print($1)"; }
+UNIX=$(field "[t['conninfo'] for t in d['targets'] if t['name']=='unix'][0]")
+TCP=$(field "[t['conninfo'] for t in d['targets'] if t['name']=='tcp'][0]")
+PORT=$(field "d['postgres_port']")
 "$HEAD" init "$UNIX" -s 1 >/dev/null || { echo "base_vs_head: init failed" >&2; exit 2; }
 echo "base: $("$BASE" --version); head: $("$HEAD" --version); $PAIRS pairs of $SECS s, interleaved"
 
@@ -36,15 +39,17 @@ run() {
 }
 
 misses=0
+# The case's runner: run (load) or replay_run.
+RUN=run
 case_() {
     ARGS=$2
     printf '\n%s (connbench load %s)\n%5s %11s %11s %8s %14s %14s %8s\n' "$1" "$ARGS" pair "base tps" "head tps" ratio "base cpu/txn" "head cpu/txn" ratio
     local tr=() cr=()
     for pair in $(seq 1 "$PAIRS"); do
         if [ $((pair % 2)) = 1 ]; then
-            run "$BASE"; bt=$tps bx=$tx bc=$cpu; run "$HEAD"; ht=$tps hx=$tx hc=$cpu
+            $RUN "$BASE"; bt=$tps bx=$tx bc=$cpu; $RUN "$HEAD"; ht=$tps hx=$tx hc=$cpu
         else
-            run "$HEAD"; ht=$tps hx=$tx hc=$cpu; run "$BASE"; bt=$tps bx=$tx bc=$cpu
+            $RUN "$HEAD"; ht=$tps hx=$tx hc=$cpu; $RUN "$BASE"; bt=$tps bx=$tx bc=$cpu
         fi
         line=$(awk -v p="$pair" -v bt="$bt" -v ht="$ht" -v bx="$bx" -v hx="$hx" -v bc="$bc" -v hc="$hc" 'BEGIN {
             printf "%5d %11.1f %11.1f %8.3f %11.1f us %11.1f us %8.3f", p, bt, ht, ht / bt, bc * 1e6 / bx, hc * 1e6 / hx, (hc / hx) / (bc / bx) }')
@@ -65,4 +70,26 @@ case_() {
 case_ "select-only, prepared, 4 clients, 2 threads" "-S -M prepared -c 4 -j 2"
 case_ "tpcb-like, prepared, 4 clients, 2 threads" "-M prepared -c 4 -j 2"
 case_ "select-only, a new connection per transaction" "-S -C -c 2 -j 1"
+
+# The replay case: pgbench's tables (pgbench -i, in the sandbox's own database) and one
+# recording of pgbench -S through HEAD's recorder.
+pgbench -i -q -s 1 "$UNIX" >"$WORK/pgbench-init.out" 2>&1 || { echo "base_vs_head: pgbench -i: $(tail -2 "$WORK/pgbench-init.out")" >&2; exit 2; }
+"$HEAD" record --listen 127.0.0.1:0 --upstream "127.0.0.1:$PORT" --out "$WORK/s.trace.gz" >"$WORK/record.out" 2>"$WORK/record.err" &
+REC=$!
+for _ in $(seq 1 100); do grep -q "^record: 127.0.0.1:" "$WORK/record.err" && break; sleep 0.05; done
+RPORT=$(awk '/^record: 127.0.0.1:/ { split($2, a, ":"); print a[2]; exit }' "$WORK/record.err")
+[ -n "$RPORT" ] || { echo "base_vs_head: connbench record did not start: $(cat "$WORK/record.err")" >&2; exit 2; }
+pgbench -n -S -c 4 -j 2 -t 2500 "${TCP/port=$PORT/port=$RPORT}" >"$WORK/pgbench.out" 2>&1 || { echo "base_vs_head: pgbench through the recorder: $(tail -2 "$WORK/pgbench.out")" >&2; exit 2; }
+kill -INT "$REC"; wait "$REC" || true
+# Runs `connbench replay` binary $1 on the trace; sets tps (requests/s), tx (requests)
+# and cpu (seconds), as run() does for load.
+replay_run() {
+    local TIMEFORMAT='%U %S' status=0
+    { time "$1" replay "$WORK/s.trace.gz" --target "$TCP" --speed max --progress 0 --json >"$WORK/out" 2>"$WORK/err" || status=$?; } 2>"$WORK/time"
+    [ "$status" = 0 ] || { echo "FAIL  $1 replay (exit $status): $(tail -2 "$WORK/err")" >&2; exit 2; }
+    cpu=$(awk '{ print $1 + $2 }' "$WORK/time")
+    read -r tps tx < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["summary"]; n=s["replayed"]["requests"]; print(n / s["elapsed_s"], n)' "$WORK/out")
+}
+RUN=replay_run
+case_ "replay of pgbench -S (4 sessions, 10,000 requests), --speed max (tps: requests/s)" ""
 [ "$misses" = 0 ] || { echo "base_vs_head: $misses bar(s) missed"; exit 1; }
