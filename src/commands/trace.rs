@@ -6,12 +6,11 @@ use anyhow::{Context, Result};
 use crate::cli::record::TraceArgs;
 use crate::exit::Exit;
 use crate::setup::emit;
-use connbench_trace::profile::Profiler;
-use connbench_trace::TraceReader;
 
 pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();
-    let (profile, cut) = read(&args.trace).with_context(|| format!("trace {path}"))?;
+    let (profile, cut) =
+        connbench_trace::profile::read(&args.trace).with_context(|| format!("trace {path}"))?;
     let rtts: Vec<f64> = if args.rtt.is_empty() {
         vec![1.0, 10.0, 50.0]
     } else {
@@ -38,21 +37,6 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
         eprintln!("warning: trace {path}: {why}; the profile covers what came before");
     }
     Ok(Exit::Success)
-}
-
-/// Reads the whole trace into a profile; a trace cut short (a recording killed
-/// mid-write) gives what came before it and says so.
-fn read(path: &std::path::Path) -> Result<(connbench_trace::profile::Profile, Option<String>)> {
-    let reader = TraceReader::open(path)?;
-    let mut p = Profiler::new(reader.header());
-    for e in reader {
-        match e {
-            Ok(e) => p.add(&e),
-            Err(e) if e.is_truncation() => return Ok((p.finish(), Some(e.to_string()))),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok((p.finish(), None))
 }
 
 /// Writes a new file; one that exists is left alone (a report never overwrites).

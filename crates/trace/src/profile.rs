@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step, TxStatus};
 use super::fingerprint::{fingerprint, Dialect};
+use super::reader::{ReadError, TraceReader};
 use crate::Engine;
 
 /// Distinct statements kept apart; the rest are counted as one row, "(other statements)".
@@ -152,6 +153,21 @@ struct Tx {
     round_trips: u64,
     wait_ns: u64,
     think_ns: u64,
+}
+
+/// Reads the trace at `path` whole into a profile. A trace cut short (a recording killed
+/// mid-write) gives the profile of what came before the cut, and the cut to say so.
+pub fn read(path: &std::path::Path) -> Result<(Profile, Option<ReadError>), ReadError> {
+    let reader = TraceReader::open(path)?;
+    let mut p = Profiler::new(reader.header());
+    for e in reader {
+        match e {
+            Ok(e) => p.add(&e),
+            Err(e) if e.is_truncation() => return Ok((p.finish(), Some(e))),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((p.finish(), None))
 }
 
 /// Reads events into a [`Profile`], one at a time.
