@@ -202,9 +202,9 @@ pub fn suite_progress(name: String) -> impl FnMut(usize, usize, &str) {
 
 pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     let profile = if args.quick {
-        crate::experiment::suite::Profile::Quick
+        crate::experiment::suite::Lengths::Quick
     } else {
-        crate::experiment::suite::Profile::Full
+        crate::experiment::suite::Lengths::Full
     };
     let (origin, text) = crate::experiment::suite::load_text(&args.suite)?;
     let mut s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
@@ -388,9 +388,9 @@ pub const LAB_QUICK_BUDGET_S: u64 = 220;
 
 pub async fn run_lab(args: LabArgs) -> Result<Exit> {
     let profile = if args.full {
-        crate::experiment::suite::Profile::Full
+        crate::experiment::suite::Lengths::Full
     } else {
-        crate::experiment::suite::Profile::Quick
+        crate::experiment::suite::Lengths::Quick
     };
     let mut suites = lab_suites(&args.suites, profile)?;
     skip_unsupported(&mut suites);
@@ -462,7 +462,7 @@ pub async fn run_lab(args: LabArgs) -> Result<Exit> {
 /// quick form (the others said) in the quick profile.
 fn lab_suites(
     named: &[String],
-    profile: crate::experiment::suite::Profile,
+    profile: crate::experiment::suite::Lengths,
 ) -> Result<Vec<crate::experiment::suite::Suite>> {
     let mut suites: Vec<crate::experiment::suite::Suite> = crate::experiment::suite::BUILTIN
         .iter()
@@ -482,7 +482,7 @@ fn lab_suites(
         }
         suites.retain(|s| named.contains(&s.name));
     }
-    if profile == crate::experiment::suite::Profile::Quick {
+    if profile == crate::experiment::suite::Lengths::Quick {
         suites.retain(|s| {
             if !s.quick_lab && named.is_empty() {
                 eprintln!(

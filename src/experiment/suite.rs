@@ -117,7 +117,7 @@ pub fn load_text(name_or_path: &str) -> Result<(String, String)> {
 
 /// Which set of lengths a suite runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Profile {
+pub enum Lengths {
     /// The suite's own lengths.
     #[default]
     Full,
@@ -275,7 +275,7 @@ impl Step {
 impl Suite {
     /// Parses and validates a suite file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Suite> {
-        Suite::parse_profile(text, origin, Profile::Full)
+        Suite::parse_profile(text, origin, Lengths::Full)
     }
     /// The same suite as an adaptive run: rounds are added within `budget` for answers
     /// still undecided (or, with `precision`, still wider than ± that fraction).
@@ -478,13 +478,13 @@ connection = ["persistent", "per-transaction"]
     #[test]
     fn a_suite_budget_is_for_run_on_the_full_profile_only() {
         let builtin = load_text("transport").unwrap().1;
-        let full = Suite::parse_profile(&builtin, "transport", Profile::Full).unwrap();
+        let full = Suite::parse_profile(&builtin, "transport", Lengths::Full).unwrap();
         assert_eq!(full.run_budget_s, Some(1500.0), "transport sets budget = \"25m\"");
         assert_eq!(
             full.budget_s, None,
             "a budget is only applied by `run`, via adaptive()"
         );
-        let quick = Suite::parse_profile(&builtin, "transport", Profile::Quick).unwrap();
+        let quick = Suite::parse_profile(&builtin, "transport", Lengths::Quick).unwrap();
         assert_eq!(
             quick.run_budget_s, None,
             "the quick profile's budget is the lab's share"
@@ -584,7 +584,7 @@ pool_max_lifetime = "5s"
     #[test]
     fn builtin_suites_parse_in_both_profiles() {
         for (name, text) in BUILTIN {
-            for profile in [Profile::Full, Profile::Quick] {
+            for profile in [Lengths::Full, Lengths::Quick] {
                 let s = Suite::parse_profile(text, name, profile).unwrap_or_else(|e| panic!("{name}: {e:#}"));
                 assert!(!s.cells.is_empty(), "{name}");
                 assert!(
@@ -593,8 +593,8 @@ pool_max_lifetime = "5s"
                 );
             }
         }
-        let full = Suite::parse_profile(BUILTIN[2].1, "scaling", Profile::Full).unwrap();
-        let quick = Suite::parse_profile(BUILTIN[2].1, "scaling", Profile::Quick).unwrap();
+        let full = Suite::parse_profile(BUILTIN[2].1, "scaling", Lengths::Full).unwrap();
+        let quick = Suite::parse_profile(BUILTIN[2].1, "scaling", Lengths::Quick).unwrap();
         assert_eq!(
             (full.cells.len(), quick.cells.len()),
             (48, 12),
@@ -623,7 +623,7 @@ pool_max_lifetime = "5s"
     fn the_scaling_suite_runs_every_client_count_on_tables_whose_scale_holds_it() {
         // tpcb-like updates one of `scale` branches rows per transaction: more clients
         // than that queue on the rows' locks. The full profile at the experiment's 100.
-        for (profile, want) in [(Profile::Full, 100), (Profile::Quick, 8)] {
+        for (profile, want) in [(Lengths::Full, 100), (Lengths::Quick, 8)] {
             let s = Suite::parse_profile(BUILTIN[2].1, "scaling", profile).unwrap();
             for c in &s.cells {
                 let o =

@@ -55,9 +55,9 @@ pub fn suite_manifest(args: &KubernetesSuiteArgs) -> Result<(Option<Value>, Valu
     let builtin = origin == args.suite && !std::path::Path::new(&args.suite).exists();
     let quick = args.run_flags.iter().any(|f| f == "--quick");
     let profile = if quick {
-        crate::experiment::suite::Profile::Quick
+        crate::experiment::suite::Lengths::Quick
     } else {
-        crate::experiment::suite::Profile::Full
+        crate::experiment::suite::Lengths::Full
     };
     let suite = Suite::parse_profile(&text, &origin, profile)?;
     check_targets(args, &suite, &origin)?;

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::{
     cell_cpus, default_max_rounds, default_noise_threshold, default_repetitions, default_true, did_you_mean,
-    Cell, Kind, Order, Profile, Settings, Suite, CONNECT_FIGURES, LOAD_FIGURES, SETTINGS,
+    Cell, Kind, Lengths, Order, Settings, Suite, CONNECT_FIGURES, LOAD_FIGURES, SETTINGS,
 };
 
 /// A suite file as written.
@@ -89,12 +89,12 @@ struct QuickFile {
 
 impl Suite {
     /// Parses a suite with the given profile's lengths.
-    pub fn parse_profile(text: &str, origin: &str, profile: Profile) -> Result<Suite> {
+    pub fn parse_profile(text: &str, origin: &str, profile: Lengths) -> Result<Suite> {
         let mut file: SuiteFile = toml::from_str(text)
             .map_err(with_suggestion)
             .with_context(|| format!("cannot read suite {origin}"))?;
         let mut quick_lab = false;
-        if profile == Profile::Quick {
+        if profile == Lengths::Quick {
             if let Some(q) = file.quick.take() {
                 quick_lab = true;
                 file.apply_quick(q);
@@ -153,7 +153,7 @@ impl Suite {
 }
 
 /// A suite's lengths, parsed and checked.
-struct Lengths {
+struct ParsedLengths {
     duration: Option<Duration>,
     warmup: Option<Duration>,
     slice: Option<Duration>,
@@ -184,7 +184,7 @@ impl SuiteFile {
     }
 
     /// The repetitions, durations, slices and budget, checked.
-    fn lengths(&self, profile: Profile) -> Result<Lengths> {
+    fn lengths(&self, profile: Lengths) -> Result<ParsedLengths> {
         let name = &self.name;
         if self.repetitions == 0 {
             bail!("suite {name}: repetitions = 0; give at least 1 (5 or more to see a confidence interval narrow)");
@@ -212,13 +212,13 @@ impl SuiteFile {
         }
         // The quick profile's budget is the lab's to share; the suite's own is for `run`.
         let run_budget = match profile {
-            Profile::Full => parse_d("budget", &self.budget)?,
-            Profile::Quick => None,
+            Lengths::Full => parse_d("budget", &self.budget)?,
+            Lengths::Quick => None,
         };
         if self.kind == Kind::Load && duration.is_none() {
             bail!("suite {name}: a load suite needs duration = \"10s\" (or another length)");
         }
-        Ok(Lengths {
+        Ok(ParsedLengths {
             duration,
             warmup,
             slice,
