@@ -12,8 +12,8 @@
 #  2. On a sandbox (started by HEAD, PostgreSQL and MariaDB): the wire decoders, on the
 #     same bytes. Each application's connections pass through HEAD's recorder and then
 #     BASE's (app -> HEAD record -> BASE record -> server), so both decode one stream; the
-#     two traces must hold the same events once the times (every `*_ns` field, the start
-#     time) and the recorder's own name and addresses are left out. Applications: pgbench
+#     two traces must hold the same events, session by session, once the times (every
+#     `*_ns` field, the start time) and the recorder's own name and addresses are left out. Applications: pgbench
 #     tpcb-like (simple protocol), pgbench -S -M prepared, psql with COPY and an error,
 #     connbench load on MariaDB (binary protocol, prepared) and the mariadb client.
 #  3. Those traces read by both builds: `trace` as text, JSON (the whole profile), with
@@ -24,10 +24,16 @@
 # Exit status: 0 every output the same, 1 one differed (each difference printed, diff -u,
 # first lines), 2 a step could not run.
 set -euo pipefail
-BASE=$(realpath "${1:?usage: scripts/same_output.sh BASE_BINARY HEAD_BINARY}")
-HEAD=$(realpath "${2:?usage: scripts/same_output.sh BASE_BINARY HEAD_BINARY}")
+B=$(realpath "${1:?usage: scripts/same_output.sh BASE_BINARY HEAD_BINARY}")
+H=$(realpath "${2:?usage: scripts/same_output.sh BASE_BINARY HEAD_BINARY}")
 WORK=$(mktemp -d /tmp/cbso.XXXXXX)
 chmod 755 "$WORK"
+# Both called `connbench`: the usage lines name the program as it was called.
+mkdir "$WORK/base" "$WORK/head"
+ln -s "$B" "$WORK/base/connbench"
+ln -s "$H" "$WORK/head/connbench"
+BASE=$WORK/base/connbench
+HEAD=$WORK/head/connbench
 export TMPDIR=$WORK
 PIDS=()
 cleanup() {
@@ -52,11 +58,13 @@ same() {
         (cd "$WORK/cwd.$who" && "$bin" "$@" >"$WORK/$who.out" 2>"$WORK/$who.err"; echo "exit $?" >"$WORK/$who.rc") || true
         find "$WORK/$who.out" "$WORK/$who.err" "$WORK/cwd.$who" -type f -print0 | xargs -0 python3 -c '
 import sys
-v = sys.argv[1].encode()
+# As printed, and as roff writes it (man: "-" is "\-").
+vs = [sys.argv[1].encode(), sys.argv[1].replace("-", "\\-").encode()]
 for p in sys.argv[2:]:
     b = open(p, "rb").read()
-    if v in b:
-        open(p, "wb").write(b.replace(v, b"VERSION"))
+    for v in vs:
+        b = b.replace(v, b"VERSION")
+    open(p, "wb").write(b)
 ' "$v"
     done
     n=$((n + 1))
@@ -131,25 +139,25 @@ pgbench -i -q -s 1 "$UNIX" >"$WORK/init.out" 2>&1 || { echo "FAIL  same_output: 
 "$HEAD" init mariadb_tcp >"$WORK/init.out" 2>&1 || "$HEAD" init "$MYTCP" >"$WORK/init.out" 2>&1 ||
     { echo "FAIL  same_output: init on MariaDB: $(tail -2 "$WORK/init.out")" >&2; exit 2; }
 
-# recorder BIN NAME UPSTREAM_PORT: starts BIN's recorder to 127.0.0.1:UPSTREAM_PORT writing
-# $WORK/NAME.trace; sets RPORT.
+# recorder BIN NAME UPSTREAM_PORT ENGINE: starts BIN's recorder to 127.0.0.1:UPSTREAM_PORT
+# writing $WORK/NAME.trace; sets RPORT.
 recorder() {
-    "$1" record --listen 127.0.0.1:0 --upstream "127.0.0.1:$3" --out "$WORK/$2.trace" \
+    "$1" record --engine "$4" --listen 127.0.0.1:0 --upstream "127.0.0.1:$3" --out "$WORK/$2.trace" \
         >"$WORK/$2.rec.out" 2>"$WORK/$2.rec.err" &
     PIDS+=($!)
     for _ in $(seq 1 100); do grep -q "^record: 127.0.0.1:" "$WORK/$2.rec.err" && break; sleep 0.05; done
     RPORT=$(awk '/^record: 127.0.0.1:/ { split($2, a, ":"); print a[2]; exit }' "$WORK/$2.rec.err")
     [ -n "$RPORT" ] || { echo "FAIL  same_output: $1 record: $(cat "$WORK/$2.rec.err")" >&2; exit 2; }
 }
-# through NAME SERVER_PORT COMMAND...: COMMAND with @PORT@ standing for the outer
+# through NAME ENGINE SERVER_PORT COMMAND...: COMMAND with @PORT@ standing for the outer
 # recorder's port, both recorders stopped after it, their traces compared without times.
 through() {
-    local name=$1 port=$2
-    shift 2
+    local name=$1 engine=$2 port=$3
+    shift 3
     PIDS=()
-    recorder "$BASE" "$name.base" "$port"
+    recorder "$BASE" "$name.base" "$port" "$engine"
     local inner=$RPORT
-    recorder "$HEAD" "$name.head" "$inner"
+    recorder "$HEAD" "$name.head" "$inner" "$engine"
     local args=() a
     for a in "$@"; do args+=("${a//@PORT@/$RPORT}"); done
     "${args[@]}" >"$WORK/$name.app" 2>&1 || true
@@ -165,8 +173,11 @@ def strip(v):
     if isinstance(v, list):
         return [strip(x) for x in v]
     return v
-for line in open(sys.argv[1]):
-    print(json.dumps(strip(json.loads(line)), sort_keys=True))
+# Each session's events in their order; sessions' events interleave as the moment had
+# them, which two recorders in a row need not see alike.
+events = [strip(json.loads(line)) for line in open(sys.argv[1])]
+for e in sorted(events, key=lambda e: e.get('session', -1)):
+    print(json.dumps(e, sort_keys=True))
 EOF
     done
     local events
@@ -174,14 +185,14 @@ EOF
     [ "$events" -gt 3 ] || { echo "FAIL  same_output: $name: $events events ($(tail -2 "$WORK/$name.app"))" >&2; exit 2; }
     same_file "the decoders on $name ($events events)" "$WORK/$name.base.events" "$WORK/$name.head.events"
 }
-through pgbench-tpcb "$PGPORT" pgbench -n -c 2 -t 200 "${TCP/port=$PGPORT/port=@PORT@}"
-through pgbench-prepared "$PGPORT" pgbench -n -S -M prepared -c 2 -t 300 "${TCP/port=$PGPORT/port=@PORT@}"
-through psql "$PGPORT" psql -X "${TCP/port=$PGPORT/port=@PORT@}" -c "CREATE TEMP TABLE t(a int, b text)" \
+through pgbench-tpcb postgres "$PGPORT" pgbench -n -c 2 -t 200 "${TCP/port=$PGPORT/port=@PORT@}"
+through pgbench-prepared postgres "$PGPORT" pgbench -n -S -M prepared -c 2 -t 300 "${TCP/port=$PGPORT/port=@PORT@}"
+through psql postgres "$PGPORT" psql -X "${TCP/port=$PGPORT/port=@PORT@}" -c "CREATE TEMP TABLE t(a int, b text)" \
     -c "COPY t FROM PROGRAM 'seq 1 100 | sed s/$/,x/' CSV" -c "SELECT count(*), max(b) FROM t" \
     -c "SELECT 1/0" -c "COPY (SELECT * FROM t) TO STDOUT"
 MYREC=${MYTCP/127.0.0.1:$MYPORT/127.0.0.1:@PORT@}
-through mariadb-load "$MYPORT" "$HEAD" load "$MYREC" -S -M prepared -c 2 -T 2s
-through mariadb-client "$MYPORT" mariadb --defaults-file="$MYCNF" -h 127.0.0.1 -P @PORT@ --protocol=tcp connbench \
+through mariadb-load mysql "$MYPORT" "$HEAD" load "$MYREC" -S -M prepared -c 2 -T 2s
+through mariadb-client mysql "$MYPORT" mariadb --defaults-file="$MYCNF" -h 127.0.0.1 -P @PORT@ --protocol=tcp connbench \
     -e "CREATE TEMPORARY TABLE t (a INT, b TEXT); INSERT INTO t VALUES (1, 'x'), (2, 'y'); SELECT * FROM t; SELECT nosuch FROM t; SHOW WARNINGS"
 
 # 3. Both builds read the traces.
