@@ -79,7 +79,7 @@ pub struct Executor {
     pub prepared: bool,
     /// Which pooled connection the statements were prepared on.
     pub connection: u64,
-    /// The engine's generator for this client (arrival gaps under -R).
+    /// `load`'s generator for this client (arrival gaps under -R).
     pub rng: Rng,
     /// With `-r`: what each command of the last run took.
     pub times: Option<CommandTimes>,
@@ -141,7 +141,7 @@ impl Executor {
         self.prng.clone()
     }
 
-    /// Swaps the client's variables and random state with `other`'s: the engine hands
+    /// Swaps the client's variables and random state with `other`'s: the client hands
     /// them to the executor of the next script, as a pgbench client's scripts share them.
     pub fn hand_over(&mut self, other: &mut Executor) {
         std::mem::swap(&mut self.vars, &mut other.vars);

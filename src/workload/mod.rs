@@ -5,8 +5,8 @@
 //! ([`sysbench`]).
 //!
 //! The built-in workloads are pgbench's own scripts, pointed at connbench's schema.
-//! The tables they read are made by `dataset`, one stage up; the engine that
-//! runs clients of them is `load`'s.
+//! The tables they read are made by `dataset`, one stage up; the threads that
+//! run clients of them are `load`'s.
 
 pub mod executor;
 mod shell;
