@@ -2,7 +2,7 @@
 //! Prometheus text exposition format (0.0.4, which OpenMetrics scrapers also read), for a
 //! Prometheus that scrapes a long run or the workers of a Kubernetes Job.
 //!
-//! It owns a [`Live`] state fed by the load engine's progress periods (the same merged
+//! It owns a [`Live`] state fed by load's threads' progress periods (the same merged
 //! per-period data `-P` prints, so the hot path pays nothing more than `-P` already
 //! costs), set to the run's exact totals when the run ends, and a server thread that
 //! renders the state on each scrape. The server is ours because all it needs is one GET

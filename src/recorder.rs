@@ -1,5 +1,5 @@
-//! `connbench record`'s engine: a hop between the application and its database that
-//! decodes both directions of every connection as it passes (a `trace::Decoder` each)
+//! `connbench record`'s hop between the application and its database that
+//! decodes both directions of every connection as it passes (a `connbench_trace::Decoder` each)
 //! and streams the events to a trace file.
 //!
 //! Why not the relay (`net::relay`): the relay shapes traffic (delay, jitter, faults)

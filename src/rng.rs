@@ -1,9 +1,9 @@
-//! The engine's own random generator: one seeded, fast generator for the choices that
+//! connbench's own random generator: one seeded, fast generator for the choices that
 //! are connbench's rather than a script's (arrival gaps under -R, a relay's jitter, a
-//! suite's order). A leaf, so the relay, the engine and the suite planner share it
+//! suite's order). A leaf, so the relay, load's threads and the suite planner share it
 //! without importing one another.
 
-/// A random generator for the engine's own choices (arrival gaps under -R, a relay's
+/// A random generator for connbench's own choices (arrival gaps under -R, a relay's
 /// jitter, a suite's order): rand's `SmallRng` (xoshiro). `range` draws with rand's
 /// uniform integer sampling, which has no modulo bias. A script's random functions use
 /// pgbench's own generator instead (`script::prng::Prng`), so they repeat pgbench's values.

@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::experiment::workers::share;
 use crate::host::Source;
-use crate::load::engine::End;
+use crate::load::plan::End;
 use crate::options::{
     self, Connection, LoadCommand, LoadOptions, LoadOutput, LoadRequest, LoadTarget, MetricsOptions,
     PoolOptions, WorkerShare,

@@ -452,7 +452,7 @@ pub enum SandboxCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::engine::End;
+    use crate::load::plan::End;
     use crate::options::LoadOptions;
     use clap::CommandFactory;
 

@@ -1,6 +1,6 @@
 //! `connbench load`: the flags, validated into a `LoadRequest` (its `LoadOptions` the
 //! same a suite cell becomes), are prepared into a plan on the target (a sandbox's when
-//! asked, through its route), the engine runs it, and the report is printed in text or
+//! asked, through its route), `load::threads` runs it, and the report is printed in text or
 //! JSON. Each step is a function below, in the order `run_load` calls them.
 
 use std::time::Duration;
@@ -14,7 +14,8 @@ use crate::exit::Exit;
 use crate::experiment::workers::Worker;
 use crate::host::Accounting;
 use crate::live::{Exporter, Labels};
-use crate::load::engine::{self, LoadPlan, Progress};
+use crate::load::plan::{LoadPlan, LoadRun, Progress};
+use crate::load::threads;
 use crate::options::{Dataset, LoadCommand, LoadRequest, LoadTarget};
 use crate::proto::Endpoint;
 use crate::report::{self, load::LoadSettings};
@@ -291,7 +292,7 @@ fn serve_metrics(
     crate::live::start(Some(&m.listen), labels, Some(first))
 }
 
-/// The engine's run, each progress period handed to the exporter, saved by a worker,
+/// The load's run, each progress period handed to the exporter, saved by a worker,
 /// and printed; with the first interval a worker could not save.
 async fn measure(
     run: &LoadRequest,
@@ -300,10 +301,10 @@ async fn measure(
     print_every: Option<usize>,
     worker: Option<&Worker>,
     exporter: Option<&Exporter>,
-) -> (Result<engine::LoadRun>, Option<anyhow::Error>) {
+) -> (Result<LoadRun>, Option<anyhow::Error>) {
     let workload = run.options.workload_name();
     let mut save_error = None;
-    let result = engine::run(plan, stop, |p| {
+    let result = threads::run(plan, stop, |p| {
         if let Some(e) = exporter {
             e.add_period(&workload, &p.totals);
         }
@@ -350,13 +351,13 @@ fn print_progress(p: &Progress, timestamp: bool) {
 }
 
 /// A worker saves its results at the end (or marks the run failed); alone, the run is
-/// what the engine returned.
+/// what `load::threads` returned.
 fn settle_worker(
-    result: Result<engine::LoadRun>,
+    result: Result<LoadRun>,
     worker: Option<&Worker>,
     save_error: Option<anyhow::Error>,
     warmup: Duration,
-) -> Result<engine::LoadRun> {
+) -> Result<LoadRun> {
     let Some(w) = worker else {
         return result;
     };
@@ -387,7 +388,7 @@ fn settle_worker(
 fn report_load(
     run: &LoadRequest,
     settings: &LoadSettings,
-    loaded: &engine::LoadRun,
+    loaded: &LoadRun,
     exporter: Option<&Exporter>,
 ) -> stats::load::LoadSummary {
     if let Some(e) = exporter {
@@ -435,7 +436,7 @@ fn report_load(
 }
 
 /// The exit status, after the clients' aborts and an all-failed run are said.
-fn exit_status(run: &LoadRequest, loaded: &engine::LoadRun, summary: &stats::load::LoadSummary) -> Exit {
+fn exit_status(run: &LoadRequest, loaded: &LoadRun, summary: &stats::load::LoadSummary) -> Exit {
     for why in &loaded.aborted {
         eprintln!("error: {why}");
     }

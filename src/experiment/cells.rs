@@ -12,7 +12,8 @@ use super::summary::Figures;
 use crate::connect::{self, Subject};
 use crate::experiment::failure::NOT_MEASURED;
 use crate::experiment::suite::{Kind, Step, Suite};
-use crate::load::engine;
+use crate::load::plan::{End, LoadPlan, LoadRun, Progress, StartGate};
+use crate::load::threads;
 use crate::options::cell::Settings;
 use crate::options::{self, LoadOptions};
 use crate::proto::Endpoint;
@@ -91,7 +92,7 @@ async fn load_plan(
     s: &Settings,
     endpoint: &Endpoint,
     ctx: &Context,
-) -> Result<(engine::LoadPlan, usize, f64)> {
+) -> Result<(LoadPlan, usize, f64)> {
     let options = LoadOptions::from_settings(s, suite.duration, suite.warmup, &ctx.schema)?;
     // sysbench's tables and connbench's can both be on one target, for different cells.
     let key = format!(
@@ -133,23 +134,23 @@ async fn run_load(
             plan.progress = Some(Duration::from_secs(1));
         }
     }
-    let on_period = |p: engine::Progress| {
+    let on_period = |p: Progress| {
         if let Some((m, cell)) = live {
             m.add_period(cell, &p.totals);
         }
     };
     let (run, struck) = match fault {
-        None => (engine::run(plan, ctx.stop.clone(), on_period).await?, None),
+        None => (threads::run(plan, ctx.stop.clone(), on_period).await?, None),
         Some(f) => {
             // Repetitions must not inherit the last strike: wait until the cell's path
             // answers a query again (PgBouncer retries a failed server login only every
             // server_login_retry, 15 s by default).
             settle(endpoint).await?;
-            // The gate hands the engine's start to the fault, which strikes `at` into the
+            // The gate hands the load's start to the fault, which strikes `at` into the
             // measurement, on the sandbox, while the clients run.
             let (tx, rx) = tokio::sync::oneshot::channel();
             let tx = std::sync::Mutex::new(Some(tx));
-            plan.start_gate = Some(engine::StartGate(std::sync::Arc::new(move || {
+            plan.start_gate = Some(StartGate(std::sync::Arc::new(move || {
                 let start = std::time::Instant::now() + std::time::Duration::from_millis(5);
                 if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
                     let _ = tx.send(start);
@@ -165,7 +166,7 @@ async fn run_load(
                 let struck = ctx.strike(f.kind).await?;
                 Ok::<_, anyhow::Error>(Some((start + warmup, struck)))
             };
-            let (run, struck) = tokio::join!(engine::run(plan, ctx.stop.clone(), on_period), strike);
+            let (run, struck) = tokio::join!(threads::run(plan, ctx.stop.clone(), on_period), strike);
             (run?, struck?)
         }
     };
@@ -239,13 +240,13 @@ async fn run_load_sliced(
                 turn.clients(clients);
                 plan.warmup = Duration::ZERO;
                 // The turns end the run; this end is only a backstop.
-                plan.end = engine::End::Duration(duration * 4 * cells.len() as u32 + Duration::from_secs(30));
+                plan.end = End::Duration(duration * 4 * cells.len() as u32 + Duration::from_secs(30));
                 // The driver reads the groups on the path around each of the cell's
-                // turns; the engine's own window would span every cell's.
+                // turns; the load's own window would span every cell's.
                 let accounting = std::mem::take(&mut plan.accounting);
                 plan.accounting.server_not_measured = accounting.server_not_measured.clone();
                 turn.account(accounting);
-                plan.start_gate = Some(engine::StartGate(std::sync::Arc::new({
+                plan.start_gate = Some(StartGate(std::sync::Arc::new({
                     let turn = turn.clone();
                     move || turn.arrive()
                 })));
@@ -285,7 +286,7 @@ async fn run_load_sliced(
         .map(|p| {
             let (plan, clients) = p.expect("checked above");
             let stop = ctx.stop.clone();
-            tokio::spawn(async move { (engine::run(plan, stop, |_| {}).await, clients) })
+            tokio::spawn(async move { (threads::run(plan, stop, |_| {}).await, clients) })
         })
         .collect();
     let turns = slices
@@ -351,7 +352,7 @@ fn cpu_figures(f: &mut Figures, summary: &crate::stats::load::LoadSummary, clien
 }
 
 /// The figures every load repetition has: throughput, latency, counts, round trips.
-fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary) -> Result<Measured> {
+fn load_figures(run: &LoadRun, summary: &crate::stats::load::LoadSummary) -> Result<Measured> {
     let Some(lat) = &summary.latency else {
         bail!(
             "no transaction completed; the first error: {}",
@@ -385,7 +386,7 @@ fn load_figures(run: &engine::LoadRun, summary: &crate::stats::load::LoadSummary
 
 /// What failed and stalled transactions cost the repetition (`stats::failures`): counts
 /// by code, their time, and the time of every measured transaction beside them.
-fn failure_figures(f: &mut Figures, run: &engine::LoadRun) {
+fn failure_figures(f: &mut Figures, run: &LoadRun) {
     use crate::stats::failures::{self, CODE_PREFIX, FAILED_TIME, STALLED, STALLED_TIME, TRANSACTION_TIME};
     let r = &run.measurements;
     for (code, c) in &r.failures {

@@ -24,8 +24,8 @@ use hdrhistogram::Histogram;
 use super::store::{self, Status, Store, WorkerEnd, WorkerInterval, WorkerRow};
 use crate::connect::FailureCount;
 use crate::host::{Cpu, MachineUse};
-use crate::load::engine::{LoadRun, StartGate};
 use crate::load::measurements::{interval_histogram, latency_histogram, Measurements, SeriesEntry};
+use crate::load::plan::{LoadRun, StartGate};
 use crate::net::transport::TlsInfo;
 
 /// How far ahead of the moment every worker is ready the run starts: enough for every
@@ -132,7 +132,7 @@ impl Worker {
             .map_err(|_| anyhow::anyhow!("the store's lock was poisoned"))?)
     }
 
-    /// The engine's start gate: says this worker is ready, waits up to `timeout` for the
+    /// The load's start gate: says this worker is ready, waits up to `timeout` for the
     /// others, agrees the start, and sleeps until it.
     pub fn gate(&self, timeout: Duration, stop: tokio::sync::watch::Receiver<bool>) -> StartGate {
         let (store, run, index, workers, name) = (

@@ -1,7 +1,7 @@
 //! The load plan and what a run returns: the types `options` builds from flags or a
 //! suite cell ([`LoadPlan`], its [`Policy`] and [`End`]), and the plain data
-//! `engine::run` hands back ([`LoadRun`], [`Progress`]) for `stats` to
-//! read. Apart from the engine so a reader of the plan need not read the machinery.
+//! `threads::run` hands back ([`LoadRun`], [`Progress`]) for `stats` to
+//! read. Apart from `threads` so a reader of the plan need not read the machinery.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -20,7 +20,7 @@
 //! only. The first turns warm every arm up and are not counted.
 //!
 //! CPU: the server, the pooler and the machine serve every arm in turn, so the driver
-//! reads each arm's groups (its server, pooler, relay threads, its engine's worker
+//! reads each arm's groups (its server, pooler, relay threads, its load's worker
 //! threads and the machine's counters) just before its turn opens and just after it
 //! drains, while no arm runs, and adds the differences up per arm.
 
@@ -62,7 +62,7 @@ pub struct Slices {
     base: Instant,
     /// Arms whose clients are all connected, for the start line.
     arrived: (Mutex<usize>, Condvar),
-    /// Per arm: whose CPU to read, and its engine's worker threads.
+    /// Per arm: whose CPU to read, and its load's worker threads.
     accounting: Mutex<Vec<(Accounting, Vec<i32>)>>,
 }
 
@@ -129,7 +129,7 @@ impl Drop for InTurn {
     }
 }
 
-/// One arm's handle, which its engine's clients hold.
+/// One arm's handle, which its load's clients hold.
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub slices: Arc<Slices>,
@@ -142,13 +142,13 @@ impl Turn {
         self.slices.accounting.lock().unwrap_or_else(|e| e.into_inner())[self.arm].0 = accounting;
     }
 
-    /// Says how many clients this arm's engine runs, so that a turn's time is the mean of
+    /// Says how many clients this arm's load runs, so that a turn's time is the mean of
     /// its clients' spans ([`Slices::drive`]).
     pub fn clients(&self, n: usize) {
         self.slices.clients[self.arm].store(n, SeqCst);
     }
 
-    /// Registers the calling thread as one of this arm's engine workers.
+    /// Registers the calling thread as one of this arm's load workers.
     pub fn register_worker(&self) {
         let tid = crate::host::current_thread_id();
         self.slices.accounting.lock().unwrap_or_else(|e| e.into_inner())[self.arm]
@@ -182,7 +182,7 @@ impl Turn {
     }
 
     /// Blocks until every arm has arrived (its clients are connected), at most
-    /// [`ARRIVAL_LIMIT`]; the engine's start gate.
+    /// [`ARRIVAL_LIMIT`]; the load's start gate.
     pub fn arrive(&self) -> Result<Instant> {
         let limit = ARRIVAL_LIMIT;
         let (count, all) = &self.slices.arrived;
@@ -295,7 +295,7 @@ impl Slices {
         let mut cpu: Vec<[Option<Cpu>; 4]> = vec![[Some((Duration::ZERO, Duration::ZERO)); 4]; self.arms];
         let mut switches: Vec<Option<(u64, u64)>> = vec![Some((0, 0)); self.arms];
         let mut machine: Vec<Option<MachineCpu>> = vec![Some(MachineCpu::zero()); self.arms];
-        // The start line: every arm's engine has arrived at its start gate (or, after
+        // The start line: every arm's load has arrived at its start gate (or, after
         // the gates' own limit, one never will: the gates fail and the run ends).
         let waiting = Instant::now();
         loop {

@@ -1,7 +1,7 @@
 //! [`LoadOptions`]: a load run's settings, from flags (built by `cli`) or from a suite
 //! cell ([`LoadOptions::from_settings`]), each already parsed; the checks across
 //! settings ([`LoadOptions::check`], what `--dry-run` runs), the scripts read and parsed
-//! on the tables found, and the `LoadPlan` the engine runs ([`LoadOptions::plan`]).
+//! on the tables found, and the `LoadPlan` `load::threads` runs ([`LoadOptions::plan`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +11,8 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use super::cell::{dataset_scale, get, scaled_schema, Settings};
 use super::parse::*;
 use crate::dataset::pgbench::{TableChoice, Tables};
-use crate::load::engine::{End, LoadPlan, Policy, WeightedScript};
 use crate::load::log::LogSettings;
+use crate::load::plan::{End, LoadPlan, Policy, WeightedScript};
 use crate::proto::Endpoint;
 use crate::workload::sysbench::SysbenchOptions;
 use crate::workload::{Builtin, QueryMode, Script};
@@ -430,7 +430,7 @@ impl LoadOptions {
         Ok(warnings)
     }
 
-    /// The plan the engine runs, on `endpoint`, on the dataset found there.
+    /// The plan `load::threads` runs, on `endpoint`, on the dataset found there.
     pub fn plan(
         &self,
         endpoint: Endpoint,

@@ -6,7 +6,7 @@
 //! and a suite cell's settings go through by name, so both sources accept the same
 //! values and refuse the rest with the same message. [`LoadOptions`] and
 //! [`connect_settings`] gather the typed values; [`LoadOptions::check`] is the validation
-//! across settings; [`LoadOptions::plan`] builds the `LoadPlan` the engine runs. Nothing
+//! across settings; [`LoadOptions::plan`] builds the `LoadPlan` load's threads run. Nothing
 //! is silently corrected: a value out of range is an error naming the setting and the
 //! value (exit 2), never a panic in a worker thread.
 //!

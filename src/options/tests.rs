@@ -4,7 +4,7 @@ use super::load::check_aggregate_interval;
 use super::*;
 use crate::dataset::pgbench::{TableChoice, Tables};
 use crate::host::Source;
-use crate::load::engine::Policy;
+use crate::load::plan::Policy;
 use crate::targets::Target;
 use crate::workload::Builtin;
 

@@ -1,4 +1,4 @@
-//! `connbench replay`'s engine: a trace from `connbench record` done again on a target,
+//! `connbench replay`: a trace from `connbench record` done again on a target,
 //! each recorded session on its own connection at its recorded time, each request with
 //! its recorded statements and values, and how faithfully the schedule was kept.
 //!
@@ -6,7 +6,7 @@
 //!   replayed as recorded is refused there, before anything connects. [`mysql`]: a
 //!   MySQL request's command packet, its values encoded back into the binary protocol.
 //! - [`preflight`]: the relations the trace uses that the target lacks, one line each.
-//! - [`engine`]: the clock and the sessions (open loop, lag from the intended send time);
+//! - [`playback`]: the clock and the sessions (open loop, lag from the intended send time);
 //!   [`conn`]: a session's connection and its per-request wire calls, either engine;
 //!   [`pooled`]: `--pool`, the sessions' transactions through a client-side pool.
 //! - [`tally`]: what is counted, per session, merged at the end; [`txlog`]: each
@@ -14,7 +14,7 @@
 //! - [`summary`]: the counts beside the recording's, as the report prints them.
 
 pub mod conn;
-pub mod engine;
+pub mod playback;
 pub mod mysql;
 pub mod pooled;
 pub mod preflight;
@@ -185,7 +185,7 @@ pub async fn run(
         .map(|_| (0..threads).map(|_| Default::default()).collect());
     let sessions = std::mem::take(&mut schedule.sessions);
     // Never more threads than sessions (nor, with a pool, than its connections: the
-    // engine's split).
+    // playback's split).
     let threads = threads.clamp(1, sessions.len().max(1));
     let session_state = match pool {
         Some(_) => pooled::session_state(&sessions),
@@ -214,13 +214,13 @@ pub async fn run(
             }
         })
     });
-    let out = engine::Outputs {
+    let out = playback::Outputs {
         log,
         periods: periods.clone(),
         netns,
     };
-    let spread = engine::Threads { count: threads, pool };
-    let (tally, started) = engine::run(sessions, ep, speed, stop.clone(), done, spread, out).await;
+    let spread = playback::Threads { count: threads, pool };
+    let (tally, started) = playback::run(sessions, ep, speed, stop.clone(), done, spread, out).await;
     if let Some(t) = ticker {
         t.abort();
     }

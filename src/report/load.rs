@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{format_bytes, format_ns};
 use crate::host::MachineUse;
-use crate::load::engine::{End, Policy};
+use crate::load::plan::{End, Policy};
 use crate::net::transport::TlsInfo;
 use crate::stats::load::{
     CommandSummary, FailureSummary, IntervalSummary, Latency, LoadSummary, STEAL_LIMIT_PERCENT,

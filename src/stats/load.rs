@@ -15,7 +15,7 @@
 use hdrhistogram::Histogram;
 
 use crate::connect::FailureCount;
-use crate::load::engine::LoadRun;
+use crate::load::plan::LoadRun;
 use crate::proto::Phase;
 
 /// A latency distribution from a histogram, in nanoseconds.

@@ -4,8 +4,8 @@
 //! variables and random generator, and sends each SQL command as libpq would in the
 //! chosen [`QueryMode`]: values spliced into the text (simple), or `$n` placeholders
 //! with text parameters (extended, prepared). It keeps the rows `\gset`/`\aset` store,
-//! runs `\shell`/`\setshell` through `sh -c`, and sends a pipeline's statements without
-//! waiting for their answers. The executor is engine-neutral: it holds a
+//! hands `\shell`/`\setshell` to `super::shell`, and sends a pipeline's statements
+//! without waiting for their answers. The executor is engine-neutral: it holds a
 //! `proto::Session` and never branches on the engine (a MySQL session refuses
 //! pipelines itself).
 //!
@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::shell;
 use super::QueryMode;
 use crate::proto::{ConnectError, ErrorKind, Phase, ResultSet, TransactionStatus};
 use crate::proto::{Session, Statement};
@@ -78,7 +79,7 @@ pub struct Executor {
     pub prepared: bool,
     /// Which pooled connection the statements were prepared on.
     pub connection: u64,
-    /// The engine's generator for this client (arrival gaps under -R).
+    /// `load`'s generator for this client (arrival gaps under -R).
     pub rng: Rng,
     /// With `-r`: what each command of the last run took.
     pub times: Option<CommandTimes>,
@@ -140,7 +141,7 @@ impl Executor {
         self.prng.clone()
     }
 
-    /// Swaps the client's variables and random state with `other`'s: the engine hands
+    /// Swaps the client's variables and random state with `other`'s: the client hands
     /// them to the executor of the next script, as a pgbench client's scripts share them.
     pub fn hand_over(&mut self, other: &mut Executor) {
         std::mem::swap(&mut self.vars, &mut other.vars);
@@ -629,10 +630,8 @@ impl Executor {
         outcome
     }
 
-    /// `\shell` and `\setshell`: the words (variables substituted) joined by spaces and
-    /// run by `sh -c`, as pgbench's system() and popen() do. `\shell` fails when the
-    /// command does; `\setshell` stores the integer the command prints first. The
-    /// command's output goes to connbench's stderr, never into its report on stdout.
+    /// `\shell` and `\setshell`, run by `super::shell`: `\setshell` stores the integer the
+    /// command printed first; a failure names the command.
     async fn shell(
         &mut self,
         script: &Script,
@@ -640,120 +639,28 @@ impl Executor {
         words: &[ShellWord],
         at: usize,
     ) -> Result<(), ConnectError> {
-        let mut line = String::new();
-        for (i, w) in words.iter().enumerate() {
-            if i > 0 {
-                line.push(' ');
-            }
-            match w {
-                ShellWord::Text(t) => line.push_str(t),
-                ShellWord::Var(v) => {
-                    if !self.vars.push_sql(*v, &mut line) {
-                        return Err(self.eval_failure(script, at, EvalError::Undefined(*v)));
-                    }
+        let line = shell::command_line(words, &self.vars)
+            .map_err(|v| self.eval_failure(script, at, EvalError::Undefined(v)))?;
+        match shell::run(&line, var.is_some()).await {
+            Ok(printed) => {
+                if let (Some(var), Some(v)) = (var, printed) {
+                    self.vars.set(var, Value::Int(v));
                 }
-            }
-        }
-        let capture = var.is_some();
-        let ran = run_shell(&line, capture).await;
-        let what = if capture { "\\setshell" } else { "\\shell" };
-        let failed = |why: String| {
-            script_error(
-                "shell",
-                format!(
-                    "command {} ({}): {what} {line:?}: {why}",
-                    at + 1,
-                    script.texts[at]
-                ),
-            )
-        };
-        let (status, stdout) = match ran {
-            Ok(r) => r,
-            Err(e) => return Err(failed(format!("could not run sh: {e}"))),
-        };
-        let Some(var) = var else {
-            if !status.success() {
-                return Err(failed(format!(
-                    "the command failed ({status}); fix it or remove \\shell"
-                )));
-            }
-            return Ok(());
-        };
-        // pgbench reads the first line (fgets into 64 bytes) and wants an integer there.
-        let text = String::from_utf8_lossy(&stdout);
-        let first: String = text
-            .split_inclusive('\n')
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(63)
-            .collect();
-        match first.trim().parse::<i64>() {
-            Ok(v) => {
-                self.vars.set(var, Value::Int(v));
                 Ok(())
             }
-            Err(_) if first.is_empty() => Err(failed(
-                "could not read result of shell command: it printed nothing".into(),
-            )),
-            Err(_) => Err(failed(format!(
-                "shell command must return an integer (not {:?}); make it print one number",
-                first.trim_end()
-            ))),
-        }
-    }
-}
-
-/// Runs `sh -c line` and waits for it on a blocking thread, so the worker's other
-/// clients go on meanwhile; with `capture`, returns what it printed (else its output goes
-/// to connbench's stderr). The child is killed if the client is dropped first (Ctrl-C,
-/// the end of the run), so a command that never ends cannot hold connbench open.
-async fn run_shell(line: &str, capture: bool) -> std::io::Result<(std::process::ExitStatus, Vec<u8>)> {
-    use std::os::fd::AsFd;
-    use std::process::{Command as Process, Stdio};
-
-    /// Kills the child's process group (sh and whatever it started) unless the wait
-    /// finished.
-    struct KillOnDrop(Option<u32>);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            if let Some(pid) = self.0 {
-                // SAFETY: kill(2) takes any pid and touches no memory. The pid is our
-                // child's, not yet waited for (the guard is disarmed as soon as the wait
-                // ends), so it names no other process.
-                unsafe {
-                    libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
-                }
+            Err(why) => {
+                let what = if var.is_some() { "\\setshell" } else { "\\shell" };
+                Err(script_error(
+                    "shell",
+                    format!(
+                        "command {} ({}): {what} {line:?}: {why}",
+                        at + 1,
+                        script.texts[at]
+                    ),
+                ))
             }
         }
     }
-
-    let mut p = Process::new("sh");
-    use std::os::unix::process::CommandExt;
-    // A group of its own, so the whole command line can be killed, not only sh.
-    p.arg("-c")
-        .arg(line)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .process_group(0);
-    if capture {
-        p.stdout(Stdio::piped());
-    } else {
-        let stdout = std::io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .map(Stdio::from)
-            .unwrap_or_else(|_| Stdio::null());
-        p.stdout(stdout);
-    }
-    let child = p.spawn()?;
-    let mut guard = KillOnDrop(Some(child.id()));
-    let waited = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .map_err(std::io::Error::other)?;
-    guard.0 = None;
-    let out = waited?;
-    Ok((out.status, out.stdout))
 }
 
 /// `debug()`'s line on stderr, in pgbench's form (command numbered from 1).

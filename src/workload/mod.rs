@@ -1,13 +1,15 @@
 //! Workloads: what a transaction does. This folder holds the built-in scripts and the
 //! query modes (here), the executor that runs a parsed script ([`crate::script`]) on a
-//! [`crate::proto::Session`] ([`executor`]), and sysbench's OLTP scripts, generated for
-//! that executor ([`sysbench`]).
+//! [`crate::proto::Session`] ([`executor`]), the `\shell`/`\setshell` commands it hands
+//! to `sh -c` (`shell`), and sysbench's OLTP scripts, generated for that executor
+//! ([`sysbench`]).
 //!
 //! The built-in workloads are pgbench's own scripts, pointed at connbench's schema.
-//! The tables they read are made by `dataset`, one stage up; the engine that
-//! runs clients of them is `load`'s.
+//! The tables they read are made by `dataset`, one stage up; the threads that
+//! run clients of them are `load`'s.
 
 pub mod executor;
+mod shell;
 pub mod sysbench;
 
 pub use crate::script::{Script, ScriptError, VAR_CLIENT_ID, VAR_DEFAULT_SEED, VAR_RANDOM_SEED, VAR_SCALE};

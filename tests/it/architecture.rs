@@ -551,7 +551,7 @@ fn stage_of(stages: &[Vec<String>], top: &str) -> Option<usize> {
     stages.iter().position(|s| s.iter().any(|m| m == top))
 }
 
-/// The top module of a module path: `load` for `load::engine::Engine`; an item of the
+/// The top module of a module path: `load` for `load::threads::run`; an item of the
 /// crate's root (`crate::Exit`, `crate::VERSION`, `crate::run`) is `lib`'s.
 fn top(path: &[String], files: &BTreeSet<PathBuf>) -> String {
     match path.first() {

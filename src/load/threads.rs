@@ -1,4 +1,4 @@
-//! The load engine: clients running a workload for a while, under a connection policy,
+//! The load's threads: clients running a workload for a while, under a connection policy,
 //! optionally paced, with every transaction recorded.
 //!
 //! Shape: `-j` worker threads, each with its own single-threaded runtime, each running
@@ -34,7 +34,7 @@ use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
-pub use super::plan::{End, LoadPlan, LoadRun, Policy, Progress, StartGate, WeightedScript};
+use super::plan::{End, LoadPlan, LoadRun, Policy, Progress, StartGate, WeightedScript};
 
 /// How long after the measured window a client may still wait on the server before the
 /// run stops waiting for it.
