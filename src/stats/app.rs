@@ -146,61 +146,61 @@ fn opt(v: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use connbench_trace::event::{Event, Header, RecordOptions};
-    use connbench_trace::profile::Profiler;
+    use connbench_trace::profile::{Connections, Requests, Spread, TimeSplit};
     use connbench_trace::Engine;
 
-    fn q(seq: u64, at_ms: u64, think_ms: Option<u64>, sql: &str, tx: &str) -> String {
-        let think = think_ms.map_or("null".to_string(), |t| (t * 1_000_000).to_string());
-        format!(
-            r#"{{"type":"request","session":1,"seq":{seq},"at_ns":{},"think_ns":{think},"request_bytes":10,"op":"query","sql":"{sql}","outcome":"ok","first_byte_ns":1000000,"response_ns":1000000,"response_bytes":10,"rows":0,"tx":"{tx}"}}"#,
-            at_ms * 1_000_000
-        )
-    }
-
-    fn profile(lines: &[String]) -> Profile {
-        let mut p = Profiler::new(&Header::new(
-            Engine::Postgres,
-            "connbench test".into(),
-            RecordOptions::default(),
-        ));
-        for l in lines {
-            p.add(&serde_json::from_str::<Event>(l).unwrap());
+    /// The profile of one session (the trace crate's profile test reads these figures
+    /// from events): transactions of 3.5 ms and 2 round trips; a connect of 0.2 ms (the
+    /// relay's upstream connect, the recorded round trip) and 3.1 ms of set-up in 3
+    /// round trips; `asked` of its connects asked for TLS.
+    fn profile(asked: u64) -> Profile {
+        let spread = |p50: Option<f64>, mean: Option<f64>| Spread {
+            n: 1,
+            mean,
+            p50,
+            ..Spread::default()
+        };
+        Profile {
+            engine: Engine::Postgres,
+            recorded_at: String::new(),
+            redacted: false,
+            duration_s: 1.0,
+            connections: Connections {
+                sessions: 1,
+                upstream_connect_ms: spread(Some(0.2), Some(0.2)),
+                setup_ms: spread(Some(3.1), Some(3.1)),
+                setup_round_trips: Some(3.0),
+                tls_requested: asked,
+                ..Connections::default()
+            },
+            requests: Requests {
+                transactions: 2,
+                round_trips_per_transaction: Some(2.0),
+                transactions_per_session: Some(2.0),
+                transaction_ms: spread(None, Some(3.5)),
+                ..Requests::default()
+            },
+            split: TimeSplit::default(),
+            statements: Vec::new(),
+            undecoded: 0,
+            undecoded_reason: None,
         }
-        p.finish()
     }
 
-    /// The trace crate's profile of one explicit transaction (2 round trips, 3.5 ms
-    /// mean with an autocommit statement) and a connect of 3 round trips, 0.2 ms
-    /// connect: +50 ms adds 2 round trips a transaction and 4 a connect (the handshake's
-    /// one included); TLS adds the SSLRequest's and TLS 1.3's, at the recorded round trip
-    /// plus 50; a client that asked for TLS was answered locally by the recorder, and a
-    /// server 50 ms away answers that round trip.
+    /// +50 ms adds 2 round trips a transaction and 4 a connect (the handshake's one
+    /// included); TLS adds the SSLRequest's and TLS 1.3's, at the recorded round trip plus
+    /// 50; a client that asked for TLS was answered locally by the recorder, and a server
+    /// 50 ms away answers that round trip.
     #[test]
     fn a_recorded_transaction_and_connect_at_a_distance_and_over_tls() {
-        let open = r#"{"type":"session_open","session":1,"open_ns":5000000000,"transport":"tcp","tls_requested":false,"auth_method":"SCRAM-SHA-256","user":null,"database":null,"backend_pid":null,"protocol":null,"error":null,"phases":{"connect_ns":200000,"startup_ns":1000000,"auth_ns":2000000,"auth_round_trips":2,"ready_ns":100000,"tls_ns":null},"ready":true}"#;
-        let p = profile(&[
-            open.to_string(),
-            q(0, 10, Some(10), "BEGIN", "transaction"),
-            q(1, 12, Some(1), "UPDATE t SET v = 1 WHERE id = 7", "transaction"),
-            q(2, 15, Some(2), "COMMIT", "idle"),
-            q(3, 30, Some(14), "SELECT 1", "idle"),
-            r#"{"type":"session_close","session":1,"at_ns":40000000,"by":"client","requests":4,"bytes_to_server":40,"bytes_to_client":40}"#.to_string(),
-        ]);
-        let pr = predict(&p, &[50.0]);
+        let pr = predict(&profile(0), &[50.0]);
         assert_eq!(pr[1].transaction_ms, Some(3.5 + 50.0 * 2.0));
         assert_eq!(pr[1].connect_ms, Some(0.2 + 3.1 + 50.0 * 4.0));
-        // Over TLS: the SSLRequest's exchange and TLS 1.3's handshake, at the recorded
-        // round trip (0.2 ms) plus 50.
         assert_eq!(pr[3].scenario, "+50 ms, over TLS");
         let tls = pr[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
         assert!((tls - 2.0 * 50.2).abs() < 1e-9, "{tls}");
 
-        // A client that asked for TLS (sslmode=prefer): the recorder's local N hid one
-        // round trip that a server 50 ms away answers; over TLS, the handshake's is added.
-        let asked = open.replace(r#""tls_requested":false"#, r#""tls_requested":true"#);
-        let p2 = profile(&[asked]);
-        let pr2 = predict(&p2, &[50.0]);
+        let pr2 = predict(&profile(1), &[50.0]);
         let plain = pr2[1].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
         assert!((plain - 50.2).abs() < 1e-9, "{plain}");
         let tls2 = pr2[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
