@@ -7,7 +7,7 @@
 # HEAD's over BASE's. pgbench stands beside them as the yardstick of the same moments.
 #
 # Usage: bench/base_vs_head.sh BASE_BINARY HEAD_BINARY [PAIRS] [SECONDS]
-#   (defaults: 5 pairs, 8 s per run). Build a base with
+#   (defaults: 5 pairs, 8 s per run; ONLY=replay runs the replay case alone). Build a base with
 #   git worktree add /tmp/base <commit> && cargo build --release --manifest-path /tmp/base/Cargo.toml
 # Bar: no regression beyond the pairs' spread: HEAD's mean CPU per transaction within 3%
 # of BASE's, or within the spread of the pairs' ratios (reported, exit 1 on a miss).
@@ -67,9 +67,11 @@ case_() {
     case $verdict in MISS*) misses=$((misses + 1)) ;; esac
 }
 
-case_ "select-only, prepared, 4 clients, 2 threads" "-S -M prepared -c 4 -j 2"
-case_ "tpcb-like, prepared, 4 clients, 2 threads" "-M prepared -c 4 -j 2"
-case_ "select-only, a new connection per transaction" "-S -C -c 2 -j 1"
+if [ "${ONLY:-}" != replay ]; then
+    case_ "select-only, prepared, 4 clients, 2 threads" "-S -M prepared -c 4 -j 2"
+    case_ "tpcb-like, prepared, 4 clients, 2 threads" "-M prepared -c 4 -j 2"
+    case_ "select-only, a new connection per transaction" "-S -C -c 2 -j 1"
+fi
 
 # The replay case: pgbench's tables (pgbench -i, in the sandbox's own database) and one
 # recording of pgbench -S through HEAD's recorder.
