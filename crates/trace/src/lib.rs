@@ -32,6 +32,7 @@ pub mod reader;
 pub mod profile;
 mod session;
 pub mod shapes;
+mod spread;
 #[cfg(test)]
 mod testing;
 pub mod writer;

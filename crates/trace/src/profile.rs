@@ -20,37 +20,11 @@ use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step, TxSta
 use super::fingerprint::{fingerprint, Dialect, Fingerprint};
 use super::reader::{ReadError, TraceReader};
 use super::shapes::{ShapeProfile, Shapes, TxShape, UNKNOWN_STATEMENT};
+pub use super::spread::Spread;
 use crate::Engine;
 
 /// Distinct statements kept apart; the rest are counted as one row, "(other statements)".
 pub const MAX_STATEMENTS: usize = 10_000;
-
-/// A distribution's few figures, in milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Spread {
-    pub n: u64,
-    pub mean: Option<f64>,
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-    pub max: Option<f64>,
-}
-
-impl Spread {
-    pub(crate) fn of(mut v: Vec<f64>) -> Spread {
-        if v.is_empty() {
-            return Spread::default();
-        }
-        v.sort_by(f64::total_cmp);
-        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Spread {
-            n: v.len() as u64,
-            mean: Some(v.iter().sum::<f64>() / v.len() as f64),
-            p50: Some(rank(0.5)),
-            p99: Some(rank(0.99)),
-            max: v.last().copied(),
-        }
-    }
-}
 
 /// One normalised statement's share of the application's time.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

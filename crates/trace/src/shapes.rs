@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use super::profile::Spread;
+use super::spread::Spread;
 
 /// Distinct shapes kept apart; the transactions of any later one are one row.
 pub const MAX_SHAPES: usize = 1_000;
