@@ -64,7 +64,7 @@ pub struct TraceArgs {
     /// Predict at this added round trip (repeatable; default 1ms, 10ms, 50ms).
     #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     pub rtt: Vec<std::time::Duration>,
-    /// Statements listed, by total time.
+    /// Statements listed, by total time, and transaction shapes, by share of time.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
     /// Print JSON (docs/json.md) instead of text.

@@ -17,13 +17,15 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
         args.rtt.iter().map(|d| d.as_secs_f64() * 1e3).collect()
     };
     let predictions = crate::stats::app::predict(&profile, &rtts);
+    let shapes = crate::stats::app::predict_shapes(&profile, &rtts);
     if args.json {
-        let v = crate::report::trace::json(&profile, &predictions, &path);
+        let v = crate::report::trace::json(&profile, &predictions, &shapes, &path);
         emit(&(serde_json::to_string_pretty(&v)? + "\n"));
     } else {
         emit(&crate::report::trace::text(
             &profile,
             &predictions,
+            &shapes,
             &path,
             args.top,
         ));

@@ -2,16 +2,23 @@
 //! round-trip model's predictions for it (from `stats::app`), as text for people and as
 //! JSON for programs (docs/json.md). Reads figures; computes nothing but display units.
 
-use crate::stats::app::Prediction;
+use crate::stats::app::{Prediction, ShapePrediction};
 use connbench_trace::profile::{Profile, Spread};
 
-/// The JSON document: the profile and the predictions under fixed keys.
-pub fn json(p: &Profile, predictions: &[Prediction], trace: &str) -> serde_json::Value {
+/// The JSON document: the profile and the predictions under fixed keys; each shape's
+/// predictions under `shape_predictions`, in `profile.shapes`' order.
+pub fn json(
+    p: &Profile,
+    predictions: &[Prediction],
+    shapes: &[ShapePrediction],
+    trace: &str,
+) -> serde_json::Value {
     serde_json::json!({
         "trace": trace,
         "method": METHOD,
         "profile": p,
         "predictions": predictions,
+        "shape_predictions": shapes,
     })
 }
 
@@ -50,7 +57,13 @@ pub(super) fn spread(s: &Spread) -> String {
 }
 
 /// The text report.
-pub fn text(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) -> String {
+pub fn text(
+    p: &Profile,
+    predictions: &[Prediction],
+    shapes: &[ShapePrediction],
+    trace: &str,
+    top: usize,
+) -> String {
     let mut o = String::new();
     let c = &p.connections;
     let r = &p.requests;
@@ -121,6 +134,112 @@ pub fn text(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) ->
             p.undecoded_reason.as_deref().unwrap_or("?")
         ));
     }
+    o.push_str(&statements_text(p, top));
+    o.push_str(&shapes_text(p, shapes, top));
+    o.push_str("\npredictions (the round-trip model; beyond the recording's own distance):\n");
+    o.push_str(&format!(
+        "  {:<40} {:>12} {:>12} {:>16}\n",
+        "scenario", "transaction", "connect", "with connects"
+    ));
+    for pr in predictions {
+        match &pr.not_predicted {
+            Some(why) if pr.transaction_ms.is_none() => {
+                o.push_str(&format!("  {:<40} not predicted: {why}\n", pr.scenario));
+            }
+            _ => o.push_str(&format!(
+                "  {:<40} {:>12} {:>12} {:>16}\n",
+                pr.scenario,
+                ms(pr.transaction_ms),
+                ms(pr.connect_ms),
+                ms(pr.per_transaction_ms)
+            )),
+        }
+    }
+    o.push_str(&format!("\nmethod: {METHOD}\n"));
+    o
+}
+
+/// The transaction shapes by share of time: each one's figures, its predicted time at
+/// each added round trip, and its statements (shortened).
+fn shapes_text(p: &Profile, predictions: &[ShapePrediction], top: usize) -> String {
+    const STATEMENTS: usize = 8;
+    const CHARS: usize = 100;
+    let mut o = String::new();
+    if p.shapes.is_empty() {
+        return o;
+    }
+    // The distance alone, one column per --rtt: a pool and TLS change connects only.
+    let at = |prs: &[Prediction]| -> Vec<(f64, Option<f64>)> {
+        prs.iter()
+            .filter(|pr| pr.extra_rtt_ms > 0.0 && pr.scenario == format!("+{} ms", pr.extra_rtt_ms))
+            .map(|pr| (pr.extra_rtt_ms, pr.transaction_ms))
+            .collect()
+    };
+    let rtts: Vec<f64> = predictions
+        .first()
+        .map(|s| at(&s.predictions).iter().map(|(n, _)| *n).collect())
+        .unwrap_or_default();
+    o.push_str(&format!(
+        "\ntransaction shapes by share of time (top {} of {}); at each added round trip, the shape's \
+         mean + RTT × its round trips\n  (a client-side pool and TLS change connects only, never a \
+         transaction's own time: see the predictions below):\n",
+        top.min(p.shapes.len()),
+        p.shapes.len()
+    ));
+    let mut head = format!(
+        "  {:>6} {:>8} {:>6} {:>10} {:>10} {:>10}",
+        "share", "count", "trips", "p50", "mean", "p99"
+    );
+    for n in &rtts {
+        head.push_str(&format!(" {:>10}", format!("+{n} ms")));
+    }
+    o.push_str(&head);
+    o.push('\n');
+    for s in p.shapes.iter().take(top) {
+        let t = &s.time_ms;
+        let mut line = format!(
+            "  {:>6} {:>8} {:>6.2} {:>10} {:>10} {:>10}",
+            s.share.map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
+            s.count,
+            s.round_trips,
+            ms(t.p50),
+            ms(t.mean),
+            ms(t.p99)
+        );
+        if let Some(pr) = predictions.iter().find(|pr| pr.shape == s.id) {
+            for (_, v) in at(&pr.predictions) {
+                line.push_str(&format!(" {:>10}", ms(v)));
+            }
+        }
+        o.push_str(&line);
+        o.push('\n');
+        for text in s.statements.iter().take(STATEMENTS) {
+            let short: String = text.chars().take(CHARS).collect();
+            let more = if text.chars().nth(CHARS).is_some() {
+                "…"
+            } else {
+                ""
+            };
+            o.push_str(&format!("      {short}{more}\n"));
+        }
+        let left = s.statements.len().saturating_sub(STATEMENTS);
+        if left > 0 || s.truncated {
+            o.push_str(&format!(
+                "      … {left} more{}\n",
+                if s.truncated {
+                    ", and more the shape did not keep (it keeps the first 64 statements)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    o
+}
+
+/// The statements by total time, the first `top`.
+fn statements_text(p: &Profile, top: usize) -> String {
+    let mut o = String::new();
     if !p.statements.is_empty() {
         o.push_str(&format!(
             "\nstatements by total time (top {}):\n",
@@ -142,25 +261,5 @@ pub fn text(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) ->
             ));
         }
     }
-    o.push_str("\npredictions (the round-trip model; beyond the recording's own distance):\n");
-    o.push_str(&format!(
-        "  {:<40} {:>12} {:>12} {:>16}\n",
-        "scenario", "transaction", "connect", "with connects"
-    ));
-    for pr in predictions {
-        match &pr.not_predicted {
-            Some(why) if pr.transaction_ms.is_none() => {
-                o.push_str(&format!("  {:<40} not predicted: {why}\n", pr.scenario));
-            }
-            _ => o.push_str(&format!(
-                "  {:<40} {:>12} {:>12} {:>16}\n",
-                pr.scenario,
-                ms(pr.transaction_ms),
-                ms(pr.connect_ms),
-                ms(pr.per_transaction_ms)
-            )),
-        }
-    }
-    o.push_str(&format!("\nmethod: {METHOD}\n"));
     o
 }

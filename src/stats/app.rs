@@ -5,12 +5,19 @@
 //! time is the recording's own, so a prediction for +N ms is for N ms *beyond* the
 //! distance the application had when it was recorded.
 //!
+//! Each transaction shape (`trace::shapes`) is predicted by the same computation as the
+//! application's mean transaction, from the shape's own mean time and round trips: at a
+//! distance a shape pays its own round trips. A client-side pool and TLS change only
+//! connects, never a transaction's own time; a shape's "with connects" figure carries
+//! the application's connects per transaction, as the whole's does.
+//!
 //! What it cannot predict it says: a PgBouncer's own connect cost is not in a trace of
 //! an application that did not use one, and TLS's local cost (the handshake's CPU) is
 //! not either; those figures are `null` with the reason.
 
 use super::model::at_distance;
 use connbench_trace::profile::Profile;
+use connbench_trace::shapes::ShapeProfile;
 
 /// One "what if", per transaction and per connect, ms.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -32,13 +39,37 @@ pub struct Prediction {
     pub not_predicted: Option<String>,
 }
 
+/// One transaction shape's scenarios.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ShapePrediction {
+    /// The shape's `id`, as `profile.shapes[]` has it.
+    pub shape: String,
+    pub predictions: Vec<Prediction>,
+}
+
 /// The scenarios for each extra round trip in `rtts_ms`: the distance alone, with a
 /// client-side pool, over TLS, and PgBouncer near the database (not predicted).
 pub fn predict(p: &Profile, rtts_ms: &[f64]) -> Vec<Prediction> {
     let r = &p.requests;
+    scenarios(p, r.transaction_ms.mean, r.round_trips_per_transaction, rtts_ms)
+}
+
+/// [`predict`]'s scenarios for each of the profile's transaction shapes, in its order.
+pub fn predict_shapes(p: &Profile, rtts_ms: &[f64]) -> Vec<ShapePrediction> {
+    p.shapes
+        .iter()
+        .map(|s: &ShapeProfile| ShapePrediction {
+            shape: s.id.clone(),
+            predictions: scenarios(p, s.time_ms.mean, Some(s.round_trips), rtts_ms),
+        })
+        .collect()
+}
+
+/// The scenarios for a transaction of mean time `tx` (ms) and `rts` round trips, with
+/// the connects of the profile's application.
+fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) -> Vec<Prediction> {
+    let r = &p.requests;
     let c = &p.connections;
-    let tx = r.transaction_ms.mean;
-    let rts = r.round_trips_per_transaction;
     // The TCP connect is one round trip, then the startup and authentication's.
     let connect_rts = c.setup_round_trips.map(|s| 1.0 + s);
     let connect_local = match (c.upstream_connect_ms.p50, c.setup_ms.mean) {
@@ -147,6 +178,7 @@ fn opt(v: Option<f64>) -> String {
 mod tests {
     use super::*;
     use connbench_trace::profile::{Connections, Requests, Spread, TimeSplit};
+    use connbench_trace::shapes::ShapeProfile;
     use connbench_trace::Engine;
 
     /// The profile of one session (the trace crate's profile test reads these figures
@@ -182,6 +214,7 @@ mod tests {
             },
             split: TimeSplit::default(),
             statements: Vec::new(),
+            shapes: Vec::new(),
             undecoded: 0,
             undecoded_reason: None,
         }
@@ -205,5 +238,57 @@ mod tests {
         assert!((plain - 50.2).abs() < 1e-9, "{plain}");
         let tls2 = pr2[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
         assert!((tls2 - 2.0 * 50.2).abs() < 1e-9, "{tls2}");
+    }
+
+    fn shape(id: &str, count: u64, mean: f64, round_trips: f64) -> ShapeProfile {
+        ShapeProfile {
+            id: id.into(),
+            fingerprints: Vec::new(),
+            statements: Vec::new(),
+            truncated: false,
+            count,
+            share: None,
+            requests: round_trips,
+            round_trips,
+            time_ms: Spread {
+                n: count,
+                mean: Some(mean),
+                ..Spread::default()
+            },
+        }
+    }
+
+    /// The application's two transactions of 3.5 ms mean as two shapes: a one-round-trip
+    /// pre-ping of 1 ms and a three-round-trip transfer of 6 ms. Each is predicted from
+    /// its own round trips (their mean, the whole's figure, is neither); a pool and TLS
+    /// leave a transaction's own time as it is and change only its connects' share.
+    #[test]
+    fn each_shape_is_predicted_from_its_own_round_trips() {
+        let mut p = profile(0);
+        p.shapes = vec![shape("a", 1, 6.0, 3.0), shape("b", 1, 1.0, 1.0)];
+        let whole = predict(&p, &[50.0]);
+        let shapes = predict_shapes(&p, &[50.0]);
+        assert_eq!(shapes.len(), 2);
+        assert_eq!(shapes[0].shape, "a");
+        let (transfer, ping) = (&shapes[0].predictions, &shapes[1].predictions);
+        assert_eq!(transfer.len(), whole.len());
+        assert_eq!(transfer[0].transaction_ms, Some(6.0));
+        assert_eq!(transfer[1].transaction_ms, Some(6.0 + 50.0 * 3.0));
+        assert_eq!(ping[1].transaction_ms, Some(1.0 + 50.0));
+        for pr in [transfer, ping] {
+            // Pool and TLS: the same transaction; the connect, the whole's.
+            assert_eq!(pr[2].transaction_ms, pr[1].transaction_ms);
+            assert_eq!(pr[3].transaction_ms, pr[1].transaction_ms);
+            assert_eq!(pr[1].connect_ms, whole[1].connect_ms);
+            assert_eq!(pr[3].connect_ms, whole[3].connect_ms);
+            assert_eq!(pr[2].per_transaction_ms, pr[1].transaction_ms);
+            // One connect per two transactions, as the application made them.
+            let share = pr[1].per_transaction_ms.unwrap() - pr[1].transaction_ms.unwrap();
+            assert!(
+                (share - whole[1].connect_ms.unwrap() / 2.0).abs() < 1e-9,
+                "{share}"
+            );
+        }
+        assert_eq!(ping[4].transaction_ms, None);
     }
 }

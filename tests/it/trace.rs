@@ -744,6 +744,79 @@ fn start_record(out: &std::path::Path, extra: &[&str]) -> (std::process::Child, 
     (child, through_port(&port, "cbtrace", "prefer"))
 }
 
+/// pgbench's tpcb-like script through `connbench record`, then `connbench trace --json`:
+/// its transactions are one shape (BEGIN, the three UPDATEs and the SELECT, the INSERT,
+/// END: their literals apart, each client's values its own) counted as pgbench counted
+/// them, seven round trips each, and predicted at +50 ms from the shape's own figures.
+#[test]
+fn connbench_trace_lists_pgbench_transaction_as_one_shape() {
+    pgbench_database();
+    let dir = crate::common::scratch("trace-shapes");
+    let out = dir.join("shapes.trace.gz");
+    let (child, through) = start_record(&out, &[]);
+    let o = Command::new("pgbench")
+        .args(["-n", "-c", "2", "-t", "40", &through])
+        .output()
+        .unwrap();
+    crate::common::stop_recorder(child);
+    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
+    let n = transactions(&stdout(&o)) as u64;
+    let o = crate::common::connbench(&["trace", out.to_str().unwrap(), "--json", "--rtt", "50ms"]);
+    assert!(o.status.success(), "connbench trace: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shapes = v["profile"]["shapes"].as_array().expect("profile.shapes");
+    let tpcb = shapes
+        .iter()
+        .find(|s| s["statements"][0] == "BEGIN")
+        .unwrap_or_else(|| panic!("no shape starting with BEGIN: {shapes:#?}"));
+    let texts: Vec<&str> = tpcb["statements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "BEGIN",
+            "UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = $1",
+            "UPDATE pgbench_tellers SET tbalance = tbalance + $1 WHERE tid = $2",
+            "UPDATE pgbench_branches SET bbalance = bbalance + $1 WHERE bid = $2",
+            "INSERT INTO pgbench_history(tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)",
+            "END",
+        ]
+    );
+    assert_eq!(tpcb["count"], n, "{tpcb:#}");
+    assert_eq!(tpcb["round_trips"], 7.0, "{tpcb:#}");
+    assert_eq!(tpcb["truncated"], false);
+    assert_eq!(
+        shapes[0]["id"], tpcb["id"],
+        "the transactions take most of the time"
+    );
+    let predicted = v["shape_predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["shape"] == tpcb["id"])
+        .expect("the shape's predictions");
+    let at50 = predicted["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["scenario"] == "+50 ms")
+        .expect("+50 ms");
+    let mean = tpcb["time_ms"]["mean"].as_f64().unwrap();
+    let t = at50["transaction_ms"].as_f64().unwrap();
+    assert!((t - (mean + 50.0 * 7.0)).abs() < 1e-6, "{at50:#}");
+    let text = crate::common::connbench(&["trace", out.to_str().unwrap(), "--top", "3"]);
+    assert!(
+        stdout(&text).contains("transaction shapes by share of time"),
+        "{}",
+        stdout(&text)
+    );
+}
+
 /// `connbench record --upstream-tls`, as an application whose database requires TLS is
 /// recorded: psql speaks plaintext to the recorder (its SSLRequest answered `N`), the
 /// recorder speaks TLS to the server, and SCRAM (whose -PLUS offer the recorder withdraws)

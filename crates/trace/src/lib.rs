@@ -15,6 +15,8 @@
 //!   cannot follow (encrypted, malformed, oversized) it says why once and lets the rest
 //!   through undecoded, so the relay keeps relaying.
 //! - [`fingerprint`]: normalised statements and `--redact-values`' literal removal.
+//! - [`profile`] and [`shapes`]: what `connbench trace` reports of an application, read
+//!   from its events in one pass; its transactions grouped by shape.
 //!
 //! The decoders feed on what each side *received*: when the recorder answers a client's
 //! TLS request itself (PostgreSQL's `N`), it feeds that answer as the server's bytes.
@@ -29,6 +31,8 @@ pub mod postgres;
 pub mod reader;
 pub mod profile;
 mod session;
+pub mod shapes;
+mod spread;
 #[cfg(test)]
 mod testing;
 pub mod writer;

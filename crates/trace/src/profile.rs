@@ -3,7 +3,9 @@
 //! statements, where a transaction's time goes (the server and the network, the client's
 //! own think time), and the statements that take the most time in all. Pure: events in,
 //! a [`Profile`] out, in one pass and bounded memory (per open session a little state,
-//! per distinct statement one row up to [`MAX_STATEMENTS`]), so a long trace streams.
+//! per distinct statement one row up to [`MAX_STATEMENTS`], per transaction shape one
+//! row up to [`crate::shapes::MAX_SHAPES`]), so a long trace streams. The transactions'
+//! grouping by shape is [`crate::shapes`]'.
 //!
 //! Why the recorder's view splits the time as it does: the recorder stands beside the
 //! application (as a sidecar does), so the time from a request's last byte to its
@@ -15,39 +17,14 @@
 use std::collections::HashMap;
 
 use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step, TxStatus};
-use super::fingerprint::{fingerprint, Dialect};
+use super::fingerprint::{fingerprint, Dialect, Fingerprint};
 use super::reader::{ReadError, TraceReader};
+use super::shapes::{ShapeProfile, Shapes, TxShape, UNKNOWN_STATEMENT};
+pub use super::spread::Spread;
 use crate::Engine;
 
 /// Distinct statements kept apart; the rest are counted as one row, "(other statements)".
 pub const MAX_STATEMENTS: usize = 10_000;
-
-/// A distribution's few figures, in milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Spread {
-    pub n: u64,
-    pub mean: Option<f64>,
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-    pub max: Option<f64>,
-}
-
-impl Spread {
-    fn of(mut v: Vec<f64>) -> Spread {
-        if v.is_empty() {
-            return Spread::default();
-        }
-        v.sort_by(f64::total_cmp);
-        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Spread {
-            n: v.len() as u64,
-            mean: Some(v.iter().sum::<f64>() / v.len() as f64),
-            p50: Some(rank(0.5)),
-            p99: Some(rank(0.99)),
-            max: v.last().copied(),
-        }
-    }
-}
 
 /// One normalised statement's share of the application's time.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -130,6 +107,8 @@ pub struct Profile {
     pub split: TimeSplit,
     /// By total time, most first.
     pub statements: Vec<StatementProfile>,
+    /// The transactions grouped by shape, by share of time, most first.
+    pub shapes: Vec<ShapeProfile>,
     /// Sessions the decoder stopped following, and the first reason.
     pub undecoded: u64,
     pub undecoded_reason: Option<String>,
@@ -153,6 +132,7 @@ struct Tx {
     round_trips: u64,
     wait_ns: u64,
     think_ns: u64,
+    shape: TxShape,
 }
 
 /// Reads the trace at `path` whole into a profile. A trace cut short (a recording killed
@@ -195,6 +175,7 @@ pub struct Profiler {
     wait_ns: u64,
     think_ns: u64,
     statements: HashMap<u64, StatementProfile>,
+    shapes: Shapes,
     undecoded: u64,
     undecoded_reason: Option<String>,
 }
@@ -228,6 +209,7 @@ impl Profiler {
             wait_ns: 0,
             think_ns: 0,
             statements: HashMap::new(),
+            shapes: Shapes::default(),
             undecoded: 0,
             undecoded_reason: None,
         }
@@ -300,13 +282,14 @@ impl Profiler {
         s.requests += 1;
         let (sql, prepared) = statement_of(&r.op, &mut s.statements);
         note_prepared(r, &mut s.statements);
+        let f = sql.map(|sql| fingerprint(&sql, self.dialect));
         // A transaction: from a request sent while idle to the response that leaves the
         // session idle again (an autocommit statement is one of its own).
         let round_trip = r.think_ns.is_some() && r.outcome != Outcome::NoResponse;
         // A request that runs nothing (a Parse or a Describe alone, a statement's
         // preparation or close) sent while idle belongs to no transaction.
         if s.tx.is_none() && !executes(&r.op) {
-            self.count(r, open_ns, end_ns, sql, prepared);
+            self.count(r, open_ns, end_ns, f, prepared);
             return;
         }
         let tx = s.tx.get_or_insert(Tx {
@@ -316,6 +299,7 @@ impl Profiler {
             round_trips: 0,
             wait_ns: 0,
             think_ns: 0,
+            shape: TxShape::default(),
         });
         if tx.requests > 0 {
             tx.think_ns += r.think_ns.unwrap_or(0);
@@ -324,16 +308,20 @@ impl Profiler {
         tx.round_trips += u64::from(round_trip);
         tx.wait_ns += r.response_ns.unwrap_or(0);
         tx.end_ns = tx.end_ns.max(end_ns);
+        // A shape lists what the transaction ran, as the statements' calls count it.
+        if executes(&r.op) {
+            tx.shape.push(f.as_ref().map_or(UNKNOWN_STATEMENT, |f| f.id));
+        }
         let ended = matches!(r.tx, Some(TxStatus::Idle) | None) && r.outcome != Outcome::Unanswered;
         let finished = if ended { s.tx.take() } else { None };
-        self.count(r, open_ns, end_ns, sql, prepared);
+        self.count(r, open_ns, end_ns, f, prepared);
         if let Some(tx) = finished {
             self.end_transaction(tx);
         }
     }
 
     /// A request's share of the totals and of its statement's row.
-    fn count(&mut self, r: &Request, open_ns: u64, end_ns: u64, sql: Option<String>, prepared: bool) {
+    fn count(&mut self, r: &Request, open_ns: u64, end_ns: u64, f: Option<Fingerprint>, prepared: bool) {
         self.last_ns = self.last_ns.max(open_ns + end_ns);
         self.requests += 1;
         self.prepared += u64::from(prepared);
@@ -349,21 +337,30 @@ impl Profiler {
                 .entry(code.unwrap_or_else(|| "?".into()))
                 .or_default() += 1;
         }
-        if let Some(sql) = sql {
-            self.statement(&sql, r);
+        if let Some(f) = f {
+            self.statement(f, r);
         }
     }
 
     fn end_transaction(&mut self, tx: Tx) {
-        self.transactions.push((tx.end_ns - tx.start_ns) as f64 / 1e6);
+        let ms = tx.end_ns.saturating_sub(tx.start_ns) as f64 / 1e6;
+        self.transactions.push(ms);
+        let statements = &self.statements;
+        self.shapes.add(tx.shape, ms, tx.requests, tx.round_trips, |id| {
+            match statements.get(&id) {
+                _ if id == UNKNOWN_STATEMENT => "(a statement without SQL in the trace)".into(),
+                Some(s) => s.text.clone(),
+                // Beyond the statements table's cap, whose row has no text of its own.
+                None => "(a statement not kept)".into(),
+            }
+        });
         self.tx_requests += tx.requests;
         self.tx_round_trips += tx.round_trips;
         self.wait_ns += tx.wait_ns;
         self.think_ns += tx.think_ns;
     }
 
-    fn statement(&mut self, sql: &str, r: &Request) {
-        let f = fingerprint(sql, self.dialect);
+    fn statement(&mut self, f: Fingerprint, r: &Request) {
         let key = if self.statements.len() >= MAX_STATEMENTS && !self.statements.contains_key(&f.id) {
             0
         } else {
@@ -419,6 +416,7 @@ impl Profiler {
             })
             .collect();
         statements.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.text.cmp(&b.text)));
+        let shapes = std::mem::take(&mut self.shapes).finish(self.transactions.iter().sum());
         Profile {
             engine: self.header.engine,
             recorded_at: self.header.start_time.clone(),
@@ -454,6 +452,7 @@ impl Profiler {
                 client_ms: ratio(self.think_ns, tx_n).map(|t| t / 1e6),
             },
             statements,
+            shapes,
             undecoded: self.undecoded,
             undecoded_reason: self.undecoded_reason,
         }
@@ -544,6 +543,105 @@ mod tests {
             r#"{{"type":"request","session":1,"seq":{seq},"at_ns":{},"think_ns":{think},"request_bytes":10,"op":"query","sql":"{sql}","outcome":"ok","first_byte_ns":1000000,"response_ns":1000000,"response_bytes":10,"rows":0,"tx":"{tx}"}}"#,
             at_ms * 1_000_000
         )
+    }
+
+    fn profile_of(lines: &[String]) -> Profile {
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let mut p = Profiler::new(&Header::new(
+            Engine::Postgres,
+            "connbench test".into(),
+            RecordOptions::default(),
+        ));
+        for e in events(&lines) {
+            p.add(&e);
+        }
+        p.finish()
+    }
+
+    const OPEN: &str = r#"{"type":"session_open","session":1,"open_ns":0,"transport":"tcp","tls_requested":false,"auth_method":null,"user":null,"database":null,"backend_pid":null,"protocol":null,"error":null,"phases":{"connect_ns":200000,"startup_ns":null,"auth_ns":null,"auth_round_trips":null,"ready_ns":null,"tls_ns":null},"ready":true}"#;
+
+    /// Two transfers and a look-up (two shapes of explicit transaction) and autocommit
+    /// `SELECT 1`s: each shape its own count, round trips and times, the values apart.
+    #[test]
+    fn transactions_grouped_by_shape() {
+        let transfer = |seq: u64, at: u64, id: u64| {
+            vec![
+                q(seq, at, Some(1), "BEGIN", "transaction"),
+                q(
+                    seq + 1,
+                    at + 2,
+                    Some(1),
+                    &format!("UPDATE t SET v = v + 1 WHERE id = {id}"),
+                    "transaction",
+                ),
+                q(seq + 2, at + 4, Some(1), "COMMIT", "idle"),
+            ]
+        };
+        let mut lines = vec![OPEN.to_string()];
+        lines.extend(transfer(0, 10, 7)); // 10 → 15 ms
+        lines.push(q(3, 20, Some(4), "SELECT 1", "idle")); // 20 → 21
+        lines.extend(transfer(4, 30, 8)); // 30 → 35
+        lines.extend([
+            q(7, 40, Some(4), "BEGIN", "transaction"),
+            q(8, 42, Some(1), "SELECT v FROM t WHERE id = 1", "transaction"),
+            // Pipelined: a request of the shape, not a round trip.
+            q(9, 43, None, "SELECT v FROM t WHERE id = 2", "transaction"),
+            q(10, 50, Some(6), "COMMIT", "idle"), // 40 → 51
+        ]);
+        lines.push(q(11, 60, Some(9), "SELECT 2", "idle")); // 60 → 61
+        let p = profile_of(&lines);
+        assert_eq!(p.requests.transactions, 5);
+        assert_eq!(p.shapes.len(), 3, "{:#?}", p.shapes);
+        let total = 5.0 + 1.0 + 5.0 + 11.0 + 1.0;
+
+        let look_up = &p.shapes[0];
+        assert_eq!(
+            look_up.statements,
+            [
+                "BEGIN",
+                "SELECT v FROM t WHERE id = $1",
+                "SELECT v FROM t WHERE id = $1",
+                "COMMIT"
+            ]
+        );
+        assert_eq!(
+            (look_up.count, look_up.requests, look_up.round_trips),
+            (1, 4.0, 3.0)
+        );
+        assert_eq!(look_up.time_ms.mean, Some(11.0));
+        assert_eq!(look_up.share, Some(11.0 / total));
+
+        let transfer = &p.shapes[1];
+        assert_eq!(
+            transfer.statements,
+            ["BEGIN", "UPDATE t SET v = v + $1 WHERE id = $2", "COMMIT"]
+        );
+        assert_eq!(
+            (transfer.count, transfer.requests, transfer.round_trips),
+            (2, 3.0, 3.0)
+        );
+        assert_eq!(
+            (transfer.time_ms.p50, transfer.time_ms.mean, transfer.time_ms.p99),
+            (Some(5.0), Some(5.0), Some(5.0))
+        );
+        assert_eq!(transfer.share, Some(10.0 / total));
+        assert!(!transfer.truncated);
+        let update = p
+            .statements
+            .iter()
+            .find(|s| s.text.starts_with("UPDATE"))
+            .unwrap();
+        assert_eq!(transfer.fingerprints[1], update.fingerprint);
+        assert_eq!(transfer.id.len(), 16);
+
+        let lone = &p.shapes[2];
+        assert_eq!(lone.statements, ["SELECT $1"]);
+        assert_eq!((lone.count, lone.round_trips), (2, 1.0));
+        assert_eq!(lone.time_ms.mean, Some(1.0));
+        assert_eq!(
+            p.shapes.iter().map(|s| s.count).sum::<u64>(),
+            p.requests.transactions
+        );
     }
 
     /// A session of one explicit transaction and one autocommit statement: the
