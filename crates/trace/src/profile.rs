@@ -658,16 +658,7 @@ mod tests {
             q(3, 30, Some(14), "SELECT 1", "idle"),
             r#"{"type":"session_close","session":1,"at_ns":40000000,"by":"client","requests":4,"bytes_to_server":40,"bytes_to_client":40}"#.to_string(),
         ];
-        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let mut p = Profiler::new(&Header::new(
-            Engine::Postgres,
-            "connbench test".into(),
-            RecordOptions::default(),
-        ));
-        for e in events(&lines) {
-            p.add(&e);
-        }
-        let p = p.finish();
+        let p = profile_of(&lines);
         assert_eq!(p.connections.sessions, 1);
         assert_eq!(p.connections.lifetime_ms.p50, Some(40.0));
         assert_eq!(p.connections.setup_round_trips, Some(3.0));
