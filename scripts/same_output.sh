@@ -200,7 +200,7 @@ for t in pgbench-tpcb pgbench-prepared psql mariadb-load mariadb-client; do
     f="$WORK/$t.head.trace"
     same trace "$f"
     same trace "$f" --json
-    same trace "$f" --rtt 1ms,50ms --top 3
+    same trace "$f" --rtt 1ms --rtt 50ms --top 3
     same trace "$f" --html trace.html
 done
 echo "  $n comparisons with the decoders and trace"
