@@ -33,6 +33,16 @@ if [ ! -x "$KV/bin/kubernetes-validate" ]; then
     "$KV/bin/pip" install -q --disable-pip-version-check 'kubernetes-validate==1.37.0'
 fi
 export KUBERNETES_VALIDATE="$PWD/$KV/bin/kubernetes-validate"
+# Real applications' drivers (tests/apps/requirements.txt), in their own venv, installed
+# again when the list changes.
+APPS=target/tools/apps
+if ! cmp -s tests/apps/requirements.txt "$APPS/requirements.txt"; then
+    rm -rf "$APPS"
+    python3 -m venv "$APPS"
+    "$APPS/bin/pip" install -q --disable-pip-version-check -r tests/apps/requirements.txt
+    cp tests/apps/requirements.txt "$APPS/requirements.txt"
+fi
+export CONNBENCH_APPS_PYTHON="$PWD/$APPS/bin/python"
 cargo fmt --all --check
 cargo clippy --all-targets --quiet -- -D warnings
 if [ "$stress" = 1 ]; then

@@ -31,7 +31,7 @@ use tokio::sync::watch;
 
 use super::conn::{Answer, Conn};
 use super::pooled::{Borrower, Namer, PoolSettings, ThreadPool};
-use super::schedule::{ends_transaction, SessionPlan, Wire};
+use super::schedule::{SessionPlan, Wire};
 use super::tally::{Lag, Tally};
 use super::txlog::{Period, Step, Transactions};
 use super::Speed;
@@ -40,6 +40,7 @@ use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
 use connbench_trace::event::TxStatus;
+use connbench_trace::transaction::Boundaries;
 
 /// Runs every session of `sessions` against `ep` on `threads` threads of their own (each
 /// a current-thread runtime, as load's workers: one thread cannot keep pace with a
@@ -371,9 +372,10 @@ impl Replayer {
         mut tx: Option<&mut Transactions>,
     ) -> (Link, TxStatus) {
         let total = plan.requests.len() as u64;
-        // The open transaction's first send.
+        // The open transaction's first send, and where each answer leaves it, as
+        // `connbench trace` counts (connbench_trace::transaction).
         let mut began_tx: Option<Instant> = None;
-        let mut status = TxStatus::Idle;
+        let mut boundaries = Boundaries::new();
         // The session's open, then each answer's arrival: the session can send its next
         // request once the application's recorded think time after it has passed.
         let mut ready = Instant::now();
@@ -432,32 +434,29 @@ impl Replayer {
             let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
             let took = a.took.map(|t| t.as_nanos() as u64);
             tally.answered(r.statement, took, now, r.seen.error.as_deref());
-            // As `connbench trace` counts one: from a request that executes sent while
-            // idle to the answer that leaves the session idle again.
-            if status == TxStatus::Idle && r.executes && began_tx.is_none() {
+            let place = boundaries.request(r.work, a.took.is_some(), Some(a.status));
+            if place.is_some_and(|p| p.first) {
                 began_tx = Some(sent);
             }
-            let ended = a.status == TxStatus::Idle && ends_transaction(status, r.executes);
+            let ended = place.is_some_and(|p| p.last);
             if ended {
                 let first = began_tx.take().unwrap_or(sent);
                 tally.transaction(ready.saturating_duration_since(first).as_nanos() as u64);
             }
-            if let Some(tx) = tx.as_mut() {
+            if let (Some(tx), Some(place)) = (tx.as_mut(), place) {
                 tx.step(&Step {
                     intended,
                     sent,
                     lag_ns: lag.map_or(0, |l| l.total_ns()),
                     error: now.map(|(code, _)| code),
                     answered: ready,
-                    idle: a.status == TxStatus::Idle,
-                    ended,
+                    place,
                 });
             }
-            status = a.status;
-            link.give_back(status);
+            link.give_back(a.status);
             self.done.fetch_add(1, Ordering::Relaxed);
         }
-        (link, status)
+        (link, boundaries.status())
     }
 }
 

@@ -541,6 +541,7 @@ mod tests {
                 wire: Wire::Postgres(msgs),
                 statement: None,
                 executes: true,
+                work: connbench_trace::transaction::Work::Runs,
                 think_ns: None,
                 seen: Default::default(),
             }],

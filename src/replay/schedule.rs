@@ -22,10 +22,9 @@ use anyhow::{bail, Result};
 use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
-use connbench_trace::event::{
-    Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step, TxStatus,
-};
+use connbench_trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step};
 use connbench_trace::profile::{Profile, Profiler};
+use connbench_trace::transaction::{Boundaries, Place, Work};
 use connbench_trace::{fingerprint, Dialect, Fingerprint, TraceReader};
 
 /// What the recording saw of one request.
@@ -34,8 +33,9 @@ pub struct Seen {
     pub response_ns: Option<u64>,
     /// The SQLSTATE of its error (`?????` when it had none).
     pub error: Option<String>,
-    /// It left the session idle after a transaction's work (see [`ends_transaction`]).
-    pub ends_transaction: bool,
+    /// Its place in its transaction as recorded (`connbench_trace::transaction`);
+    /// `None` outside one.
+    pub place: Option<Place>,
 }
 
 /// What to send for one request, by protocol.
@@ -55,6 +55,8 @@ pub struct Planned {
     pub statement: Option<usize>,
     /// It runs something (a Query, or an Execute step): a transaction's work.
     pub executes: bool,
+    /// What it does as far as transactions go, as recorded.
+    pub work: Work,
     /// The application's own time before it, as recorded: from the previous answer's
     /// end (or the connect's) to this request; `None` when it was pipelined.
     pub think_ns: Option<u64>,
@@ -176,7 +178,7 @@ struct Builder {
 struct SessionState {
     plan: SessionPlan,
     statements: HashMap<String, usize>,
-    tx: Option<TxStatus>,
+    boundaries: Boundaries,
     skip: bool,
 }
 
@@ -278,18 +280,17 @@ impl Builder {
             }
             _ => self.mysql(s, r, ok)?,
         };
-        let before = s.tx.unwrap_or(TxStatus::Idle);
-        s.tx = r.tx.or(s.tx);
         let seen = Seen {
             response_ns: r.response_ns,
             error: (r.outcome == Outcome::Error).then(|| error_key(self.engine, r.error.as_ref())),
-            ends_transaction: r.tx == Some(TxStatus::Idle) && ends_transaction(before, executes),
+            place: s.boundaries.recorded(r),
         };
         Some(Planned {
             at_ns: r.at_ns,
             wire,
             statement,
             executes,
+            work: Work::of(&r.op),
             think_ns: r.think_ns,
             seen,
         })
@@ -457,13 +458,6 @@ impl Unplayable {
     }
 }
 
-/// Whether a response that leaves the session idle ends a transaction: one that was open
-/// before the request, or an autocommit statement's own. A Parse or Describe alone sent
-/// while idle belongs to none (as `connbench trace` counts, docs/trace.md).
-pub fn ends_transaction(before: TxStatus, executes: bool) -> bool {
-    before != TxStatus::Idle || executes
-}
-
 /// How a recorded error is counted: PostgreSQL's SQLSTATE; MySQL's `code/SQLSTATE` (as
 /// the MySQL session keys its errors), `?????` when the recording has none.
 fn error_key(engine: Engine, e: Option<&connbench_trace::event::ServerError>) -> String {
@@ -525,9 +519,6 @@ mod tests {
         // Redacted: neither text nor hex.
         assert_eq!(param(&p(None, None, false, false)), None);
         assert_eq!(mysql::unhex("0g"), None);
-        assert!(ends_transaction(TxStatus::Transaction, false));
-        assert!(ends_transaction(TxStatus::Idle, true));
-        assert!(!ends_transaction(TxStatus::Idle, false));
     }
 
     fn event(json: &str) -> Event {
@@ -591,21 +582,22 @@ mod tests {
             ])
         );
         // The Bind runs what the Parse of an earlier request prepared; the Parse alone
-        // runs nothing, so it is no call of it.
+        // runs nothing, so it is no call of it, but it opens the transaction its
+        // statement runs in (connbench_trace::transaction).
         assert_eq!(r[0].statement, None);
         assert!(s.statements[r[2].statement.unwrap()]
             .text
             .starts_with("SELECT $1"));
         assert_eq!(
             r.iter()
-                .map(|r| (r.executes, r.seen.ends_transaction))
+                .map(|r| (r.executes, r.seen.place.map(|p| (p.first, p.last))))
                 .collect::<Vec<_>>(),
             vec![
-                (false, false),
-                (true, false),
-                (true, false),
-                (true, true),
-                (true, true)
+                (false, Some((true, false))),
+                (true, Some((false, false))),
+                (true, Some((false, false))),
+                (true, Some((false, true))),
+                (true, Some((true, true)))
             ]
         );
         assert_eq!(r[3].seen.response_ns, Some(13));

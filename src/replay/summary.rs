@@ -39,14 +39,15 @@ impl AsRecorded {
             transaction_ns: 0,
         };
         for session in &s.sessions {
-            // As `connbench trace` times one: from a request that executes sent while
-            // idle to the response that leaves the session idle.
+            // As `connbench trace` times one (connbench_trace::transaction): from its
+            // first request's send to its last answer.
             let mut first: Option<u64> = None;
             for p in &session.requests {
-                if p.executes && first.is_none() {
+                let Some(place) = p.seen.place else { continue };
+                if place.first {
                     first = Some(p.at_ns);
                 }
-                if p.seen.ends_transaction {
+                if place.last {
                     let from = first.take().unwrap_or(p.at_ns);
                     let ns = (p.at_ns + p.seen.response_ns.unwrap_or(0)).saturating_sub(from);
                     r.transaction.saturating_record(ns.max(1));
@@ -56,7 +57,7 @@ impl AsRecorded {
         }
         for p in s.sessions.iter().flat_map(|s| &s.requests) {
             r.requests += 1;
-            r.transactions += u64::from(p.seen.ends_transaction);
+            r.transactions += u64::from(p.seen.place.is_some_and(|p| p.last));
             if let Some(code) = &p.seen.error {
                 *r.failures.entry(code.clone()).or_default() += 1;
             }

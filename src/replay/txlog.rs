@@ -6,9 +6,9 @@
 //!
 //! One line per transaction, not per request: pgbench's format is per transaction, and a
 //! transaction is the unit the application's users wait for. A transaction is what
-//! `trace` and the report count (docs/trace.md): it starts at the first request sent
-//! while the session is idle and ends at the answer that leaves it idle after work
-//! (an autocommit statement is one). `client_id` is the session's place in the trace (by
+//! `trace` and the report count (`connbench_trace::transaction`, docs/trace.md): from the
+//! first request sent while the session is idle that runs a statement or prepares one,
+//! to the answer that leaves it idle after work (an autocommit statement is one). `client_id` is the session's place in the trace (by
 //! its open, from 0); `time` runs from the first request's intended send (its actual send
 //! with `--speed max`) to the last answer, as pgbench -R's latency runs from the
 //! scheduled start; `schedule_lag` (with a schedule) is the first request's lag;
@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use crate::load::log::{Entry, Failure, Outcome, TxLog};
 use crate::load::measurements::Interval;
+use connbench_trace::transaction::Place;
 
 /// A thread's figures since the last scrape's period, taken by the progress ticker.
 pub type Period = Arc<Mutex<Interval>>;
@@ -55,9 +56,8 @@ pub struct Step<'a> {
     /// Its error now: the SQLSTATE (MySQL: `code/SQLSTATE`).
     pub error: Option<&'a str>,
     pub answered: Instant,
-    /// The answer left the session idle, and ended a transaction.
-    pub idle: bool,
-    pub ended: bool,
+    /// Its place in its transaction (a request outside one is not logged).
+    pub place: Place,
 }
 
 impl Transactions {
@@ -105,14 +105,10 @@ impl Transactions {
             let lag_us = s.lag_ns / 1_000;
             self.with_live(|l| l.lag_max_us = Some(l.lag_max_us.map_or(lag_us, |m| m.max(lag_us))));
         }
-        if !s.idle {
+        if !s.place.last {
             return;
         }
         let Some(open) = self.open.take() else { return };
-        if !s.ended {
-            // A Parse or Describe alone while idle: no transaction's.
-            return;
-        }
         self.number += 1;
         let latency_ns = s.answered.saturating_duration_since(open.start).as_nanos() as u64;
         self.with_live(|l| match &open.error {
@@ -160,8 +156,8 @@ mod tests {
     use crate::load::log::{Clock, Columns, LogSettings};
     use std::time::Duration;
 
-    /// BEGIN, an UPDATE that fails, ROLLBACK: one failed line; then a Parse alone (no
-    /// line) and an autocommit statement: its latency from its intended send, its lag.
+    /// BEGIN, an UPDATE that fails, ROLLBACK: one failed line; then a Parse and the
+    /// autocommit statement it prepared: one line from the Parse's intended send, its lag.
     #[test]
     fn a_line_per_transaction_from_its_first_intended_send_to_its_last_answer() {
         let dir = std::env::temp_dir().join(format!("cb-txlog-{}", std::process::id()));
@@ -182,20 +178,19 @@ mod tests {
         let live = Period::default();
         let mut tx = Transactions::new(3, Some(log.clone()), Some(live.clone()));
         let ms = |n| t0 + Duration::from_millis(n);
-        let step = |at: u64, error, idle, ended| Step {
+        let step = |at: u64, error, first, last| Step {
             intended: Some(ms(at)),
             sent: ms(at + 1),
             lag_ns: 1_000_000,
             error,
             answered: ms(at + 2),
-            idle,
-            ended,
+            place: Place { first, last },
         };
-        tx.step(&step(0, None, false, false));
+        tx.step(&step(0, None, true, false));
         tx.step(&step(10, Some("40001"), false, false));
-        tx.step(&step(20, None, true, true));
+        tx.step(&step(20, None, false, true));
         tx.step(&step(30, None, true, false));
-        tx.step(&step(40, None, true, true));
+        tx.step(&step(40, None, false, true));
         drop(tx);
         Rc::try_unwrap(log).ok().unwrap().into_inner().finish().unwrap();
         let text = std::fs::read_to_string(settings.path(std::process::id(), 0)).unwrap();
@@ -203,8 +198,9 @@ mod tests {
         let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(' ').collect()).collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert_eq!(&lines[0][..4], ["3", "1", "serialization", "0"], "{text}");
-        // 40 ms intended, answered at 42 ms: 2,000 µs; its lag 1,000 µs.
-        assert_eq!(&lines[1][..4], ["3", "2", "2000", "0"], "{text}");
+        // The Parse's 30 ms intended to the statement's answer at 42 ms: 12,000 µs; the
+        // lag is its first request's, 1,000 µs.
+        assert_eq!(&lines[1][..4], ["3", "2", "12000", "0"], "{text}");
         assert_eq!(lines[1][6], "1000", "{text}");
         let l = live.lock().unwrap();
         assert_eq!((l.transactions, l.failures, l.latency_us.len()), (1, 1, 1));

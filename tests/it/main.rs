@@ -1,6 +1,7 @@
 //! connbench's integration tests: one binary, run against real PostgreSQL and PgBouncer
 //! processes started by connbench's own sandbox (the code users run). No mock databases.
 
+mod apps;
 mod architecture;
 mod cgroups;
 mod cleanup;

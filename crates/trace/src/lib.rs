@@ -33,6 +33,7 @@ pub mod profile;
 mod session;
 pub mod shapes;
 mod spread;
+pub mod transaction;
 #[cfg(test)]
 mod testing;
 pub mod writer;

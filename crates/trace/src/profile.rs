@@ -16,11 +16,12 @@
 
 use std::collections::HashMap;
 
-use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step, TxStatus};
+use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step};
 use super::fingerprint::{fingerprint, Dialect, Fingerprint};
 use super::reader::{ReadError, TraceReader};
 use super::shapes::{ShapeProfile, Shapes, TxShape, UNKNOWN_STATEMENT};
 pub use super::spread::Spread;
+use super::transaction::{Boundaries, Work};
 use crate::Engine;
 
 /// Distinct statements kept apart; the rest are counted as one row, "(other statements)".
@@ -121,6 +122,7 @@ struct Open {
     /// PostgreSQL's statement names and MySQL's statement ids → their SQL.
     statements: HashMap<String, String>,
     tx: Option<Tx>,
+    boundaries: Boundaries,
     requests: u64,
 }
 
@@ -221,12 +223,12 @@ impl Profiler {
             Event::SessionOpen(o) => self.opened(o),
             Event::Request(r) => self.request(r),
             Event::SessionClose(c) => {
-                let Some(s) = self.open.remove(&c.session) else {
+                let Some(mut s) = self.open.remove(&c.session) else {
                     return;
                 };
                 self.last_ns = self.last_ns.max(s.open_ns + c.at_ns);
                 self.lifetimes.push(c.at_ns as f64 / 1e6);
-                if let Some(tx) = s.tx {
+                if let Some(tx) = s.tx.take().filter(|_| s.boundaries.close()) {
                     self.end_transaction(tx);
                 }
                 if let Some(why) = &c.decode_error {
@@ -283,15 +285,13 @@ impl Profiler {
         let (sql, prepared) = statement_of(&r.op, &mut s.statements);
         note_prepared(r, &mut s.statements);
         let f = sql.map(|sql| fingerprint(&sql, self.dialect));
-        // A transaction: from a request sent while idle to the response that leaves the
-        // session idle again (an autocommit statement is one of its own).
-        let round_trip = r.think_ns.is_some() && r.outcome != Outcome::NoResponse;
-        // A request that runs nothing (a Parse or a Describe alone, a statement's
-        // preparation or close) sent while idle belongs to no transaction.
-        if s.tx.is_none() && !executes(&r.op) {
+        // Where the request stands in its transactions is `transaction`'s to say, as
+        // for replay's count.
+        let Some(place) = s.boundaries.recorded(r) else {
             self.count(r, open_ns, end_ns, f, prepared);
             return;
-        }
+        };
+        let round_trip = r.think_ns.is_some() && r.outcome != Outcome::NoResponse;
         let tx = s.tx.get_or_insert(Tx {
             start_ns: r.at_ns,
             end_ns,
@@ -301,7 +301,7 @@ impl Profiler {
             think_ns: 0,
             shape: TxShape::default(),
         });
-        if tx.requests > 0 {
+        if !place.first {
             tx.think_ns += r.think_ns.unwrap_or(0);
         }
         tx.requests += 1;
@@ -309,11 +309,10 @@ impl Profiler {
         tx.wait_ns += r.response_ns.unwrap_or(0);
         tx.end_ns = tx.end_ns.max(end_ns);
         // A shape lists what the transaction ran, as the statements' calls count it.
-        if executes(&r.op) {
+        if Work::of(&r.op).runs() {
             tx.shape.push(f.as_ref().map_or(UNKNOWN_STATEMENT, |f| f.id));
         }
-        let ended = matches!(r.tx, Some(TxStatus::Idle) | None) && r.outcome != Outcome::Unanswered;
-        let finished = if ended { s.tx.take() } else { None };
+        let finished = if place.last { s.tx.take() } else { None };
         self.count(r, open_ns, end_ns, f, prepared);
         if let Some(tx) = finished {
             self.end_transaction(tx);
@@ -381,7 +380,7 @@ impl Profiler {
         });
         // Calls are executions (as pg_stat_statements counts them); the time is every
         // request of the statement's, its preparation's round trip too.
-        row.calls += u64::from(executes(&r.op));
+        row.calls += u64::from(Work::of(&r.op).runs());
         row.total_ms += r.response_ns.unwrap_or(0) as f64 / 1e6;
         row.rows += r.rows;
         row.errors += u64::from(r.outcome == Outcome::Error);
@@ -389,8 +388,8 @@ impl Profiler {
 
     /// The profile of what was read (sessions still open count as far as they went).
     pub fn finish(mut self) -> Profile {
-        for (_, s) in std::mem::take(&mut self.open) {
-            if let Some(tx) = s.tx {
+        for (_, mut s) in std::mem::take(&mut self.open) {
+            if let Some(tx) = s.tx.take().filter(|_| s.boundaries.close()) {
                 self.end_transaction(tx);
             }
         }
@@ -464,15 +463,6 @@ fn sorted(m: HashMap<String, u64>) -> Vec<(String, u64)> {
     let mut v: Vec<(String, u64)> = m.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     v
-}
-
-/// Whether a request runs a statement (and so is, or is part of, a transaction).
-fn executes(op: &Op) -> bool {
-    match op {
-        Op::Query(_) | Op::ComQuery(_) | Op::ComStmtExecute { .. } | Op::FunctionCall { .. } => true,
-        Op::Extended { steps } => steps.iter().any(|s| matches!(s, Step::Execute { .. })),
-        _ => false,
-    }
 }
 
 /// The SQL a request ran (a prepared statement's from its preparation), and whether it

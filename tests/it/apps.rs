@@ -1,0 +1,146 @@
+//! Real applications on real drivers (tests/apps, their drivers pinned in
+//! tests/apps/requirements.txt and installed by scripts/test.sh), recorded through
+//! `connbench record`, read by `connbench trace` and replayed by `connbench replay`
+//! against the sandbox's real servers: what a team's own application looks like to
+//! connbench, not pgbench's or sysbench's.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use connbench::sandbox::{Sandbox, SandboxInfo};
+use serde_json::Value;
+
+use crate::common::{
+    connbench, mariadb_sandbox, scratch, skip, spawn_hop, start_recorder, stderr, stdout, stop_recorder,
+};
+
+/// The venv's Python with the applications' drivers; `None` (the test skipped, and
+/// named by scripts/test.sh) outside scripts/test.sh, which installs them.
+fn python() -> Option<PathBuf> {
+    match std::env::var_os("CONNBENCH_APPS_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None => {
+            skip(
+                false,
+                "CONNBENCH_APPS_PYTHON unset: scripts/test.sh installs the drivers and sets it",
+            );
+            None
+        }
+    }
+}
+
+/// `tests/apps/NAME` run with `args`: its one JSON line.
+fn app(python: &Path, name: &str, args: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps")
+        .join(name);
+    let o = Command::new(python).arg(&script).args(args).output().unwrap();
+    assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
+    serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{name}: {e}: {}", stdout(&o)))
+}
+
+/// A sandbox with MariaDB of this module's own.
+fn maria() -> &'static SandboxInfo {
+    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
+    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
+    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
+}
+
+fn maria_password() -> String {
+    let cnf = std::fs::read_to_string(&maria().mariadb.as_ref().unwrap().defaults_file).unwrap();
+    cnf.lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .expect("a password in the option file")
+        .to_string()
+}
+
+/// `connbench trace FILE --json --rtt 50ms`.
+fn trace_json(trace: &Path) -> Value {
+    let o = connbench(&["trace", trace.to_str().unwrap(), "--json", "--rtt", "50ms"]);
+    assert!(o.status.success(), "connbench trace: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The shape whose statements start with `first`, and its `+50 ms` prediction.
+fn shape_starting(v: &Value, first: &str) -> (Value, f64) {
+    let shapes = v["profile"]["shapes"].as_array().expect("profile.shapes");
+    let shape = shapes
+        .iter()
+        .find(|s| s["statements"][0].as_str().is_some_and(|t| t.starts_with(first)))
+        .unwrap_or_else(|| panic!("no shape starting with {first}: {shapes:#?}"))
+        .clone();
+    let at50 = v["shape_predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["shape"] == shape["id"])
+        .and_then(|p| {
+            p["predictions"]
+                .as_array()?
+                .iter()
+                .find(|p| p["scenario"] == "+50 ms")
+                .cloned()
+        })
+        .expect("the shape's +50 ms prediction");
+    (shape, at50["transaction_ms"].as_f64().unwrap())
+}
+
+/// MySQL Connector/Python with autocommit off and server-side prepared statements
+/// (tests/apps/mysql_bookings.py): each booking prepares, resets and runs three
+/// statements and commits, with no BEGIN; the driver closes each statement with a
+/// command the server does not answer. `trace` and `replay` count the same
+/// transactions, one per booking committed (before, each unanswered close ended one:
+/// three per booking); and the application's own time a booking through a 50 ms relay
+/// is within 10% of `trace`'s +50 ms prediction of the booking's shape.
+#[test]
+fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() {
+    let Some(py) = python() else { return };
+    let m = maria().mariadb.as_ref().unwrap();
+    let (pw, port) = (maria_password(), m.port.to_string());
+    let db = |port: &str, n: &str, extra: &[&'static str]| {
+        let mut a = vec!["127.0.0.1", port, "connbench", pw.as_str(), "connbench", n];
+        a.extend(extra);
+        app(&py, "mysql_bookings.py", &a)
+    };
+    db(&port, "0", &["--setup"]);
+    let dir = scratch("apps-mysql");
+    let out = dir.join("bookings.trace.gz");
+    let (child, through) = start_recorder(&format!("127.0.0.1:{port}"), &["--engine", "mysql"], &out);
+    let direct = db(&through, "40", &[]);
+    stop_recorder(child);
+    assert_eq!(direct["committed"], 40);
+
+    let v = trace_json(&out);
+    let (booking, predicted) = shape_starting(&v, "SELECT taken FROM cb_app_seats");
+    assert_eq!(booking["count"], 40, "one transaction a booking: {booking:#}");
+    // Per statement a prepare, a reset and an execute answered (the close is not), and
+    // the COMMIT: ten round trips.
+    assert_eq!(booking["round_trips"], 10.0, "{booking:#}");
+    let traced = v["profile"]["requests"]["transactions"].as_u64().unwrap();
+
+    let target = maria().target("mariadb_tcp").unwrap().conninfo.clone();
+    let o = connbench(&["replay", out.to_str().unwrap(), "--target", &target, "--json"]);
+    assert!(o.status.success(), "connbench replay: {}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &r["summary"];
+    assert_eq!(s["recorded"]["transactions"], traced, "{s:#}");
+    assert_eq!(s["replayed"]["transactions"], traced, "{s:#}");
+
+    // The application itself, 50 ms away: through connbench's relay.
+    let relay_args: Vec<std::ffi::OsString> = ["--upstream", &format!("127.0.0.1:{port}"), "--rtt", "50ms"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    let args: Vec<&std::ffi::OsStr> = relay_args.iter().map(|a| a.as_os_str()).collect();
+    let (relay, at, _) = spawn_hop("relay", &args);
+    let relay = crate::common::Killed(relay);
+    let far = db(at.rsplit(':').next().unwrap(), "6", &[]);
+    drop(relay);
+    let own = far["mean_ms"].as_f64().unwrap();
+    eprintln!("booking 50 ms away: the application's own {own:.1} ms, trace's prediction {predicted:.1} ms");
+    assert!(
+        (own / predicted - 1.0).abs() <= 0.10,
+        "the application's own booking 50 ms away took {own:.1} ms, trace predicted {predicted:.1} ms: {booking:#}"
+    );
+}
