@@ -82,7 +82,8 @@ fn serve_metrics(args: &ReplayArgs, ep: &Endpoint, sessions: u64) -> Result<Opti
 
 pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();
-    let mut schedule = Schedule::read(&args.trace).with_context(|| format!("trace {path}"))?;
+    let (mut schedule, profile) =
+        Schedule::read_profiled(&args.trace).with_context(|| format!("trace {path}"))?;
     if let Some(cut) = &schedule.cut {
         eprintln!("warning: trace {path}: {cut}; replaying what came before");
     }
@@ -124,7 +125,9 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(e) = &exporter {
         e.finish();
     }
-    let summary = Summary::new(&recorded, &schedule, &run, args.speed);
+    let mut summary = Summary::new(&recorded, &schedule, &run, args.speed);
+    let added_ms = args.rtt.map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    summary.shapes = replay::shapes::rows(&profile, &schedule.shapes, &run.tally, added_ms);
     let target = endpoint.target.name();
     if args.json {
         let v = crate::report::replay::json(&summary, &path, &target);

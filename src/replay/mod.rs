@@ -19,6 +19,7 @@ pub mod mysql;
 pub mod pooled;
 pub mod preflight;
 pub mod schedule;
+pub mod shapes;
 pub mod summary;
 pub mod tally;
 pub mod txlog;

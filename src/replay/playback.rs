@@ -374,7 +374,7 @@ impl Replayer {
         let total = plan.requests.len() as u64;
         // The open transaction's first send, and where each answer leaves it, as
         // `connbench trace` counts (connbench_trace::transaction).
-        let mut began_tx: Option<Instant> = None;
+        let mut began_tx: Option<(Instant, Option<u32>)> = None;
         let mut boundaries = Boundaries::new();
         // The session's open, then each answer's arrival: the session can send its next
         // request once the application's recorded think time after it has passed.
@@ -436,12 +436,12 @@ impl Replayer {
             tally.answered(r.statement, took, now, r.seen.error.as_deref());
             let place = boundaries.request(r.work, a.took.is_some(), Some(a.status));
             if place.is_some_and(|p| p.first) {
-                began_tx = Some(sent);
+                began_tx = Some((sent, r.shape));
             }
             let ended = place.is_some_and(|p| p.last);
             if ended {
-                let first = began_tx.take().unwrap_or(sent);
-                tally.transaction(ready.saturating_duration_since(first).as_nanos() as u64);
+                let (first, shape) = began_tx.take().unwrap_or((sent, r.shape));
+                tally.transaction(ready.saturating_duration_since(first).as_nanos() as u64, shape);
             }
             if let (Some(tx), Some(place)) = (tx.as_mut(), place) {
                 tx.step(&Step {

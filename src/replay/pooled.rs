@@ -542,6 +542,7 @@ mod tests {
                 statement: None,
                 executes: true,
                 work: connbench_trace::transaction::Work::Runs,
+                shape: None,
                 think_ns: None,
                 seen: Default::default(),
             }],

@@ -24,6 +24,7 @@ use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
 use connbench_trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step};
 use connbench_trace::profile::{Profile, Profiler};
+use connbench_trace::shapes::{TxShape, UNKNOWN_STATEMENT};
 use connbench_trace::transaction::{Boundaries, Place, Work};
 use connbench_trace::{fingerprint, Dialect, Fingerprint, TraceReader};
 
@@ -57,6 +58,9 @@ pub struct Planned {
     pub executes: bool,
     /// What it does as far as transactions go, as recorded.
     pub work: Work,
+    /// The shape of the recorded transaction it is part of: an index into
+    /// [`Schedule::shapes`].
+    pub shape: Option<u32>,
     /// The application's own time before it, as recorded: from the previous answer's
     /// end (or the connect's) to this request; `None` when it was pipelined.
     pub think_ns: Option<u64>,
@@ -84,6 +88,8 @@ pub struct Schedule {
     pub sessions: Vec<SessionPlan>,
     /// Distinct statements by fingerprint.
     pub statements: Vec<Fingerprint>,
+    /// The recorded transactions' shapes (ids as `connbench trace` names them).
+    pub shapes: Vec<String>,
     /// Sessions not replayed: refused when recorded, or CancelRequest connections.
     pub skipped_sessions: u64,
     /// Why the trace ended early (a recording cut short), when it did.
@@ -170,6 +176,8 @@ struct Builder {
     by_id: HashMap<u64, usize>,
     ran_ok: std::collections::HashSet<usize>,
     unplayable: Unplayable,
+    /// Shape id -> its index in [`Schedule::shapes`].
+    shape_index: HashMap<String, u32>,
 }
 
 /// A session being read: its plan, its prepared statements' fingerprints by name, its
@@ -179,6 +187,9 @@ struct SessionState {
     plan: SessionPlan,
     statements: HashMap<String, usize>,
     boundaries: Boundaries,
+    /// The open transaction's shape so far, and its first request's index in the plan.
+    shape: TxShape,
+    tx_from: usize,
     skip: bool,
 }
 
@@ -252,10 +263,27 @@ impl Builder {
         };
         if !s.skip {
             if let Some(p) = self.plan(&mut s, &r) {
+                let last = p.seen.place.is_some_and(|p| p.last);
                 s.plan.requests.push(p);
+                if last {
+                    self.name_shape(&mut s);
+                }
             }
         }
         self.open.insert(r.session, s);
+    }
+
+    /// The transaction that just ended: its shape named on each of its requests.
+    fn name_shape(&mut self, s: &mut SessionState) {
+        let id = std::mem::take(&mut s.shape).id();
+        let next = self.schedule.shapes.len() as u32;
+        let i = *self.shape_index.entry(id.clone()).or_insert(next);
+        if i == next {
+            self.schedule.shapes.push(id);
+        }
+        for q in s.plan.requests.iter_mut().skip(s.tx_from) {
+            q.shape = Some(i);
+        }
     }
 
     fn plan(&mut self, s: &mut SessionState, r: &Request) -> Option<Planned> {
@@ -280,17 +308,30 @@ impl Builder {
             }
             _ => self.mysql(s, r, ok)?,
         };
+        let place = s.boundaries.recorded(r);
+        let work = Work::of(&r.op);
+        if let Some(p) = place {
+            if p.first {
+                s.shape = TxShape::default();
+                s.tx_from = s.plan.requests.len();
+            }
+            if work.runs() {
+                s.shape
+                    .push(statement.map_or(UNKNOWN_STATEMENT, |i| self.schedule.statements[i].id));
+            }
+        }
         let seen = Seen {
             response_ns: r.response_ns,
             error: (r.outcome == Outcome::Error).then(|| error_key(self.engine, r.error.as_ref())),
-            place: s.boundaries.recorded(r),
+            place,
         };
         Some(Planned {
             at_ns: r.at_ns,
             wire,
             statement,
             executes,
-            work: Work::of(&r.op),
+            work,
+            shape: None,
             think_ns: r.think_ns,
             seen,
         })
@@ -600,6 +641,12 @@ mod tests {
                 (true, Some((true, true)))
             ]
         );
+        // Two transactions, two shapes: each request names its transaction's.
+        assert_eq!(
+            r.iter().map(|r| r.shape).collect::<Vec<_>>(),
+            [Some(0), Some(0), Some(0), Some(0), Some(1)]
+        );
+        assert_eq!(s.shapes.len(), 2);
         assert_eq!(r[3].seen.response_ns, Some(13));
         assert_eq!(s.ran_ok.len(), 4);
         assert_eq!(s.creates, vec!["CREATE TABLE t (a int)".to_string()]);

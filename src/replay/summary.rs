@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::schedule::Schedule;
+use super::shapes::ShapeRow;
 use super::{Run, Speed};
 use crate::load::measurements::command_histogram;
 use crate::stats::load::latency;
@@ -106,7 +107,7 @@ pub struct Spread {
 
 impl Spread {
     /// `sum_ns` is the exact sum of what `h` holds (its own mean is at 2 digits).
-    fn of(h: &Histogram<u64>, sum_ns: u64) -> Option<Spread> {
+    pub(super) fn of(h: &Histogram<u64>, sum_ns: u64) -> Option<Spread> {
         let t = Times::of(h)?;
         Some(Spread {
             mean_ms: sum_ns as f64 / h.len() as f64 / 1e6,
@@ -248,6 +249,9 @@ pub struct Summary {
     /// connection, as recorded).
     pub pool: Option<PoolSummary>,
     pub transaction_times: TransactionTimes,
+    /// Each transaction shape now, recorded and predicted (`replay::shapes`); empty
+    /// until the handler adds them.
+    pub shapes: Vec<ShapeRow>,
     pub statements: Vec<StatementRow>,
     pub failures: Vec<FailureRow>,
     pub fidelity: Fidelity,
@@ -277,7 +281,7 @@ fn method(speed: Speed, pooled: bool) -> String {
          request to last response; percentiles are HDR histograms' at 2 significant digits; a request's time now is its last byte written to its answer's last byte read (ReadyForQuery; MySQL's final OK, EOF or ERR), beside the \
          recorder's request's last byte to the response's last byte; calls are requests that executed \
          the statement (a Query or COM_QUERY, an extended group with an Execute, a COM_STMT_EXECUTE), by fingerprint; a transaction \
-         ends at a response that leaves the session idle{}",
+         runs from the first request sent while idle that runs or prepares a statement to the answer that leaves the session idle after one ran, as `connbench trace` counts, and is listed under the shape of the recorded transaction it began as{}",
         if pooled {
             "; --pool: the recorded opens and closes were not replayed as connects: each transaction (and each \
              request outside one) borrowed a connection of its thread's pool (filled before the clock) when its \
@@ -377,6 +381,7 @@ impl Summary {
             },
             statements,
             failures,
+            shapes: Vec::new(),
             fidelity: Fidelity {
                 on_time_share: (scheduled && t.sent > 0).then(|| t.on_time as f64 / t.sent as f64),
                 lag: if scheduled { Times::of(&t.lag) } else { None },

@@ -35,9 +35,31 @@ impl Default for StatementTally {
     }
 }
 
+/// One recorded transaction shape's transactions now.
+#[derive(Debug, Clone)]
+pub struct ShapeTally {
+    pub count: u64,
+    pub sum_ns: u64,
+    /// First request sent to last answer read, ns.
+    pub time: Histogram<u64>,
+}
+
+impl Default for ShapeTally {
+    fn default() -> ShapeTally {
+        ShapeTally {
+            count: 0,
+            sum_ns: 0,
+            time: command_histogram(),
+        }
+    }
+}
+
 /// A replay's counts.
 #[derive(Debug, Clone)]
 pub struct Tally {
+    /// Transactions now by the shape of the recorded transaction they began as (an
+    /// index into the schedule's `shapes`).
+    pub shapes: HashMap<u32, ShapeTally>,
     pub statements: HashMap<usize, StatementTally>,
     /// Every request's response time now, ns.
     pub response: Histogram<u64>,
@@ -100,6 +122,7 @@ pub struct Tally {
 impl Default for Tally {
     fn default() -> Tally {
         Tally {
+            shapes: HashMap::new(),
             statements: HashMap::new(),
             response: command_histogram(),
             lag: command_histogram(),
@@ -236,14 +259,27 @@ impl Tally {
         record(&mut self.from_intended, ns);
     }
 
-    /// One transaction ended, `ns` after its first request was sent.
-    pub fn transaction(&mut self, ns: u64) {
+    /// One transaction ended, `ns` after its first request was sent; `shape`, the
+    /// recorded transaction's it began as.
+    pub fn transaction(&mut self, ns: u64, shape: Option<u32>) {
         self.transactions += 1;
         record(&mut self.transaction, ns);
         self.transaction_ns += ns;
+        if let Some(i) = shape {
+            let t = self.shapes.entry(i).or_default();
+            t.count += 1;
+            t.sum_ns += ns;
+            record(&mut t.time, ns);
+        }
     }
 
     pub fn merge(&mut self, o: Tally) {
+        for (i, s) in o.shapes {
+            let t = self.shapes.entry(i).or_default();
+            t.count += s.count;
+            t.sum_ns += s.sum_ns;
+            let _ = t.time.add(&s.time);
+        }
         for (i, s) in o.statements {
             let t = self.statements.entry(i).or_default();
             t.calls += s.calls;

@@ -91,6 +91,41 @@ fn state_warnings(s: &Summary) -> String {
     o
 }
 
+/// The transaction shapes (`top` of them, by recorded share of time): each one's mean
+/// now beside recorded and predicted, with its statements under it.
+fn shapes(s: &Summary, top: usize) -> String {
+    if s.shapes.is_empty() {
+        return String::new();
+    }
+    let mut o = format!(
+        "\ntransaction shapes by recorded share of time (top {} of {}); predicted: trace's model at this replay's added round trip\n",
+        top.min(s.shapes.len()),
+        s.shapes.len()
+    );
+    o.push_str("    count (rec)  trips    mean now   predicted  now/pred    mean rec\n");
+    for r in s.shapes.iter().take(top) {
+        let now = r.now.map(|n| n.mean_ms);
+        let ratio = match (now, r.predicted_ms) {
+            (Some(n), Some(p)) if p > 0.0 => format!("{:.2}x", n / p),
+            _ => "-".into(),
+        };
+        o.push_str(&format!(
+            "{:>9} {:>5} {:>6.2} {:>11} {:>11} {:>9} {:>11}\n",
+            r.count_now,
+            format!("({})", r.count_recorded),
+            r.round_trips,
+            now.map_or("-".into(), ms),
+            r.predicted_ms.map_or("-".into(), ms),
+            ratio,
+            r.recorded_mean_ms.map_or("-".into(), ms),
+        ));
+        for st in &r.statements {
+            o.push_str(&format!("      {st}\n"));
+        }
+    }
+    o
+}
+
 /// The text report; `top` statements listed.
 pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
     let mut o = String::new();
@@ -175,6 +210,7 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
     for (e, k) in f.connect_errors.iter().chain(&f.connections_lost) {
         o.push_str(&format!("             {k} x {e}\n"));
     }
+    o.push_str(&shapes(s, top));
     o.push_str(&format!("\nstatements by recorded calls (top {top}):\n"));
     o.push_str("    calls (rec)     p50 now     p50 rec     p99 now     p99 rec  fail (rec)  statement\n");
     for st in s.statements.iter().take(top) {

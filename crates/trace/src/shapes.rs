@@ -50,21 +50,27 @@ pub struct ShapeProfile {
     pub time_ms: Spread,
 }
 
-/// What a transaction ran, gathered as its requests are read.
-#[derive(Debug, Default)]
-pub(crate) struct TxShape {
+/// What a transaction ran, gathered as its requests are read (by the profile, and by
+/// replay's schedule, which names each recorded transaction's shape by the same id).
+#[derive(Debug, Default, Clone)]
+pub struct TxShape {
     ids: Vec<u64>,
     truncated: bool,
 }
 
 impl TxShape {
     /// A statement the transaction executed, by fingerprint id.
-    pub(crate) fn push(&mut self, id: u64) {
+    pub fn push(&mut self, id: u64) {
         if self.ids.len() < MAX_SHAPE_STATEMENTS {
             self.ids.push(id);
         } else {
             self.truncated = true;
         }
+    }
+
+    /// Its id, as [`ShapeProfile::id`] has it.
+    pub fn id(&self) -> String {
+        format!("{:016x}", shape_id(&self.ids, self.truncated))
     }
 }
 
