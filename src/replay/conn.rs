@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::schedule::Wire;
 use crate::proto::mysql::codec::COM_STMT_PREPARE;
+use crate::proto::postgres::Frontend;
 use crate::proto::{self, ConnectError};
 use connbench_trace::event::TxStatus;
 
@@ -59,7 +60,16 @@ pub async fn exchange(
 ) -> Result<Answer, ConnectError> {
     match (session, wire) {
         (proto::Session::Postgres(s), Wire::Postgres(msgs)) => {
-            s.send_raw(msgs).await?;
+            // Up to each Flush the recorded client waited after, then its answer, as
+            // the client paid that round trip. The time runs from the last write, as
+            // the recorder times a request (its last byte to its answer's last).
+            let mut rest = &msgs[..];
+            while let Some(at) = rest.iter().position(|m| *m == Frontend::FlushThenWait) {
+                s.send_raw(&rest[..=at]).await?;
+                s.await_answer().await?;
+                rest = &rest[at + 1..];
+            }
+            s.send_raw(rest).await?;
             let written = Instant::now();
             let out = s.read_raw().await?;
             Ok(Answer {

@@ -455,7 +455,8 @@ impl Builder {
                     what: which(what),
                     name: name.clone(),
                 },
-                Step::Flush => Frontend::Flush,
+                Step::Flush { waited: false } => Frontend::Flush,
+                Step::Flush { waited: true } => Frontend::FlushThenWait,
                 Step::Dropped { .. } => {
                     self.unplayable
                         .add("an extended group over the recorder's 1,024 steps");

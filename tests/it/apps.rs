@@ -12,7 +12,8 @@ use connbench::sandbox::{Sandbox, SandboxInfo};
 use serde_json::Value;
 
 use crate::common::{
-    connbench, mariadb_sandbox, scratch, skip, spawn_hop, start_recorder, stderr, stdout, stop_recorder,
+    connbench, conninfo, mariadb_sandbox, scratch, skip, spawn_hop, start_recorder, stderr, stdout,
+    stop_recorder, with_dbname,
 };
 
 /// The venv's Python with the applications' drivers; `None` (the test skipped, and
@@ -64,11 +65,18 @@ fn trace_json(trace: &Path) -> Value {
 
 /// The shape whose statements start with `first`, and its `+50 ms` prediction.
 fn shape_starting(v: &Value, first: &str) -> (Value, f64) {
+    shape_where(v, |s| {
+        s["statements"][0].as_str().is_some_and(|t| t.starts_with(first))
+    })
+}
+
+/// The first shape `pick` takes, and its `+50 ms` prediction.
+fn shape_where(v: &Value, pick: impl Fn(&Value) -> bool) -> (Value, f64) {
     let shapes = v["profile"]["shapes"].as_array().expect("profile.shapes");
     let shape = shapes
         .iter()
-        .find(|s| s["statements"][0].as_str().is_some_and(|t| t.starts_with(first)))
-        .unwrap_or_else(|| panic!("no shape starting with {first}: {shapes:#?}"))
+        .find(|s| pick(s))
+        .unwrap_or_else(|| panic!("no such shape: {shapes:#?}"))
         .clone();
     let at50 = v["shape_predictions"]
         .as_array()
@@ -177,4 +185,127 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
         (own / predicted - 1.0).abs() <= 0.10,
         "the application's own booking 50 ms away took {own:.1} ms, trace predicted {predicted:.1} ms: {booking:#}"
     );
+}
+
+/// A database of this module's own on the shared sandbox (the apps drop and create
+/// their own tables; others' tests never see them).
+fn pg_database() -> String {
+    static DB: OnceLock<String> = OnceLock::new();
+    DB.get_or_init(|| {
+        let o = Command::new("psql")
+            .args([conninfo("unix").as_str(), "-Atc", "CREATE DATABASE cbapps"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        with_dbname(&conninfo("tcp"), "cbapps")
+    })
+    .clone()
+}
+
+/// `conninfo` with its port replaced.
+fn at_port(conninfo: &str, port: &str) -> String {
+    conninfo
+        .split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some(("port", _)) => format!("port={port}"),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A PostgreSQL application on `driver` (tests/apps/pg_transfers.py: transfers and
+/// balance look-ups through the driver's own pool), recorded: every shape is listed
+/// with its round trips (the transfer's six, BEGIN, four statements and COMMIT, and
+/// asyncpg's preparations inside its first transfers: a Parse, Describe and Flush it
+/// waits after before it binds, a round trip of its own inside one request);
+/// `replay --rtt 50ms` measures each shape of ten or more transactions within 5% of
+/// `trace`'s prediction of it; the application's own transfer through a 50 ms relay is
+/// within 10% of the transfer shape's prediction.
+fn pg_app_per_shape(driver: &str, scratch_name: &str) {
+    let Some(py) = python() else { return };
+    let db = pg_database();
+    let run = |conninfo: &str, rounds: &str, extra: &[&str]| {
+        let mut a = vec![driver, conninfo, rounds];
+        a.extend(extra);
+        app(&py, "pg_transfers.py", &a)
+    };
+    run(&db, "0", &["--setup"]);
+    let dir = scratch(scratch_name);
+    let out = dir.join("app.trace.gz");
+    let upstream = format!("127.0.0.1:{}", crate::common::sandbox().postgres_port);
+    let (child, port) = start_recorder(&upstream, &[], &out);
+    let done = run(&at_port(&db, &port), "15", &[]);
+    stop_recorder(child);
+    assert_eq!(done["transfers"], 15);
+
+    let v = trace_json(&out);
+    let (transfer, predicted) = shape_where(&v, |s| s["statements"].as_array().is_some_and(|l| l.len() == 6));
+    let shapes = v["profile"]["shapes"].as_array().unwrap();
+    assert_eq!(transfer["count"], 15, "{transfer:#}");
+    let trips = transfer["round_trips"].as_f64().unwrap();
+    assert!((6.0..=6.0 + 8.0 / 15.0).contains(&trips), "{transfer:#}");
+    // asyncpg prepares each statement on each connection once, a round trip inside the
+    // request (counted since the Flush it waits after is marked); psycopg2 never does.
+    assert_eq!(trips > 6.0, driver == "asyncpg", "{transfer:#}");
+    for s in shapes {
+        assert!(s["round_trips"].as_f64().is_some_and(|r| r >= 1.0), "{s:#}");
+    }
+
+    let target = with_dbname(&conninfo("tcp"), "cbapps");
+    let o = connbench(&[
+        "replay",
+        out.to_str().unwrap(),
+        "--target",
+        &target,
+        "--rtt",
+        "50ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "connbench replay: {}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = r["summary"]["shapes"].as_array().unwrap();
+    for row in rows.iter().filter(|r| r["count_recorded"].as_u64() >= Some(10)) {
+        let (now, pred) = (
+            row["now"]["mean_ms"].as_f64().unwrap(),
+            row["predicted_ms"].as_f64().unwrap(),
+        );
+        eprintln!(
+            "{driver}: shape {} replayed 50 ms away {now:.1} ms, predicted {pred:.1} ms",
+            row["statements"][0]
+        );
+        assert_eq!(row["count_now"], row["count_recorded"], "{row:#}");
+        assert!(
+            (now / pred - 1.0).abs() <= 0.05,
+            "replayed {now:.1} ms, predicted {pred:.1} ms: {row:#}"
+        );
+    }
+
+    let args: Vec<std::ffi::OsString> = ["--upstream", upstream.as_str(), "--rtt", "50ms"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let (relay, at, _) = spawn_hop("relay", &args);
+    let relay = crate::common::Killed(relay);
+    // As many rounds as recorded: a fresh pool prepares its statements again (asyncpg's
+    // cache), and those round trips are the same share of the transfers then.
+    let far = run(&at_port(&db, at.rsplit(':').next().unwrap()), "15", &[]);
+    drop(relay);
+    let own = far["transfer_mean_ms"].as_f64().unwrap();
+    eprintln!("{driver}: the application's own transfer 50 ms away {own:.1} ms, predicted {predicted:.1} ms");
+    assert!(
+        (own / predicted - 1.0).abs() <= 0.10,
+        "own {own:.1} ms, predicted {predicted:.1} ms"
+    );
+}
+
+#[test]
+fn asyncpg_pool_app_is_predicted_per_shape() {
+    pg_app_per_shape("asyncpg", "apps-asyncpg");
+}
+
+#[test]
+fn sqlalchemy_psycopg2_pool_app_is_predicted_per_shape() {
+    pg_app_per_shape("sqlalchemy", "apps-sqlalchemy");
 }

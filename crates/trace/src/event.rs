@@ -224,6 +224,23 @@ pub struct Request {
     pub autocommit: Option<bool>,
 }
 
+impl Request {
+    /// The round trips the client waited for in this request: one when it was sent
+    /// after the previous answer (not pipelined) and has an answer, and one more for
+    /// each Flush inside it after which the client waited for the answer so far.
+    pub fn round_trips(&self) -> u64 {
+        let own = self.think_ns.is_some() && self.outcome != Outcome::NoResponse;
+        let inner = match &self.op {
+            Op::Extended { steps } => steps
+                .iter()
+                .filter(|s| matches!(s, Step::Flush { waited: true }))
+                .count() as u64,
+            _ => 0,
+        };
+        u64::from(own) + inner
+    }
+}
+
 /// What a request asked, by protocol.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -320,7 +337,14 @@ pub enum Step {
         what: String,
         name: String,
     },
-    Flush,
+    /// `waited`: the client waited for the server's answer to the steps before it
+    /// before it sent the rest of the group (asyncpg prepares a statement with Parse,
+    /// Describe and Flush, then binds it once described): a round trip of its own
+    /// inside the request.
+    Flush {
+        #[serde(default, skip_serializing_if = "is_false")]
+        waited: bool,
+    },
     /// Messages of the group beyond the decoder's cap, counted only.
     Dropped {
         count: u64,
@@ -503,7 +527,7 @@ mod tests {
                         }]),
                         result_formats: vec![],
                     },
-                    Step::Flush,
+                    Step::Flush { waited: false },
                 ],
             },
             outcome: Outcome::Ok,

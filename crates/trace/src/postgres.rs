@@ -69,6 +69,9 @@ pub struct Decoder {
     state: State,
     /// An extended-protocol group not yet ended by its Sync.
     group: Option<Exchange>,
+    /// The group's response bytes when its last message passed: more by its next
+    /// message means the client waited for an answer in between (after a Flush).
+    group_answered: u64,
     /// Parameter types by statement name, from Parse and ParameterDescription.
     statements: Types,
     encryption_request_ns: u64,
@@ -85,6 +88,7 @@ impl Decoder {
             c: Connection::new(meta, options),
             state: State::Startup,
             group: None,
+            group_answered: 0,
             statements: Types::default(),
             encryption_request_ns: 0,
             startup_sent_ns: None,
@@ -365,6 +369,9 @@ impl Decoder {
             b'P' | b'B' | b'D' | b'E' | b'C' | b'H' | b'S' => {
                 let step = if f.kind == b'S' { None } else { Some(self.step(f)?) };
                 if let Some(g) = &mut self.group {
+                    if g.req.response_bytes > self.group_answered {
+                        waited_after_flush(&mut g.req.op);
+                    }
                     g.extend(f.last_ns, f.wire_len);
                 } else {
                     let mut g = self
@@ -388,6 +395,7 @@ impl Decoder {
                         }
                     }
                 }
+                self.group_answered = self.group.as_ref().map_or(0, |g| g.req.response_bytes);
                 if f.kind == b'S' {
                     if let Some(g) = self.group.take() {
                         self.c.x.push(g)?;
@@ -470,7 +478,7 @@ impl Decoder {
                 portal: name(&mut c)?,
                 max_rows: c.u32_be().ok_or_else(malformed)?,
             },
-            _ => Step::Flush,
+            _ => Step::Flush { waited: false },
         })
     }
 
@@ -663,6 +671,18 @@ fn keep(dir: Direction, state: State, sasl_pending: bool, kind: u8) -> Keep {
         (Direction::ToClient, b'D' | b'd' | b'T' | b'A') => Keep::Nothing,
         (Direction::ToClient, b'R' | b'K') => Keep::Prefix,
         _ => Keep::All,
+    }
+}
+
+/// The client sent more of a group after the server answered part of it: it waited
+/// after the group's last Flush (a group answered early without one is a server
+/// answering an error at once; nothing then marks a wait).
+fn waited_after_flush(op: &mut Op) {
+    if let Op::Extended { steps } = op {
+        if let Some(Step::Flush { waited }) = steps.iter_mut().rev().find(|s| matches!(s, Step::Flush { .. }))
+        {
+            *waited = true;
+        }
     }
 }
 
@@ -1009,6 +1029,44 @@ mod tests {
             );
             Op::Query(s)
         }
+    }
+
+    /// asyncpg's prepare: Parse, Describe and Flush, the server's answer, then Bind,
+    /// Execute and Sync: one request, two round trips (its Flush marked waited); a
+    /// group whose Flush the client did not wait after is one.
+    #[test]
+    fn a_group_the_client_waited_inside_is_two_round_trips() {
+        let parse = pg(b'P', &[cstrs(&["s1", "SELECT 1"]), vec![0, 0]].concat());
+        let describe = pg(b'D', &[b"S".to_vec(), cstrs(&["s1"])].concat());
+        let rest = [bind("s1", &[]), pg(b'E', b"\0\0\0\0\0"), pg(b'S', b"")].concat();
+        let flush = pg(b'H', b"");
+        let described = [pg(b'1', b""), pg(b't', b"\0\0"), pg(b'n', b"")].concat();
+        let done = [pg(b'2', b""), pg(b'C', &cstrs(&["SELECT 1"])), z(b'I')].concat();
+        let script = vec![
+            (Up, startup(&["user", "app"])),
+            (Down, [r(0, b""), z(b'I')].concat()),
+            (Up, [parse.clone(), describe.clone(), flush.clone()].concat()),
+            (Down, described.clone()),
+            (Up, rest.clone()),
+            (Down, done.clone()),
+            (Up, [parse, describe, flush, rest].concat()),
+            (Down, [described, done].concat()),
+        ];
+        let (events, _) = run(Engine::Postgres, DecodeOptions::default(), &script, |_, _| vec![]);
+        let rs = requests(&events);
+        assert_eq!(rs.len(), 2);
+        let flushes = |r: &crate::event::Request| match &r.op {
+            Op::Extended { steps } => steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Flush { waited } => Some(*waited),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+            _ => vec![],
+        };
+        assert_eq!((flushes(rs[0]), rs[0].round_trips()), (vec![true], 2));
+        assert_eq!((flushes(rs[1]), rs[1].round_trips()), (vec![false], 1));
     }
 
     #[test]

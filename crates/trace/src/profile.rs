@@ -291,7 +291,7 @@ impl Profiler {
             self.count(r, open_ns, end_ns, f, prepared);
             return;
         };
-        let round_trip = r.think_ns.is_some() && r.outcome != Outcome::NoResponse;
+        let round_trips = r.round_trips();
         let tx = s.tx.get_or_insert(Tx {
             start_ns: r.at_ns,
             end_ns,
@@ -305,7 +305,7 @@ impl Profiler {
             tx.think_ns += r.think_ns.unwrap_or(0);
         }
         tx.requests += 1;
-        tx.round_trips += u64::from(round_trip);
+        tx.round_trips += round_trips;
         tx.wait_ns += r.response_ns.unwrap_or(0);
         tx.end_ns = tx.end_ns.max(end_ns);
         // A shape lists what the transaction ran, as the statements' calls count it.

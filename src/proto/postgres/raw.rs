@@ -44,6 +44,9 @@ pub enum Frontend {
         name: String,
     },
     Flush,
+    /// A Flush after which the sender waits for the answer so far before it sends
+    /// the rest (as the recorded client did: `connbench replay` pays its round trip).
+    FlushThenWait,
     Sync,
 }
 
@@ -107,11 +110,27 @@ impl Session {
                 Frontend::Close { what, name } => {
                     frontend::close(*what, name, buf).map_err(|e| protocol(p, e))?
                 }
-                Frontend::Flush => frontend::flush(buf),
+                Frontend::Flush | Frontend::FlushThenWait => frontend::flush(buf),
                 Frontend::Sync => frontend::sync(buf),
             }
         }
         self.send(p).await
+    }
+
+    /// Waits until the server has answered something (a whole message is buffered),
+    /// consuming nothing: what a client does after a Flush before it goes on.
+    pub async fn await_answer(&mut self) -> Result<(), ConnectError> {
+        let p = Phase::Query;
+        loop {
+            match self.buffered_message(p) {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => self.fill(p).await?,
+                Err(e) => {
+                    self.broken = true;
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Reads the answer up to the next ReadyForQuery.
