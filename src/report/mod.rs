@@ -23,6 +23,7 @@ pub mod csv;
 pub mod chart;
 pub mod html;
 pub mod trace;
+pub mod trace_charts;
 pub mod trace_html;
 pub mod replay;
 

@@ -255,6 +255,7 @@ mod tests {
                 mean: Some(mean),
                 ..Spread::default()
             },
+            steps: Vec::new(),
         }
     }
 

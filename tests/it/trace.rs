@@ -975,6 +975,16 @@ fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
         html.contains("<td>+50 ms</td>") || html.contains("<td>+1 ms</td>"),
         "{html}"
     );
+    // The shapes' pictures: a waterfall of the tpcb-like shape's seven statements (its
+    // fourth statement's colour is the waterfall's alone: the lines chart has three
+    // shapes, three colours) and the predicted time against the added round trip.
+    assert_eq!(html.matches("<svg").count(), 2, "{html}");
+    crate::report::chromium_shows(
+        &page,
+        &dir,
+        [0xd5, 0x5e, 0x00],
+        "the waterfall's fourth statement",
+    );
     let again = crate::common::connbench(&["trace", out.to_str().unwrap(), "--html", page.to_str().unwrap()]);
     assert_eq!(
         again.status.code(),

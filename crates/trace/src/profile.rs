@@ -309,9 +309,10 @@ impl Profiler {
         tx.wait_ns += r.response_ns.unwrap_or(0);
         tx.end_ns = tx.end_ns.max(end_ns);
         // A shape lists what the transaction ran, as the statements' calls count it.
-        if Work::of(&r.op).runs() {
-            tx.shape.push(f.as_ref().map_or(UNKNOWN_STATEMENT, |f| f.id));
-        }
+        let runs = Work::of(&r.op)
+            .runs()
+            .then(|| f.as_ref().map_or(UNKNOWN_STATEMENT, |f| f.id));
+        tx.shape.request(r.at_ns, end_ns, round_trips, runs);
         let finished = if place.last { s.tx.take() } else { None };
         self.count(r, open_ns, end_ns, f, prepared);
         if let Some(tx) = finished {

@@ -48,6 +48,18 @@ pub struct ShapeProfile {
     pub round_trips: f64,
     /// A transaction's recorded time, first request to last response, ms.
     pub time_ms: Spread,
+    /// Per statement, in order (as `statements`): the mean time from the previous
+    /// statement's answer (the transaction's first request, for the first) to its own,
+    /// and the mean round trips in it: the shape's waterfall. Empty for "(other
+    /// shapes)".
+    pub steps: Vec<ShapeStep>,
+}
+
+/// One statement's part of its shape's time.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ShapeStep {
+    pub mean_ms: f64,
+    pub round_trips: f64,
 }
 
 /// What a transaction ran, gathered as its requests are read (by the profile, and by
@@ -56,6 +68,12 @@ pub struct ShapeProfile {
 pub struct TxShape {
     ids: Vec<u64>,
     truncated: bool,
+    /// Per statement kept: the time from the previous statement's end (the
+    /// transaction's start, for the first) to its own, ns, and the round trips in it.
+    steps: Vec<(u64, u64)>,
+    /// Where the next step starts, and the round trips since.
+    mark_ns: Option<u64>,
+    pending_round_trips: u64,
 }
 
 impl TxShape {
@@ -66,6 +84,31 @@ impl TxShape {
         } else {
             self.truncated = true;
         }
+    }
+
+    /// One of the transaction's requests, in order: sent at `at_ns`, answered by
+    /// `end_ns` (the session's time) after `round_trips`; `runs`, the fingerprint id of
+    /// the statement it ran, if it ran one. The time and round trips up to a statement's
+    /// answer (a preparation's before it, the application's think) are its step.
+    pub fn request(&mut self, at_ns: u64, end_ns: u64, round_trips: u64, runs: Option<u64>) {
+        let mark = *self.mark_ns.get_or_insert(at_ns);
+        self.pending_round_trips += round_trips;
+        let Some(id) = runs else { return };
+        let kept = self.ids.len() < MAX_SHAPE_STATEMENTS;
+        self.push(id);
+        let step = (
+            end_ns.saturating_sub(mark),
+            std::mem::take(&mut self.pending_round_trips),
+        );
+        match self.steps.last_mut() {
+            // Beyond the key's statements, the last kept step takes the rest.
+            Some(last) if !kept => {
+                last.0 += step.0;
+                last.1 += step.1;
+            }
+            _ => self.steps.push(step),
+        }
+        self.mark_ns = Some(end_ns.max(mark));
     }
 
     /// Its id, as [`ShapeProfile::id`] has it.
@@ -80,6 +123,8 @@ struct Tally {
     times: Vec<f64>,
     requests: u64,
     round_trips: u64,
+    /// Per statement: its steps' time (ns) and round trips, summed.
+    steps: Vec<(u64, u64)>,
 }
 
 impl Tally {
@@ -89,6 +134,7 @@ impl Tally {
             times: Vec::new(),
             requests: 0,
             round_trips: 0,
+            steps: Vec::new(),
         }
     }
 }
@@ -111,6 +157,7 @@ impl Shapes {
         round_trips: u64,
         text: impl Fn(u64) -> String,
     ) {
+        let steps = shape.steps;
         let key = (shape.ids, shape.truncated);
         let tally = if self.kept.len() < MAX_SHAPES || self.kept.contains_key(&key) {
             self.kept
@@ -123,6 +170,13 @@ impl Shapes {
         tally.times.push(ms);
         tally.requests += requests;
         tally.round_trips += round_trips;
+        if tally.steps.len() < steps.len() {
+            tally.steps.resize(steps.len(), (0, 0));
+        }
+        for (sum, s) in tally.steps.iter_mut().zip(steps) {
+            sum.0 += s.0;
+            sum.1 += s.1;
+        }
     }
 
     /// The shapes by share of time, most first (then by count, then by id, so the
@@ -140,6 +194,14 @@ impl Shapes {
                 share: (total_ms > 0.0).then(|| sum / total_ms),
                 requests: t.requests as f64 / n,
                 round_trips: t.round_trips as f64 / n,
+                steps: t
+                    .steps
+                    .iter()
+                    .map(|&(ns, rts)| ShapeStep {
+                        mean_ms: ns as f64 / 1e6 / n,
+                        round_trips: rts as f64 / n,
+                    })
+                    .collect(),
                 time_ms: Spread::of(t.times),
             }
         };
@@ -156,7 +218,9 @@ impl Shapes {
                 )
             })
             .collect();
-        if let Some(t) = self.other {
+        if let Some(mut t) = self.other {
+            // Steps of different shapes, summed by position, mean nothing.
+            t.steps.clear();
             out.push(row("-".into(), Vec::new(), false, t));
         }
         out.sort_by(|a, b| {
@@ -248,5 +312,23 @@ mod tests {
         assert_eq!(r.statements[0].chars().count(), MAX_TEXT_CHARS + 1);
         assert_eq!(r.requests, 200.5);
         assert_eq!(r.share, Some(1.0));
+    }
+
+    /// BEGIN; a Parse alone then the SELECT it prepared (two round trips, one step);
+    /// COMMIT: three steps, each from the previous answer to its own.
+    #[test]
+    fn a_shapes_steps_run_from_answer_to_answer() {
+        let mut t = TxShape::default();
+        t.request(100, 200, 1, Some(1));
+        t.request(300, 400, 1, None);
+        t.request(450, 600, 1, Some(2));
+        t.request(700, 750, 1, Some(3));
+        assert_eq!(t.steps, vec![(100, 1), (400, 2), (150, 1)]);
+        let mut s = Shapes::default();
+        s.add(t.clone(), 0.65, 4, 4, |_| "x".into());
+        s.add(t, 0.65, 4, 4, |_| "x".into());
+        let rows = s.finish(1.3);
+        let steps: Vec<(f64, f64)> = rows[0].steps.iter().map(|s| (s.mean_ms, s.round_trips)).collect();
+        assert_eq!(steps, vec![(0.0001, 1.0), (0.0004, 2.0), (0.00015, 1.0)]);
     }
 }

@@ -1,0 +1,172 @@
+//! The pictures of `connbench trace --html`: the transaction shapes as a table, each
+//! shape's waterfall (its statements' steps as recorded, and with each added round
+//! trip the model adds: step + RTT × the step's round trips), and each shape's predicted
+//! time against the added round trip as a line. Drawing is `chart::*`'s; the figures
+//! are the profile's and the predictions `stats::app::predict_shapes`', the same
+//! computation the text report prints.
+
+use std::fmt::Write;
+
+use super::chart::lines::{self, Line, LineChart, Point};
+use super::chart::waterfall::{self, Row};
+use super::chart::{color, esc};
+use super::trace::ms;
+use crate::stats::app::{predict_shapes, Prediction};
+use connbench_trace::profile::Profile;
+use connbench_trace::shapes::ShapeProfile;
+
+/// Shapes drawn: more make the waterfall and its legend unreadable.
+const SHAPES_DRAWN: usize = 5;
+/// Statements a waterfall colours apart; later ones share the last colour.
+const STEPS_APART: usize = 8;
+
+/// The shapes' section: table, waterfall, lines. Nothing when the trace has no
+/// transaction.
+pub fn shapes(o: &mut String, p: &Profile, predictions: &[Prediction], top: usize) {
+    if p.shapes.is_empty() {
+        return;
+    }
+    let rtts: Vec<f64> = predictions
+        .iter()
+        .map(|pr| pr.extra_rtt_ms)
+        .filter(|r| *r > 0.0)
+        .fold(Vec::new(), |mut v, r| {
+            if !v.contains(&r) {
+                v.push(r);
+            }
+            v
+        });
+    table(o, p, top);
+    let drawn = &p.shapes[..p.shapes.len().min(SHAPES_DRAWN)];
+    o.push_str(&waterfall_chart(drawn, &rtts));
+    if !rtts.is_empty() {
+        o.push_str(&lines_chart(p, drawn, &rtts));
+    }
+}
+
+/// One row per shape: its figures and its statements.
+fn table(o: &mut String, p: &Profile, top: usize) {
+    let _ = writeln!(
+        o,
+        "<h2>Transaction shapes by share of time (top {} of {})</h2>\n<table>\n<tr><th>share</th><th>count</th><th>round trips</th><th>p50</th><th>mean</th><th>p99</th><th>statements</th></tr>",
+        top.min(p.shapes.len()),
+        p.shapes.len()
+    );
+    for s in p.shapes.iter().take(top) {
+        let statements: Vec<String> = s
+            .statements
+            .iter()
+            .map(|t| format!("<code>{}</code>", esc(t)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            s.share.map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
+            s.count,
+            s.round_trips,
+            ms(s.time_ms.p50),
+            ms(s.time_ms.mean),
+            ms(s.time_ms.p99),
+            statements.join("<br>")
+        );
+    }
+    o.push_str("</table>\n");
+}
+
+/// A shape's short name: its rank and first statement.
+fn name(i: usize, s: &ShapeProfile) -> String {
+    let first: String = s
+        .statements
+        .first()
+        .map_or("-".into(), |t| t.chars().take(22).collect());
+    format!(
+        "#{} {first}{}",
+        i + 1,
+        if s.statements.len() > 1 { " …" } else { "" }
+    )
+}
+
+/// Per shape, a bar of its steps as recorded and one at each added round trip.
+fn waterfall_chart(shapes: &[ShapeProfile], rtts: &[f64]) -> String {
+    let longest = shapes.iter().map(|s| s.steps.len()).max().unwrap_or(0);
+    let phases: Vec<String> = (1..=longest.min(STEPS_APART))
+        .map(|k| {
+            if k == STEPS_APART && longest > STEPS_APART {
+                format!("statements {k}-{longest}")
+            } else {
+                format!("statement {k}")
+            }
+        })
+        .collect();
+    let phase_refs: Vec<&str> = phases.iter().map(String::as_str).collect();
+    let rows: Vec<Row> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let bar = |rtt: f64| -> Vec<(String, f64)> {
+                let mut parts: Vec<(String, f64)> = Vec::new();
+                for (k, st) in s.steps.iter().enumerate() {
+                    let us = (st.mean_ms + rtt * st.round_trips) * 1e3;
+                    match parts.get_mut(STEPS_APART - 1).filter(|_| k >= STEPS_APART) {
+                        Some(last) => last.1 += us,
+                        None => parts.push((phases[k.min(STEPS_APART - 1)].clone(), us)),
+                    }
+                }
+                parts
+            };
+            let mut bars = vec![("recorded".to_string(), bar(0.0))];
+            bars.extend(
+                rtts.iter()
+                    .map(|&r| (format!("+{} ms", super::chart::fmt_num(r)), bar(r))),
+            );
+            Row {
+                name: name(i, s),
+                bars,
+                missing: s.steps.is_empty().then(|| "no steps (other shapes)".to_string()),
+            }
+        })
+        .collect();
+    waterfall::render(
+        "Each shape's statements: recorded, and at each added round trip (step + RTT × its round trips)",
+        "µs, a transaction's mean",
+        &phase_refs,
+        &rows,
+    )
+}
+
+/// Per shape, its predicted mean time against the added round trip.
+fn lines_chart(p: &Profile, shapes: &[ShapeProfile], rtts: &[f64]) -> String {
+    let predicted = predict_shapes(p, rtts);
+    let lines: Vec<Line> = shapes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let sp = predicted.iter().find(|sp| sp.shape == s.id)?;
+            let mut points: Vec<Point> = Vec::new();
+            for pr in &sp.predictions {
+                let Some(y) = pr.transaction_ms else { continue };
+                if points.iter().any(|q| q.x == pr.extra_rtt_ms) {
+                    continue;
+                }
+                points.push(Point {
+                    x: pr.extra_rtt_ms,
+                    y,
+                    ci: None,
+                });
+            }
+            Some(Line {
+                name: name(i, s),
+                color: color(i),
+                dash: "",
+                points,
+            })
+        })
+        .collect();
+    lines::render(&LineChart {
+        title: "Each shape's predicted mean time against the added round trip",
+        x_label: "added round trip, ms",
+        y_label: "transaction, ms",
+        lines: &lines,
+        log_y: false,
+    })
+}
