@@ -381,3 +381,59 @@ fn run_workload_asks_a_builtin_suite_s_question_of_a_trace_and_names_what_it_lea
         stderr(&o)
     );
 }
+
+/// A suite compares cells on one transaction shape (`figure = "shape_<id>_mean_ms"`, the
+/// id `connbench trace` gives it): select-only's one shape 20 ms away is slower by at
+/// least its round trip, each repetition keeps the shape's mean now and the trace's
+/// prediction of it; a cell that replays no trace is refused that figure by name.
+#[test]
+fn a_suite_compares_cells_on_a_transaction_shape() {
+    pgbench_database("cbsuiteshape");
+    let dir = scratch("trace-shape-figure");
+    let trace = dir.join("app.trace.gz");
+    record_select_only("cbsuiteshape", &trace, &[]);
+    let o = crate::common::connbench(&["trace", trace.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let id = v["profile"]["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["statements"][0]
+                .as_str()
+                .is_some_and(|t| t.starts_with("SELECT abalance"))
+        })
+        .expect("select-only's shape")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let figure = format!("shape_{id}_mean_ms");
+    let suite = SUITE
+        .replace("figure = \"latency_p50_ms\"", &format!("figure = \"{figure}\""))
+        .replace("repetitions = 3", "repetitions = 2");
+    let o = run(&suite_run(&dir, &suite, "cbsuiteshape"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let far = &v["cells"][1];
+    let values = &far["values"];
+    let means: Vec<f64> = values[&figure]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(means.len(), 2, "{far}");
+    assert!(
+        means.iter().all(|m| *m >= 20.0),
+        "one round trip of 20 ms a transaction: {far}"
+    );
+    let predicted = values[format!("trace_predicted_{figure}")][0].as_f64().unwrap();
+    assert!((20.0..25.0).contains(&predicted), "{far}");
+    assert_eq!(far["comparison"]["verdict"], "slower", "{far}");
+
+    let plain = suite.replace("workload = \"trace:app.trace.gz\"\n", "");
+    let o = run(&suite_run(&dir, &plain, "cbsuiteshape"));
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains(&figure), "{}", stderr(&o));
+}

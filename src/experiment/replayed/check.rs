@@ -9,6 +9,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 
+use super::measure::is_shape_figure;
 use crate::experiment::suite::{Cell, Kind, Suite};
 use crate::options;
 use crate::options::cell::Settings;
@@ -115,9 +116,9 @@ fn unaskable(s: &Settings) -> Option<String> {
 /// recording decides set, nothing replay cannot honour asked, a figure replay measures.
 pub fn check_cell(suite: &Suite, s: &Settings) -> Result<()> {
     let Some(file) = trace_of(s) else {
-        if suite.figure.starts_with(FROM_INTENDED) {
+        if suite.figure.starts_with(FROM_INTENDED) || is_shape_figure(&suite.figure) {
             bail!(
-                "figure {:?}: a replay's figure (a request's intended send time comes from a trace); \
+                "figure {:?}: a replay's figure (intended send times and transaction shapes come from a trace); \
                  this cell runs {}: give it workload = \"trace:FILE\", or compare on latency_*",
                 suite.figure,
                 s.get("workload").map_or("the default workload", String::as_str)
@@ -140,9 +141,9 @@ pub fn check_cell(suite: &Suite, s: &Settings) -> Result<()> {
              through the other cells' turns; remove `slices` from the suite"
         );
     }
-    if !FIGURES.contains(&suite.figure.as_str()) {
+    if !FIGURES.contains(&suite.figure.as_str()) && !is_shape_figure(&suite.figure) {
         bail!(
-            "workload {PREFIX}{file}: figure {:?} has no meaning in a replay; use one of {}",
+            "workload {PREFIX}{file}: figure {:?} has no meaning in a replay; use one of {}, or a transaction shape's shape_<id>_mean_ms (its id from `connbench trace`)",
             suite.figure,
             FIGURES.join(", ")
         );
@@ -268,7 +269,7 @@ pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>
     if trace && suite.slice.take().is_some() {
         notes.push("the cells run one after another: a replay keeps the recording's clock, so cells cannot take turns".into());
     }
-    if trace && !FIGURES.contains(&suite.figure.as_str()) {
+    if trace && !FIGURES.contains(&suite.figure.as_str()) && !is_shape_figure(&suite.figure) {
         bail!(
             "--workload {workload}: suite {name} compares {}, which has no meaning in a replay",
             suite.figure

@@ -31,6 +31,20 @@ pub(super) fn predicted_figures(f: &mut BTreeMap<String, f64>, trace: &Trace, s:
             f.insert("trace_predicted_connect_ms".into(), v);
         }
     }
+    // Each shape's, beside its measured `shape_<id>_mean_ms`.
+    for sp in crate::stats::app::predict_shapes(&trace.profile, &[rtt_ms]) {
+        let v = sp
+            .predictions
+            .iter()
+            .find(|p| p.scenario == scenario)
+            .and_then(|p| p.transaction_ms);
+        if let Some(v) = v {
+            f.insert(
+                format!("trace_predicted_{}", super::measure::shape_figure(&sp.shape)),
+                v,
+            );
+        }
+    }
     Ok(())
 }
 

@@ -35,6 +35,11 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The recorded transactions' shape ids, as the replay's tally indexes them.
+    pub(super) fn shape_ids(&self) -> &[String] {
+        &self.schedule.shapes
+    }
+
     pub fn read(path: &str) -> Result<Trace> {
         let (mut schedule, profile) =
             Schedule::read_profiled(Path::new(path)).with_context(|| format!("trace {path}"))?;
