@@ -86,6 +86,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(cut) = &schedule.cut {
         eprintln!("warning: trace {path}: {cut}; replaying what came before");
     }
+    let left_out = (!args.without.is_empty()).then(|| replay::without::apply(&mut schedule, &args.without));
     // -l: the files are created now, so one that cannot be is refused before connecting.
     let log = args.log().map(|l| l.create(args.threads)).transpose()?;
     let direct = Endpoint::new(resolve_target(&args.target)?)?;
@@ -124,7 +125,8 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(e) = &exporter {
         e.finish();
     }
-    let summary = Summary::new(&recorded, &schedule, &run, args.speed);
+    let mut summary = Summary::new(&recorded, &schedule, &run, args.speed);
+    summary.left_out = left_out;
     let target = endpoint.target.name();
     if args.json {
         let v = crate::report::replay::json(&summary, &path, &target);

@@ -247,6 +247,10 @@ pub struct Summary {
     /// `--pool`: the client-side pool; `null` without one (each session on its own
     /// connection, as recorded).
     pub pool: Option<PoolSummary>,
+    /// `--without`: what was left out of the schedule (the recorded counts are of what
+    /// was kept); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<super::without::LeftOut>,
     pub transaction_times: TransactionTimes,
     pub statements: Vec<StatementRow>,
     pub failures: Vec<FailureRow>,
@@ -368,6 +372,7 @@ impl Summary {
             trace_cut: schedule.cut.clone(),
             response: Times::of(&t.response),
             pool,
+            left_out: None,
             transaction_times: TransactionTimes {
                 now: Spread::of(&t.transaction, t.transaction_ns),
                 recorded: Spread::of(&rec.transaction, rec.transaction_ns),

@@ -34,14 +34,14 @@ async def main():
     pool = await asyncpg.create_pool(min_size=1, max_size=1, **kwargs(conninfo))
     if "--setup" in sys.argv:
         async with pool.acquire() as c:
-            await c.execute("DROP TABLE IF EXISTS cb_app_orders")
-            await c.execute("CREATE TABLE cb_app_orders (id serial PRIMARY KEY, item int, qty int)")
+            await c.execute("DROP TABLE IF EXISTS cb_hk_orders")
+            await c.execute("CREATE TABLE cb_hk_orders (id serial PRIMARY KEY, item int, qty int)")
     took = []
     for i in range(orders):
         t0 = time.monotonic()
         async with pool.acquire() as c:
             async with c.transaction():
-                await c.execute("INSERT INTO cb_app_orders (item, qty) VALUES ($1, $2)", i % 50, 1 + i % 3)
+                await c.execute("INSERT INTO cb_hk_orders (item, qty) VALUES ($1, $2)", i % 50, 1 + i % 3)
         took.append(time.monotonic() - t0)
     await pool.close()
     mean = sum(took) / len(took) * 1e3 if took else None
