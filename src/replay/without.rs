@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schedule::{Planned, Schedule, SessionPlan, Wire};
-use connbench_trace::housekeeping::{classify, left_out_by_default, stands_alone, Kind, COM_PING};
+use connbench_trace::housekeeping::{left_out_by_default, Kind, Session, COM_PING};
 use connbench_trace::{fingerprint, Dialect};
 
 /// MySQL's COM_PING command byte.
@@ -96,6 +96,7 @@ pub fn apply(schedule: &mut Schedule, without: &[Without]) -> LeftOut {
     for s in &mut schedule.sessions {
         let requests = std::mem::take(&mut s.requests);
         let mut keep = Kept::default();
+        let mut kinds = Session::default();
         for p in requests {
             let com_ping = matches!(&p.wire, Wire::Mysql(c) if c.code == COM_PING_CODE);
             let f = if com_ping {
@@ -104,7 +105,7 @@ pub fn apply(schedule: &mut Schedule, without: &[Without]) -> LeftOut {
                 p.statement.and_then(|i| schedule.statements.get(i))
             };
             let text = f.map(|f| f.text.as_str());
-            let kind = classify(text, com_ping, stands_alone(p.seen.place));
+            let kind = kinds.classify(text, com_ping, p.seen.place, p.work.runs());
             let house = without.contains(&Without::Housekeeping)
                 && kind.is_some_and(|k| left_out_by_default(k, text.unwrap_or_default()));
             let named = f.is_some_and(|f| without.contains(&Without::Fingerprint(f.id)));
@@ -135,6 +136,12 @@ pub fn apply(schedule: &mut Schedule, without: &[Without]) -> LeftOut {
             out.rows.push(r);
         }
     }
+    // Most first, as `trace` lists them.
+    out.rows.sort_by(|a, b| {
+        b.requests
+            .cmp(&a.requests)
+            .then(a.fingerprint.cmp(&b.fingerprint))
+    });
     out
 }
 

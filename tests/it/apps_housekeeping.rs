@@ -1,9 +1,11 @@
-//! Housekeeping on real drivers: an asyncpg pool that resets its connection on every
-//! release (tests/apps/asyncpg_pool_orders.py), recorded through `connbench record`;
-//! `connbench trace` names the reset with its round trips, one per application
-//! transaction, and predicts what the application saves without it at +50 ms;
-//! `connbench replay --without housekeeping --rtt 50ms` measures that saving (the replay's
-//! elapsed time with the resets and without them, both 50 ms away, in one test) and it
+//! Housekeeping on real drivers, recorded through `connbench record`: an asyncpg pool
+//! that resets its connection on every release (tests/apps/asyncpg_pool_orders.py), and
+//! SQLAlchemy's pool over psycopg2 with `pool_pre_ping=True`, whose dialect also looks
+//! things up at its first connect (tests/apps/sqlalchemy_preping_orders.py).
+//! `connbench trace` names the housekeeping with its round trips per application
+//! transaction and predicts what the application saves without it at +50 ms;
+//! `connbench replay --without housekeeping --rtt 50ms` measures that saving (the
+//! replay's elapsed time with it and without it, both 50 ms away, in one test) and it
 //! agrees with the prediction within 10%.
 
 use std::path::{Path, PathBuf};
@@ -15,8 +17,8 @@ use crate::common::{
     connbench, conninfo, sandbox, scratch, skip, start_recorder, stderr, stdout, stop_recorder, through_port,
 };
 
-/// Orders the application takes: a transaction and a reset each, 4 round trips, 200 ms
-/// at +50 ms; the replays take about 4 and 3 seconds.
+/// Orders each application takes: a transaction and a reset or a ping each, 4 round
+/// trips, 200 ms at +50 ms; each replay takes 3 to 5 seconds.
 const ORDERS: u64 = 20;
 
 /// The venv's Python with the applications' drivers; `None` (the test skipped) outside
@@ -49,59 +51,46 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
 }
 
-#[test]
-fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
-    let Some(py) = python() else { return };
-    let direct = conninfo("tcp");
-    app(&py, "asyncpg_pool_orders.py", &[&direct, "0", "--setup"]);
-    let dir = scratch("apps-housekeeping");
-    let out = dir.join("orders.trace.gz");
+/// `tests/apps/APP` set up directly, then recorded taking [`ORDERS`] orders: the trace.
+fn record(py: &Path, name: &str, dir: &Path) -> PathBuf {
+    app(py, name, &[&conninfo("tcp"), "0", "--setup"]);
+    let out = dir.join("app.trace.gz");
     let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
     let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], &out);
     let through = through_port(&port, "connbench", "disable");
-    let done = app(&py, "asyncpg_pool_orders.py", &[&through, &ORDERS.to_string()]);
+    let done = app(py, name, &[&through, &ORDERS.to_string()]);
     stop_recorder(child);
-    assert_eq!(done["committed"], ORDERS);
-    let trace = out.to_str().unwrap();
+    assert_eq!(done["committed"], ORDERS, "{name}");
+    out
+}
 
-    // trace: the reset named, one round trip an application transaction.
+/// `trace --json --rtt 50ms`'s housekeeping, and the saving it predicts at +50 ms.
+fn predicted(trace: &str) -> (Value, f64) {
     let v = json(&["trace", trace, "--json", "--rtt", "50ms"]);
-    let h = &v["housekeeping"];
-    let tally = &h["tally"];
-    assert_eq!(tally["application_transactions"], ORDERS, "{h:#}");
-    let rows = tally["rows"].as_array().unwrap();
-    let reset = rows
-        .iter()
-        .find(|r| r["kind"] == "reset")
-        .unwrap_or_else(|| panic!("no reset: {h:#}"));
-    assert!(
-        reset["text"]
-            .as_str()
-            .unwrap()
-            .starts_with("SELECT pg_advisory_unlock_all()"),
-        "{reset:#}"
-    );
-    assert_eq!(
-        (&reset["requests"], &reset["round_trips"]),
-        (&ORDERS.into(), &ORDERS.into()),
-        "{reset:#}"
-    );
-    assert_eq!(reset["round_trips_per_transaction"], 1.0, "{reset:#}");
-    assert_eq!(reset["left_out_by_default"], true, "{reset:#}");
-    let fp = reset["fingerprint"].as_str().unwrap();
-    let text = connbench(&["trace", trace, "--rtt", "50ms"]);
-    let text = stdout(&text);
-    assert!(text.contains("reset on release") && text.contains(fp), "{text}");
+    let h = v["housekeeping"].clone();
     let at50 = h["without"]
         .as_array()
         .unwrap()
         .iter()
         .find(|w| w["scenario"] == "+50 ms")
-        .unwrap_or_else(|| panic!("no +50 ms: {h:#}"));
-    assert_eq!(at50["requests"], ORDERS, "{at50:#}");
-    let predicted = at50["saved_ms"].as_f64().unwrap();
+        .unwrap_or_else(|| panic!("no +50 ms: {h:#}"))
+        .clone();
+    (h, at50["saved_ms"].as_f64().unwrap())
+}
 
-    // replay: with the resets and without them, both 50 ms away.
+/// The housekeeping row of `kind` whose text starts with `text`.
+fn row<'a>(h: &'a Value, kind: &str, text: &str) -> &'a Value {
+    h["tally"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == kind && r["text"].as_str().unwrap().starts_with(text))
+        .unwrap_or_else(|| panic!("no {kind} {text}: {h:#}"))
+}
+
+/// The trace replayed 50 ms away with its housekeeping and without it: both summaries
+/// (each replayed whole) and the elapsed time saved, ms.
+fn measured(trace: &str) -> (Value, Value, f64) {
     let target = conninfo("tcp");
     let replay = |extra: &[&str]| -> Value {
         let mut a = vec!["replay", trace, "--target", &target, "--rtt", "50ms", "--json"];
@@ -114,21 +103,86 @@ fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
         assert_eq!(s["replayed"]["requests"], s["recorded"]["requests"], "{s:#}");
         assert_eq!(s["fidelity"]["requests_not_sent"], 0, "{s:#}");
     }
+    assert!(with.get("left_out").is_none(), "{with:#}");
+    let left = without["left_out"]["requests"].as_u64().unwrap();
+    let (w, wo) = (&with["replayed"]["requests"], &without["replayed"]["requests"]);
+    assert_eq!(w.as_u64().unwrap() - wo.as_u64().unwrap(), left, "{without:#}");
+    let saved = (with["elapsed_s"].as_f64().unwrap() - without["elapsed_s"].as_f64().unwrap()) * 1e3;
+    (with, without, saved)
+}
+
+/// The measured saving within 10% of the predicted one.
+fn agree(what: &str, predicted: f64, measured: f64) {
+    eprintln!("{what} without housekeeping at +50 ms: predicted saving {predicted:.1} ms, measured {measured:.1} ms");
+    assert!(
+        (measured / predicted - 1.0).abs() <= 0.10,
+        "{what}: replay without housekeeping saved {measured:.1} ms at +50 ms, trace predicted {predicted:.1} ms"
+    );
+}
+
+/// asyncpg's pool resets its one connection on every release: one round trip per
+/// application transaction, named, left out, its saving measured.
+#[test]
+fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
+    let Some(py) = python() else { return };
+    let dir = scratch("apps-housekeeping-asyncpg");
+    let out = record(&py, "asyncpg_pool_orders.py", &dir);
+    let trace = out.to_str().unwrap();
+    let (h, predicted) = predicted(trace);
+    assert_eq!(h["tally"]["application_transactions"], ORDERS, "{h:#}");
+    let reset = row(&h, "reset", "SELECT pg_advisory_unlock_all()");
+    assert_eq!(
+        (&reset["requests"], &reset["round_trips"]),
+        (&ORDERS.into(), &ORDERS.into()),
+        "{reset:#}"
+    );
+    assert_eq!(reset["round_trips_per_transaction"], 1.0, "{reset:#}");
+    assert_eq!(reset["left_out_by_default"], true, "{reset:#}");
+    let fp = reset["fingerprint"].as_str().unwrap();
+    let text = stdout(&connbench(&["trace", trace, "--rtt", "50ms"]));
+    assert!(text.contains("reset on release") && text.contains(fp), "{text}");
+
+    let (_, without, saved) = measured(trace);
     let left = &without["left_out"];
     assert_eq!(left["requests"], ORDERS, "{left:#}");
     assert_eq!(left["rows"][0]["fingerprint"], fp, "{left:#}");
-    assert_eq!(
-        with["replayed"]["requests"].as_u64().unwrap() - without["replayed"]["requests"].as_u64().unwrap(),
-        ORDERS
-    );
     assert_eq!(without["replayed"]["transactions"], ORDERS, "{without:#}");
-    assert!(with.get("left_out").is_none(), "{with:#}");
-    let measured = (with["elapsed_s"].as_f64().unwrap() - without["elapsed_s"].as_f64().unwrap()) * 1e3;
-    eprintln!(
-        "without housekeeping at +50 ms: predicted saving {predicted:.1} ms, measured {measured:.1} ms"
-    );
-    assert!(
-        (measured / predicted - 1.0).abs() <= 0.10,
-        "replay without housekeeping saved {measured:.1} ms at +50 ms, trace predicted {predicted:.1} ms"
-    );
+    agree("asyncpg's pool", predicted, saved);
+}
+
+/// SQLAlchemy's pre-ping on every checkout but the first (a fresh connection is not
+/// pinged), and its dialect's look-ups and SHOWs at the first connect, inside a
+/// transaction of their own: named, left out, the saving measured.
+#[test]
+fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving_measured() {
+    let Some(py) = python() else { return };
+    let dir = scratch("apps-housekeeping-sqlalchemy");
+    let out = record(&py, "sqlalchemy_preping_orders.py", &dir);
+    let trace = out.to_str().unwrap();
+    let (h, predicted) = predicted(trace);
+    assert_eq!(h["tally"]["application_transactions"], ORDERS, "{h:#}");
+    let ping = row(&h, "ping", "SELECT $1");
+    assert_eq!(ping["round_trips"], ORDERS - 1, "{ping:#}");
+    assert_eq!(ping["at_connect"], 0, "{ping:#}");
+    for (kind, text) in [
+        ("lookup", "SELECT pg_catalog.version()"),
+        ("lookup", "SELECT current_schema()"),
+        ("session_setup", "SHOW standard_conforming_strings"),
+    ] {
+        let r = row(&h, kind, text);
+        assert_eq!(
+            (&r["requests"], &r["at_connect"]),
+            (&1.into(), &1.into()),
+            "{r:#}"
+        );
+    }
+    let (_, without, saved) = measured(trace);
+    let pings = without["left_out"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["fingerprint"] == ping["fingerprint"])
+        .unwrap_or_else(|| panic!("the pings not left out: {without:#}"));
+    assert_eq!(pings["requests"], ORDERS - 1, "{pings:#}");
+    agree("SQLAlchemy's pool", predicted, saved);
 }

@@ -77,8 +77,11 @@ pub fn stands_alone(place: Option<Place>) -> bool {
 }
 
 /// The kind of housekeeping a request is, from its statement's normalised text (a
-/// [`Fingerprint`]'s), whether it is MySQL's COM_PING, and whether it [`stands_alone`].
-pub fn classify(text: Option<&str>, com_ping: bool, alone: bool) -> Option<Kind> {
+/// [`Fingerprint`]'s), whether it is MySQL's COM_PING, whether it [`stands_alone`], and
+/// whether it comes `at_connect`, before the session's first application statement
+/// (where a driver's set-up and look-ups may stand in a transaction of their own:
+/// SQLAlchemy's dialect initialises inside BEGIN ... ROLLBACK on psycopg2).
+pub fn classify(text: Option<&str>, com_ping: bool, alone: bool, at_connect: bool) -> Option<Kind> {
     if com_ping {
         return Some(Kind::Ping);
     }
@@ -87,39 +90,80 @@ pub fn classify(text: Option<&str>, com_ping: bool, alone: bool) -> Option<Kind>
     if t.contains("TYPEINFO_TREE") || is_asyncpg_type_by_name(&t) {
         return Some(Kind::Lookup);
     }
-    if !alone {
-        return None;
+    match classify_text(&t)? {
+        k if alone => Some(k),
+        k @ (Kind::SessionSetup | Kind::Lookup) if at_connect => Some(k),
+        _ => None,
     }
-    let starts = |p: &str| t.starts_with(p);
-    if matches!(t.as_str(), "SELECT $1" | "SELECT ?" | "SELECT 1" | "") {
-        Some(Kind::Ping)
-    } else if t.contains("PG_ADVISORY_UNLOCK_ALL()")
-        || [
-            "RESET ALL",
-            "DISCARD ALL",
-            "DISCARD TEMP",
-            "CLOSE ALL",
-            "UNLISTEN *",
-            "DEALLOCATE ALL",
-        ]
+}
+
+/// Whether a normalised statement only opens or ends a transaction: neither the
+/// application's work nor housekeeping, it stands beside either.
+pub fn is_transaction_control(text: &str) -> bool {
+    let t = text.trim_start().to_ascii_uppercase();
+    ["BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "END"]
         .iter()
-        .any(|p| starts(p))
-        || t == "ROLLBACK"
-    {
-        Some(Kind::Reset)
-    } else if starts("SET ") || starts("SHOW ") || starts("SELECT @@") || starts("SELECT @ @") {
-        // (The fingerprint spells MySQL's `@@` as `@ @`.)
-        Some(Kind::SessionSetup)
-    } else if [
+        .any(|w| {
+            t.strip_prefix(w)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ';']))
+        })
+}
+
+/// One session's requests in order: their kinds, and whether the application has run a
+/// statement of its own yet (before it, a driver's set-up counts even inside a
+/// transaction).
+#[derive(Debug, Clone, Default)]
+pub struct Session {
+    applied: bool,
+}
+
+impl Session {
+    /// Before the session's first application statement.
+    pub fn at_connect(&self) -> bool {
+        !self.applied
+    }
+
+    /// The kind of the session's next request ([`classify`]); `runs`: it runs a
+    /// statement (`transaction::Work::Runs`).
+    pub fn classify(
+        &mut self,
+        text: Option<&str>,
+        com_ping: bool,
+        place: Option<Place>,
+        runs: bool,
+    ) -> Option<Kind> {
+        let kind = classify(text, com_ping, stands_alone(place), self.at_connect());
+        self.applied |= kind.is_none() && runs && !text.is_some_and(is_transaction_control);
+        kind
+    }
+}
+
+/// [`classify`]'s patterns, on an upper-cased normalised text.
+fn classify_text(t: &str) -> Option<Kind> {
+    let starts = |p: &str| t.starts_with(p);
+    let resets = [
+        "RESET ALL",
+        "DISCARD ALL",
+        "DISCARD TEMP",
+        "CLOSE ALL",
+        "UNLISTEN *",
+        "DEALLOCATE ALL",
+    ];
+    let lookups = [
         "SELECT VERSION()",
         "SELECT PG_CATALOG.VERSION()",
         "SELECT CURRENT_SCHEMA()",
         "SELECT DATABASE()",
-    ]
-    .contains(&t.as_str())
-        || t.contains("PG_CATALOG.")
-        || t.contains("INFORMATION_SCHEMA.")
-    {
+    ];
+    let catalogue = ["PG_CATALOG.", "PG_TYPE", "PG_NAMESPACE", "INFORMATION_SCHEMA."];
+    if matches!(t, "SELECT $1" | "SELECT ?" | "SELECT 1" | "") {
+        Some(Kind::Ping)
+    } else if t.contains("PG_ADVISORY_UNLOCK_ALL()") || resets.iter().any(|p| starts(p)) || t == "ROLLBACK" {
+        Some(Kind::Reset)
+    } else if starts("SET ") || starts("SHOW ") || starts("SELECT @@") || starts("SELECT @ @") {
+        // (The fingerprint spells MySQL's `@@` as `@ @`.)
+        Some(Kind::SessionSetup)
+    } else if lookups.contains(&t) || catalogue.iter().any(|w| t.contains(w)) {
         Some(Kind::Lookup)
     } else {
         None
@@ -198,8 +242,7 @@ struct Open {
     boundaries: Boundaries,
     /// Statement names and MySQL ids → their SQL, as `profile` keeps them.
     names: HashMap<String, String>,
-    /// The session ran an application statement.
-    applied: bool,
+    kinds: Session,
     /// The open transaction holds only housekeeping so far.
     only_housekeeping: bool,
 }
@@ -266,19 +309,19 @@ impl Tally {
             sql.map(|q| fingerprint(&q, self.dialect))
         };
         let place = s.boundaries.recorded(r);
-        let kind = classify(f.as_ref().map(|f| f.text.as_str()), ping, stands_alone(place));
+        let text = f.as_ref().map(|f| f.text.as_str());
+        let at_connect = s.kinds.at_connect();
+        let kind = s.kinds.classify(text, ping, place, Work::of(&r.op).runs());
         if let Some(p) = place {
             if p.first {
                 s.only_housekeeping = true;
             }
-            s.only_housekeeping &= kind.is_some();
+            s.only_housekeeping &= kind.is_some() || text.is_some_and(is_transaction_control);
             if p.last {
                 self.out.transactions += 1;
                 self.out.application_transactions += u64::from(!s.only_housekeeping);
             }
         }
-        let at_connect = !s.applied;
-        s.applied |= kind.is_none() && Work::of(&r.op).runs();
         let round_trip = r.think_ns.is_some() && r.outcome != Outcome::NoResponse;
         let ms = r.response_ns.unwrap_or(0) as f64 / 1e6;
         self.out.requests += 1;
@@ -410,9 +453,13 @@ mod tests {
             (pg("select current_schema()"), Kind::Lookup),
         ];
         for (text, kind) in &cases {
-            assert_eq!(classify(Some(text), false, true), Some(*kind), "{text}");
+            assert_eq!(classify(Some(text), false, true, false), Some(*kind), "{text}");
         }
-        assert_eq!(classify(None, true, false), Some(Kind::Ping), "COM_PING anywhere");
+        assert_eq!(
+            classify(None, true, false, false),
+            Some(Kind::Ping),
+            "COM_PING anywhere"
+        );
     }
 
     /// The same texts inside the application's transaction are the application's; its
@@ -425,7 +472,7 @@ mod tests {
             "ROLLBACK",
             "SELECT * FROM pg_catalog.pg_class",
         ] {
-            assert_eq!(classify(Some(&pg(sql)), false, false), None, "{sql}");
+            assert_eq!(classify(Some(&pg(sql)), false, false, false), None, "{sql}");
         }
         for sql in [
             "SELECT * FROM orders WHERE id = 1",
@@ -433,10 +480,45 @@ mod tests {
             "BEGIN",
             "COMMIT",
         ] {
-            assert_eq!(classify(Some(&pg(sql)), false, true), None, "{sql}");
+            assert_eq!(classify(Some(&pg(sql)), false, true, false), None, "{sql}");
         }
         let intro = "WITH RECURSIVE typeinfo_tree(oid, ns) AS (SELECT 1) SELECT * FROM typeinfo_tree";
-        assert_eq!(classify(Some(&pg(intro)), false, false), Some(Kind::Lookup));
+        assert_eq!(
+            classify(Some(&pg(intro)), false, false, false),
+            Some(Kind::Lookup)
+        );
+        // At connect, a driver's set-up and look-ups inside a transaction of their own
+        // (SQLAlchemy's initialize on psycopg2); a ping or a reset there is not one.
+        let version = pg("select pg_catalog.version()");
+        assert_eq!(classify(Some(&version), false, false, true), Some(Kind::Lookup));
+        assert_eq!(classify(Some(&pg("SELECT 1")), false, false, true), None);
+        let hstore =
+            pg("SELECT t.oid, typarray FROM pg_type t JOIN pg_namespace ns ON typnamespace = ns.oid");
+        assert_eq!(classify(Some(&hstore), false, false, true), Some(Kind::Lookup));
+        let mut s = Session::default();
+        let (open, inside) = (
+            Some(Place {
+                first: true,
+                last: false,
+            }),
+            Some(Place {
+                first: false,
+                last: false,
+            }),
+        );
+        assert_eq!(s.classify(Some(&pg("BEGIN")), false, open, true), None);
+        assert!(s.at_connect(), "BEGIN is no application statement");
+        assert_eq!(
+            s.classify(Some(&version), false, inside, true),
+            Some(Kind::Lookup)
+        );
+        assert_eq!(
+            s.classify(Some(&pg("INSERT INTO t VALUES (1)")), false, inside, true),
+            None
+        );
+        assert!(!s.at_connect());
+        assert_eq!(s.classify(Some(&version), false, inside, true), None);
+        assert!(is_transaction_control("COMMIT") && !is_transaction_control("COMMITTED_ROWS"));
         let place = |first, last| Some(Place { first, last });
         assert!(stands_alone(None) && stands_alone(place(true, true)));
         assert!(!stands_alone(place(true, false)) && !stands_alone(place(false, true)));
