@@ -32,7 +32,8 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
         emit(&text);
     }
     if let Some(file) = &args.html {
-        let page = crate::report::trace_html::html(&profile, &predictions, &path, args.top);
+        let chores = crate::report::housekeeping::html(&chores, &costs, &without);
+        let page = crate::report::trace_html::html(&profile, &predictions, &chores, &path, args.top);
         write_new(file, &page).with_context(|| format!("--html {}", file.display()))?;
         eprintln!("trace: wrote {}", file.display());
     }

@@ -2,8 +2,12 @@
 //! pool sent that its code did not write (`connbench_trace::housekeeping`), per kind and
 //! fingerprint, priced at each added round trip, and the application without what
 //! `replay --without housekeeping` leaves out (`stats::housekeeping`). Text for people,
-//! a JSON value for programs (docs/json.md, `housekeeping`). Computes nothing but units.
+//! a JSON value for programs (docs/json.md, `housekeeping`), a section for `--html`'s
+//! page. Computes nothing but units.
 
+use std::fmt::Write;
+
+use super::chart::esc;
 use super::trace::{ms, num};
 use crate::stats::housekeeping::{RowCost, Without};
 use connbench_trace::housekeeping::Housekeeping;
@@ -90,6 +94,68 @@ pub fn text(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
             ms(w.waiting_without_per_transaction_ms)
         ));
     }
+    o
+}
+
+/// The section of `trace --html`, for its page to place: a table of the rows, their cost
+/// at each `--rtt`, and the saving without them; empty when there is no housekeeping.
+pub fn html(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String {
+    let mut o = String::new();
+    if h.rows.is_empty() {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "<h2>Housekeeping: sent by the driver or pool, not the application's code</h2>\n<p>{} application \
+         transactions of {}; {}</p>\n<table>\n<tr><th>kind</th><th>fingerprint</th><th>requests</th>\
+         <th>round trips</th><th>per app transaction</th><th>at connect</th><th>share</th><th>recorded</th>",
+        h.application_transactions,
+        h.transactions,
+        esc(CHECKOUT)
+    );
+    for w in without.iter().skip(1) {
+        let _ = write!(o, "<th>{}</th>", esc(&w.scenario));
+    }
+    o.push_str("<th>--without housekeeping</th><th>statement</th></tr>\n");
+    for (r, c) in h.rows.iter().zip(costs) {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            esc(r.kind.label()),
+            esc(&r.fingerprint),
+            r.requests,
+            r.round_trips,
+            num(r.round_trips_per_transaction),
+            r.at_connect,
+            share(r.share),
+            ms(Some(r.time_ms))
+        );
+        for cost in c.costs.iter().skip(1) {
+            let _ = write!(o, "<td>{}</td>", ms(Some(cost.total_ms)));
+        }
+        let fate = if r.left_out_by_default {
+            "left out"
+        } else {
+            "kept (a SET)"
+        };
+        let _ = writeln!(o, "<td>{fate}</td><td><code>{}</code></td></tr>", esc(&r.text));
+    }
+    o.push_str(
+        "</table>\n<table>\n<tr><th>without it</th><th>saved in all</th><th>per app transaction</th>\
+                <th>waiting per app transaction, with</th><th>without</th></tr>\n",
+    );
+    for w in without {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&w.scenario),
+            ms(Some(w.saved_ms)),
+            ms(w.saved_per_transaction_ms),
+            ms(w.waiting_per_transaction_ms),
+            ms(w.waiting_without_per_transaction_ms)
+        );
+    }
+    o.push_str("</table>\n");
     o
 }
 
