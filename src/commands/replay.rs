@@ -86,6 +86,9 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(cut) = &schedule.cut {
         eprintln!("warning: trace {path}: {cut}; replaying what came before");
     }
+    replay::without::check(&schedule, &args.without)
+        .map_err(|e| anyhow::anyhow!(e))
+        .with_context(|| format!("trace {path}"))?;
     let left_out = (!args.without.is_empty()).then(|| replay::without::apply(&mut schedule, &args.without));
     // -l: the files are created now, so one that cannot be is refused before connecting.
     let log = args.log().map(|l| l.create(args.threads)).transpose()?;

@@ -81,6 +81,27 @@ pub struct LeftOut {
     pub kept: Vec<LeftOutRow>,
 }
 
+/// Refuses a fingerprint that names no statement of the trace (a typo, or another
+/// trace's), before anything connects.
+pub fn check(schedule: &Schedule, without: &[Without]) -> Result<(), String> {
+    let dialect = match schedule.engine() {
+        crate::targets::Engine::Postgres => Dialect::Postgres,
+        crate::targets::Engine::Mysql => Dialect::Mysql,
+    };
+    let ping = fingerprint(COM_PING, dialect).id;
+    for w in without {
+        if let Without::Fingerprint(id) = w {
+            if *id != ping && !schedule.statements.iter().any(|f| f.id == *id) {
+                return Err(format!(
+                    "--without {id:016x}: no statement of the trace has this fingerprint; `connbench \
+                     trace TRACE` lists them (statements, and housekeeping)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Leaves out of `schedule` what `without` names; what was left out, counted.
 pub fn apply(schedule: &mut Schedule, without: &[Without]) -> LeftOut {
     let dialect = match schedule.engine() {
@@ -287,7 +308,7 @@ mod tests {
             ..Schedule::default()
         };
         let commit = Without::Fingerprint(named.statements[3].id);
-        let l = apply(&mut named, &[commit]);
+        let l = apply(&mut named, std::slice::from_ref(&commit));
         assert_eq!(l.requests, 2);
         let places: Vec<_> = named.sessions[0]
             .requests
@@ -300,5 +321,11 @@ mod tests {
             Ok(Without::Fingerprint(0x6ab42f507ac0c2de))
         );
         assert!(Without::parse("pings").unwrap_err().contains("16 hex digits"));
+        assert_eq!(check(&named, std::slice::from_ref(&commit)), Ok(()));
+        let typo = check(&named, &[Without::Fingerprint(1)]).unwrap_err();
+        assert!(
+            typo.contains("0000000000000001") && typo.contains("connbench trace"),
+            "{typo}"
+        );
     }
 }

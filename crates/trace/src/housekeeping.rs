@@ -17,7 +17,8 @@
 //! return (`ROLLBACK` while idle); PyMySQL's `SET NAMES` and `SET AUTOCOMMIT`,
 //! mysql-connector's `SET NAMES ... COLLATE`, `SELECT @@session...`, `SET @@session...`;
 //! SQLAlchemy's MySQL dialect's `SELECT @@transaction_isolation`, `SHOW VARIABLES LIKE`;
-//! both MySQL drivers' `ping()` (COM_PING).
+//! both MySQL drivers' `ping()` (COM_PING); mysql-connector's pool's `reset_session()`
+//! on every return (COM_RESET_CONNECTION).
 //!
 //! Where a request stands decides as much as its text: a `SELECT 1`, a `SET` or a
 //! catalogue query inside one of the application's transactions is the application's.
@@ -41,6 +42,13 @@ pub const MAX_ROWS: usize = 1_000;
 /// The text standing for MySQL's COM_PING, a command with no SQL; its fingerprint is
 /// this text's, so `--without` can name it as any statement.
 pub const COM_PING: &str = "COM_PING";
+
+/// The text standing for MySQL's COM_RESET_CONNECTION (a pool's reset, as
+/// mysql-connector's pooling sends it on MySQL 5.7 and later), by its fingerprint too.
+/// The trace does not keep such a command's payload, so `replay` refuses a trace that
+/// holds one; `trace` still names and prices it.
+pub const COM_RESET_CONNECTION: &str = "COM_RESET_CONNECTION";
+const COM_RESET_CONNECTION_CODE: u8 = 0x1f;
 
 /// What a housekeeping request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -158,7 +166,11 @@ fn classify_text(t: &str) -> Option<Kind> {
     let catalogue = ["PG_CATALOG.", "PG_TYPE", "PG_NAMESPACE", "INFORMATION_SCHEMA."];
     if matches!(t, "SELECT $1" | "SELECT ?" | "SELECT 1" | "") {
         Some(Kind::Ping)
-    } else if t.contains("PG_ADVISORY_UNLOCK_ALL()") || resets.iter().any(|p| starts(p)) || t == "ROLLBACK" {
+    } else if t.contains("PG_ADVISORY_UNLOCK_ALL()")
+        || resets.iter().any(|p| starts(p))
+        || t == "ROLLBACK"
+        || t == COM_RESET_CONNECTION
+    {
         Some(Kind::Reset)
     } else if starts("SET ") || starts("SHOW ") || starts("SELECT @@") || starts("SELECT @ @") {
         // (The fingerprint spells MySQL's `@@` as `@ @`.)
@@ -305,6 +317,14 @@ impl Tally {
         let ping = matches!(r.op, Op::ComPing);
         let f = if ping {
             Some(fingerprint(COM_PING, self.dialect))
+        } else if matches!(
+            r.op,
+            Op::ComOther {
+                command: COM_RESET_CONNECTION_CODE,
+                ..
+            }
+        ) {
+            Some(fingerprint(COM_RESET_CONNECTION, self.dialect))
         } else {
             sql.map(|q| fingerprint(&q, self.dialect))
         };
@@ -460,6 +480,8 @@ mod tests {
             Some(Kind::Ping),
             "COM_PING anywhere"
         );
+        let reset = my(COM_RESET_CONNECTION);
+        assert_eq!(classify(Some(&reset), false, true, false), Some(Kind::Reset));
     }
 
     /// The same texts inside the application's transaction are the application's; its
