@@ -1,7 +1,8 @@
 //! Housekeeping on real drivers, recorded through `connbench record`: an asyncpg pool
-//! that resets its connection on every release (tests/apps/asyncpg_pool_orders.py), and
+//! that resets its connection on every release (tests/apps/asyncpg_pool_orders.py),
 //! SQLAlchemy's pool over psycopg2 with `pool_pre_ping=True`, whose dialect also looks
-//! things up at its first connect (tests/apps/sqlalchemy_preping_orders.py).
+//! things up at its first connect (tests/apps/sqlalchemy_preping_orders.py), and on
+//! MariaDB PyMySQL pinging before each order (tests/apps/pymysql_ping_orders.py).
 //! `connbench trace` names the housekeeping with its round trips per application
 //! transaction and predicts what the application saves without it at +50 ms;
 //! `connbench replay --without housekeeping --rtt 50ms` measures that saving (the
@@ -10,12 +11,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
+
+use connbench::sandbox::{Sandbox, SandboxInfo};
 
 use serde_json::Value;
 
 use crate::common::{
-    connbench, conninfo, sandbox, scratch, skip, start_recorder, stderr, stdout, stop_recorder, through_port,
+    connbench, conninfo, mariadb_sandbox, sandbox, scratch, skip, start_recorder, stderr, stdout,
+    stop_recorder, through_port,
 };
 
 /// Orders each application takes: a transaction and a reset or a ping each, 4 round
@@ -65,6 +69,19 @@ fn record(py: &Path, name: &str, dir: &Path) -> PathBuf {
     out
 }
 
+/// A sandbox with MariaDB of this module's own, and its password (from its option file).
+fn maria() -> (&'static SandboxInfo, String) {
+    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
+    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
+    let info = INFO.get_or_init(|| mariadb_sandbox(&HOLD));
+    let cnf = std::fs::read_to_string(&info.mariadb.as_ref().unwrap().defaults_file).unwrap();
+    let pw = cnf
+        .lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .expect("a password in the option file");
+    (info, pw.to_string())
+}
+
 /// `trace --json --rtt 50ms`'s housekeeping, and the saving it predicts at +50 ms.
 fn predicted(trace: &str) -> (Value, f64) {
     let v = json(&["trace", trace, "--json", "--rtt", "50ms"]);
@@ -91,14 +108,13 @@ fn row<'a>(h: &'a Value, kind: &str, text: &str) -> &'a Value {
 
 /// The trace replayed 50 ms away with its housekeeping and without it: both summaries
 /// (each replayed whole) and the elapsed time saved, ms.
-fn measured(trace: &str) -> (Value, Value, f64) {
+fn measured(trace: &str, target: &str) -> (Value, Value, f64) {
     // One test's pair of replays at a time: the other's would load the 2 cores and add
     // its own CPU to one replay of the pair and not the other.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let target = conninfo("tcp");
     let replay = |extra: &[&str]| -> Value {
-        let mut a = vec!["replay", trace, "--target", &target, "--rtt", "50ms", "--json"];
+        let mut a = vec!["replay", trace, "--target", target, "--rtt", "50ms", "--json"];
         a.extend(extra);
         json(&a)["summary"].clone()
     };
@@ -152,7 +168,7 @@ fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
     let page = std::fs::read_to_string(&page).unwrap();
     assert!(page.contains("<h2>Housekeeping") && page.contains(fp), "{page}");
 
-    let (_, without, saved) = measured(trace);
+    let (_, without, saved) = measured(trace, &conninfo("tcp"));
     let left = &without["left_out"];
     assert_eq!(left["requests"], ORDERS, "{left:#}");
     assert_eq!(left["rows"][0]["fingerprint"], fp, "{left:#}");
@@ -186,7 +202,7 @@ fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving
             "{r:#}"
         );
     }
-    let (_, without, saved) = measured(trace);
+    let (_, without, saved) = measured(trace, &conninfo("tcp"));
     let pings = without["left_out"]["rows"]
         .as_array()
         .unwrap()
@@ -195,4 +211,54 @@ fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving
         .unwrap_or_else(|| panic!("the pings not left out: {without:#}"));
     assert_eq!(pings["requests"], ORDERS - 1, "{pings:#}");
     agree("SQLAlchemy's pool", predicted, saved);
+}
+
+/// PyMySQL pinging before each order (COM_PING) and setting up its session at connect
+/// (`SET NAMES`, `SET AUTOCOMMIT`): the pings named and left out, their saving measured;
+/// the SETs named, kept (they change the session) and said so by the replay.
+#[test]
+fn pymysqls_pings_are_left_out_and_its_sets_kept() {
+    let Some(py) = python() else { return };
+    let (info, pw) = maria();
+    let port = info.mariadb.as_ref().unwrap().port.to_string();
+    let orders = ORDERS.to_string();
+    let run = |port: &str, n: &str, extra: &[&str]| {
+        let mut a = vec!["127.0.0.1", port, "connbench", pw.as_str(), "connbench", n];
+        a.extend(extra);
+        app(&py, "pymysql_ping_orders.py", &a)
+    };
+    run(&port, "0", &["--setup"]);
+    let dir = scratch("apps-housekeeping-pymysql");
+    let out = dir.join("app.trace.gz");
+    let (child, through) = start_recorder(&format!("127.0.0.1:{port}"), &["--engine", "mysql"], &out);
+    let done = run(&through, &orders, &[]);
+    stop_recorder(child);
+    assert_eq!(done["committed"], ORDERS);
+    let trace = out.to_str().unwrap();
+    let (h, predicted) = predicted(trace);
+    assert_eq!(h["tally"]["application_transactions"], ORDERS, "{h:#}");
+    let ping = row(&h, "ping", "COM_PING");
+    assert_eq!(
+        (&ping["round_trips"], &ping["left_out_by_default"]),
+        (&ORDERS.into(), &true.into()),
+        "{ping:#}"
+    );
+    let names = row(&h, "session_setup", "SET NAMES");
+    assert_eq!(
+        (&names["at_connect"], &names["left_out_by_default"]),
+        (&1.into(), &false.into()),
+        "{names:#}"
+    );
+
+    let target = info.target("mariadb_tcp").unwrap().conninfo.clone();
+    let (_, without, saved) = measured(trace, &target);
+    let left = &without["left_out"];
+    assert_eq!(left["requests"], ORDERS, "{left:#}");
+    assert_eq!(left["rows"][0]["fingerprint"], ping["fingerprint"], "{left:#}");
+    let kept = left["kept"].as_array().unwrap();
+    assert!(
+        kept.iter().any(|k| k["fingerprint"] == names["fingerprint"]),
+        "the SET NAMES kept and named: {left:#}"
+    );
+    agree("PyMySQL's pings", predicted, saved);
 }
