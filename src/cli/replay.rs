@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::load::log::LogSettings;
+use crate::replay::without::Without;
 use crate::replay::{PoolSettings, Speed};
 
 pub const REPLAY_EXAMPLES: &str = "\
@@ -19,6 +20,7 @@ Examples:
   connbench replay app.trace.gz --target tcp --metrics-listen :9187   # live figures for Prometheus
   connbench replay app.trace.gz --target tcp --server-cpus 1          # on a 1-core server (a sandbox started with a quota)
   connbench replay app.trace.gz --target tcp --pool 4                 # what a client-side pool of 4 would change
+  connbench replay app.trace.gz --target tcp --rtt 50ms --without housekeeping   # what the pool's pings and resets cost
 The target's database must hold the application's tables (a pre-flight parses each recorded
 statement once and refuses, one line per missing relation); the replay writes what the
 application wrote. It connects with the target's own credentials: a trace holds none.";
@@ -60,6 +62,14 @@ pub struct ReplayArgs {
     /// Pool: close a connection idle this long instead of handing it out.
     #[arg(long, value_name = "DURATION", requires = "pool", value_parser = crate::options::parse_period)]
     pub pool_idle_timeout: Option<Duration>,
+    /// Replay without these requests, so what they cost is measured: `housekeeping`
+    /// (what the driver and pool sent that `connbench trace` lists as left out: pings,
+    /// resets on release, type and catalogue look-ups, SHOW; a SET is kept, as it changes
+    /// the session), or a statement's fingerprint (the 16 hex digits `trace` prints).
+    /// Repeatable. The application's own time around a request left out stays; the
+    /// rest of its session comes earlier by its recorded time. The report counts them.
+    #[arg(long, value_name = "housekeeping|FINGERPRINT", value_parser = Without::parse)]
+    pub without: Vec<Without>,
     /// Statements listed in the text report, by recorded calls.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,

@@ -87,6 +87,10 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     if let Some(cut) = &schedule.cut {
         eprintln!("warning: trace {path}: {cut}; replaying what came before");
     }
+    replay::without::check(&schedule, &args.without)
+        .map_err(|e| anyhow::anyhow!(e))
+        .with_context(|| format!("trace {path}"))?;
+    let left_out = (!args.without.is_empty()).then(|| replay::without::apply(&mut schedule, &args.without));
     // -l: the files are created now, so one that cannot be is refused before connecting.
     let log = args.log().map(|l| l.create(args.threads)).transpose()?;
     let direct = Endpoint::new(resolve_target(&args.target)?)?;
@@ -128,6 +132,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     let mut summary = Summary::new(&recorded, &schedule, &run, args.speed);
     let added_ms = args.rtt.map_or(0.0, |d| d.as_secs_f64() * 1e3);
     summary.shapes = replay::shapes::rows(&profile, &schedule.shapes, &run.tally, added_ms);
+    summary.left_out = left_out;
     let target = endpoint.target.name();
     if args.json {
         let v = crate::report::replay::json(&summary, &path, &target);

@@ -1,5 +1,5 @@
-//! `connbench trace TRACE`: what a recorded application does, and the round-trip
-//! model's predictions for it.
+//! `connbench trace TRACE`: what a recorded application does, the round-trip model's
+//! predictions for it, and its housekeeping (what its driver and pool sent) priced.
 
 use anyhow::{Context, Result};
 
@@ -18,20 +18,22 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     };
     let predictions = crate::stats::app::predict(&profile, &rtts);
     let shapes = crate::stats::app::predict_shapes(&profile, &rtts);
+    // A second pass, of its own: what the driver and pool sent, priced.
+    let chores = connbench_trace::housekeeping::read(&args.trace).with_context(|| format!("trace {path}"))?;
+    let costs = crate::stats::housekeeping::costs(&chores, &rtts);
+    let without = crate::stats::housekeeping::predict_without(&chores, &rtts);
     if args.json {
-        let v = crate::report::trace::json(&profile, &predictions, &shapes, &path);
+        let mut v = crate::report::trace::json(&profile, &predictions, &shapes, &path);
+        v["housekeeping"] = crate::report::housekeeping::json(&chores, &costs, &without);
         emit(&(serde_json::to_string_pretty(&v)? + "\n"));
     } else {
-        emit(&crate::report::trace::text(
-            &profile,
-            &predictions,
-            &shapes,
-            &path,
-            args.top,
-        ));
+        let mut text = crate::report::trace::text(&profile, &predictions, &shapes, &path, args.top);
+        text.push_str(&crate::report::housekeeping::text(&chores, &costs, &without));
+        emit(&text);
     }
     if let Some(file) = &args.html {
-        let page = crate::report::trace_html::html(&profile, &predictions, &path, args.top);
+        let chores = crate::report::housekeeping::html(&chores, &costs, &without);
+        let page = crate::report::trace_html::html(&profile, &predictions, &chores, &path, args.top);
         write_new(file, &page).with_context(|| format!("--html {}", file.display()))?;
         eprintln!("trace: wrote {}", file.display());
     }

@@ -12,6 +12,7 @@
 //! - [`tally`]: what is counted, per session, merged at the end; [`txlog`]: each
 //!   session's transactions in `-l`'s log (pgbench's format, load's writer).
 //! - [`summary`]: the counts beside the recording's, as the report prints them.
+//! - [`without`]: `--without`, the schedule without housekeeping or named statements.
 
 pub mod conn;
 pub mod playback;
@@ -23,6 +24,7 @@ pub mod shapes;
 pub mod summary;
 pub mod tally;
 pub mod txlog;
+pub mod without;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

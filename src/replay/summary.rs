@@ -248,6 +248,10 @@ pub struct Summary {
     /// `--pool`: the client-side pool; `null` without one (each session on its own
     /// connection, as recorded).
     pub pool: Option<PoolSummary>,
+    /// `--without`: what was left out of the schedule (the recorded counts are of what
+    /// was kept); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<super::without::LeftOut>,
     pub transaction_times: TransactionTimes,
     /// Each transaction shape now, recorded and predicted (`replay::shapes`); empty
     /// until the handler adds them.
@@ -372,6 +376,7 @@ impl Summary {
             trace_cut: schedule.cut.clone(),
             response: Times::of(&t.response),
             pool,
+            left_out: None,
             transaction_times: TransactionTimes {
                 now: Spread::of(&t.transaction, t.transaction_ns),
                 recorded: Spread::of(&rec.transaction, rec.transaction_ns),

@@ -25,6 +25,7 @@ pub mod html;
 pub mod trace;
 pub mod trace_charts;
 pub mod trace_html;
+pub mod housekeeping;
 pub mod replay;
 
 pub use crate::units::{format_bytes, format_duration, format_ns};

@@ -142,6 +142,9 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
         if s.interrupted { " (stopped by Ctrl-C)" } else { "" }
     ));
     let (r, n) = (&s.replayed, &s.recorded);
+    if let Some(l) = &s.left_out {
+        o.push_str(&left_out(l));
+    }
     o.push_str(&sessions(s));
     o.push_str(&format!(
         "requests     {} answered (recorded {}); {} not sent\n",
@@ -238,5 +241,36 @@ pub fn text(s: &Summary, trace: &str, target: &str, top: usize) -> String {
         o.push_str(&format!("\nwarning: {cut}; what came before was replayed\n"));
     }
     o.push_str(&format!("\nmethod: {}\n", s.method));
+    o
+}
+
+/// `--without`'s line: what was left out, by fingerprint, and the housekeeping kept.
+fn left_out(l: &crate::replay::without::LeftOut) -> String {
+    let mut o = format!(
+        "left out     {} request(s) (--without {}; the recorded counts below are of the rest)\n",
+        l.requests,
+        l.without.join(", --without ")
+    );
+    let kind = |k: Option<connbench_trace::housekeeping::Kind>| k.map_or("statement", |k| k.label());
+    for r in &l.rows {
+        let text: String = r.text.chars().take(80).collect();
+        o.push_str(&format!(
+            "             {:>6} {} {} ({}, {:.2} ms recorded): {text}\n",
+            r.requests,
+            kind(r.kind),
+            r.fingerprint,
+            "left out",
+            r.recorded_ms
+        ));
+    }
+    for r in &l.kept {
+        let text: String = r.text.chars().take(80).collect();
+        o.push_str(&format!(
+            "             {:>6} {} {} kept (a SET changes the session): {text}\n",
+            r.requests,
+            kind(r.kind),
+            r.fingerprint
+        ));
+    }
     o
 }

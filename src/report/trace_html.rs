@@ -11,8 +11,9 @@ use super::trace::{ms, num, spread, METHOD};
 use crate::stats::app::Prediction;
 use connbench_trace::profile::Profile;
 
-/// The page.
-pub fn html(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) -> String {
+/// The page; `housekeeping`, its section already rendered (`report::housekeeping::html`),
+/// goes after the predictions.
+pub fn html(p: &Profile, predictions: &[Prediction], housekeeping: &str, trace: &str, top: usize) -> String {
     let mut o = String::new();
     let title = format!("{trace}: what the application does");
     let meta = format!(
@@ -28,6 +29,7 @@ pub fn html(p: &Profile, predictions: &[Prediction], trace: &str, top: usize) ->
     statements(&mut o, p, top);
     super::trace_charts::shapes(&mut o, p, predictions, top);
     prediction_table(&mut o, predictions);
+    o.push_str(housekeeping);
     let _ = write!(o, "<h2>Method</h2>\n<p>{}</p>\n</body>\n</html>\n", esc(METHOD));
     o
 }

@@ -12,6 +12,7 @@
 pub mod compare;
 pub mod load;
 pub mod app;
+pub mod housekeeping;
 pub mod model;
 pub mod fault;
 pub mod failures;

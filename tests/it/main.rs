@@ -2,6 +2,7 @@
 //! processes started by connbench's own sandbox (the code users run). No mock databases.
 
 mod apps;
+mod apps_housekeeping;
 mod architecture;
 mod cgroups;
 mod cleanup;

@@ -17,6 +17,8 @@
 //! - [`fingerprint`]: normalised statements and `--redact-values`' literal removal.
 //! - [`profile`] and [`shapes`]: what `connbench trace` reports of an application, read
 //!   from its events in one pass; its transactions grouped by shape.
+//! - [`housekeeping`]: what the application's driver and pool sent that its code did
+//!   not write (pre-pings, resets, set-up, look-ups), recognised and tallied.
 //!
 //! The decoders feed on what each side *received*: when the recorder answers a client's
 //! TLS request itself (PostgreSQL's `N`), it feeds that answer as the server's bytes.
@@ -25,6 +27,7 @@ mod connection;
 pub mod event;
 pub mod fingerprint;
 mod frame;
+pub mod housekeeping;
 pub mod mysql;
 mod mysql_packet;
 pub mod postgres;
