@@ -162,12 +162,7 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
         Some(predicted),
         "the replay's prediction is trace's: {row:#}"
     );
-    let now = row["now"]["mean_ms"].as_f64().unwrap();
-    eprintln!("booking replayed 50 ms away: {now:.1} ms, trace's prediction {predicted:.1} ms");
-    assert!(
-        (now / predicted - 1.0).abs() <= 0.05,
-        "replayed {now:.1} ms, predicted {predicted:.1} ms: {row:#}"
-    );
+    within_the_prediction(row, &stderr(&o), "booking");
 
     // The application itself, 50 ms away: through connbench's relay.
     let relay_args: Vec<std::ffi::OsString> = ["--upstream", &format!("127.0.0.1:{port}"), "--rtt", "50ms"]
@@ -184,6 +179,35 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
     assert!(
         (own / predicted - 1.0).abs() <= 0.10,
         "the application's own booking 50 ms away took {own:.1} ms, trace predicted {predicted:.1} ms: {booking:#}"
+    );
+}
+
+/// A replayed shape's mean within 5% of the round-trip model's prediction at the round
+/// trip the route measured before the replay (its `achieved`, on this machine as busy as
+/// it then was: on a loaded 2-core machine the relay's sleeps wake late, by 2.6 ms on a
+/// 50 ms round trip in one run while four builds ran), the recorded mean + achieved RTT
+/// × the shape's round trips; beside it, trace's own prediction at the requested RTT,
+/// which the report prints.
+fn within_the_prediction(row: &Value, replay_stderr: &str, who: &str) {
+    let achieved: f64 = replay_stderr
+        .split("achieved +")
+        .nth(1)
+        .and_then(|r| r.split(" ms").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no achieved round trip: {replay_stderr}"));
+    let recorded = row["recorded_mean_ms"].as_f64().unwrap();
+    let at_achieved = recorded + achieved * row["round_trips"].as_f64().unwrap();
+    let (now, pred) = (
+        row["now"]["mean_ms"].as_f64().unwrap(),
+        row["predicted_ms"].as_f64().unwrap(),
+    );
+    eprintln!(
+        "{who}: shape {} replayed +{achieved:.3} ms away {now:.1} ms; predicted {pred:.1} ms at +50 ms, {at_achieved:.1} ms at the achieved round trip",
+        row["statements"][0]
+    );
+    assert!(
+        (now / at_achieved - 1.0).abs() <= 0.05,
+        "replayed {now:.1} ms, predicted {at_achieved:.1} ms at +{achieved} ms: {row:#}"
     );
 }
 
@@ -266,19 +290,8 @@ fn pg_app_per_shape(driver: &str, scratch_name: &str) {
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = r["summary"]["shapes"].as_array().unwrap();
     for row in rows.iter().filter(|r| r["count_recorded"].as_u64() >= Some(10)) {
-        let (now, pred) = (
-            row["now"]["mean_ms"].as_f64().unwrap(),
-            row["predicted_ms"].as_f64().unwrap(),
-        );
-        eprintln!(
-            "{driver}: shape {} replayed 50 ms away {now:.1} ms, predicted {pred:.1} ms",
-            row["statements"][0]
-        );
         assert_eq!(row["count_now"], row["count_recorded"], "{row:#}");
-        assert!(
-            (now / pred - 1.0).abs() <= 0.05,
-            "replayed {now:.1} ms, predicted {pred:.1} ms: {row:#}"
-        );
+        within_the_prediction(row, &stderr(&o), driver);
     }
 
     let args: Vec<std::ffi::OsString> = ["--upstream", upstream.as_str(), "--rtt", "50ms"]
