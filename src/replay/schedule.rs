@@ -19,6 +19,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
+use super::cancel::{self, CancelPlan};
 use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
@@ -71,6 +72,9 @@ pub struct SessionPlan {
     pub close_ns: Option<u64>,
     pub user: Option<String>,
     pub database: Option<String>,
+    /// The recorded server's pid for this session (BackendKeyData), which a recorded
+    /// CancelRequest names.
+    pub backend_pid: Option<u32>,
     pub requests: Vec<Planned>,
 }
 
@@ -82,8 +86,11 @@ pub struct Schedule {
     pub sessions: Vec<SessionPlan>,
     /// Distinct statements by fingerprint.
     pub statements: Vec<Fingerprint>,
-    /// Sessions not replayed: refused when recorded, or CancelRequest connections.
+    /// Sessions not replayed: refused when recorded (CancelRequest connections are
+    /// `cancels`, replayed as cancels).
     pub skipped_sessions: u64,
+    /// The recorded CancelRequests, each with the session it cancels.
+    pub cancels: Vec<CancelPlan>,
     /// Why the trace ended early (a recording cut short), when it did.
     pub cut: Option<String>,
     /// Every SQL text the recording ran successfully, one per fingerprint: the
@@ -168,6 +175,7 @@ struct Builder {
     by_id: HashMap<u64, usize>,
     ran_ok: std::collections::HashSet<usize>,
     unplayable: Unplayable,
+    cancels: Vec<cancel::Recorded>,
 }
 
 /// A session being read: its plan, its prepared statements' fingerprints by name, its
@@ -196,13 +204,21 @@ impl Builder {
     }
 
     fn open_session(&mut self, o: &SessionOpen) {
-        let skip = !o.ready || o.cancel_request;
+        if o.cancel_request {
+            self.cancels.push(cancel::Recorded {
+                at_ns: o.open_ns,
+                pid: o.backend_pid,
+            });
+            return;
+        }
+        let skip = !o.ready;
         let plan = SessionPlan {
             session: o.session,
             open_ns: o.open_ns,
             close_ns: None,
             user: o.user.clone(),
             database: o.database.clone(),
+            backend_pid: o.backend_pid,
             requests: Vec::new(),
         };
         self.open.insert(
@@ -446,6 +462,17 @@ impl Builder {
             self.close(s);
         }
         self.done.sort_by_key(|s| (s.open_ns, s.session));
+        let targets: Vec<cancel::Target> = self
+            .done
+            .iter()
+            .map(|s| cancel::Target {
+                session: s.session,
+                pid: s.backend_pid,
+                open_ns: s.open_ns,
+                close_ns: s.close_ns,
+            })
+            .collect();
+        self.schedule.cancels = cancel::plan(&self.cancels, &targets);
         self.schedule.sessions = self.done;
         Ok(self.schedule)
     }
