@@ -273,6 +273,54 @@ mod tests {
         );
     }
 
+    /// Sends nothing (no session holds a key, or there is no schedule): the endpoint is
+    /// never reached.
+    fn not_sent(plans: Vec<CancelPlan>, scheduled: bool) -> Counts {
+        let target = crate::targets::Target::parse("host=127.0.0.1 port=1 sslmode=disable").unwrap();
+        let ep = Endpoint::new(target).unwrap();
+        let keys = Keys::for_plans(&plans);
+        let (_started, started_rx) = watch::channel(Some(Instant::now()));
+        let (_ended, ended_rx) = watch::channel(false);
+        let at =
+            move |start: Instant, ns: u64| scheduled.then(|| start + std::time::Duration::from_nanos(ns));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(send_all(plans, &ep, &keys, started_rx, at, ended_rx))
+    }
+
+    #[test]
+    fn a_cancel_whose_session_holds_no_connection_is_counted_not_sent() {
+        let plans = vec![
+            CancelPlan {
+                at_ns: 1_000,
+                target: Ok(4),
+            },
+            CancelPlan {
+                at_ns: 2_000,
+                target: Err(NO_SESSION),
+            },
+        ];
+        let c = not_sent(plans.clone(), true);
+        assert_eq!((c.recorded, c.replayed), (2, 0));
+        assert_eq!(
+            c.not_replayed,
+            BTreeMap::from([
+                (
+                    "the target session held no connection at the cancel's time".to_string(),
+                    1
+                ),
+                (NO_SESSION.to_string(), 1),
+            ])
+        );
+        let c = not_sent(plans, false);
+        assert_eq!(
+            c.not_replayed["--speed max keeps no schedule to cancel at"], 1,
+            "{c:?}"
+        );
+    }
+
     #[test]
     fn only_targeted_sessions_get_a_slot() {
         let plans = [
