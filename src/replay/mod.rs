@@ -11,9 +11,12 @@
 //!   [`pooled`]: `--pool`, the sessions' transactions through a client-side pool.
 //! - [`tally`]: what is counted, per session, merged at the end; [`txlog`]: each
 //!   session's transactions in `-l`'s log (pgbench's format, load's writer).
+//! - [`cancel`]: a recorded CancelRequest sent again, at its time, to the replayed
+//!   connection of the session it cancelled.
 //! - [`summary`]: the counts beside the recording's, as the report prints them.
 //! - [`without`]: `--without`, the schedule without housekeeping or named statements.
 
+pub mod cancel;
 pub mod conn;
 pub mod playback;
 pub mod mysql;
@@ -79,6 +82,8 @@ pub struct Run {
     pub threads: usize,
     /// `--pool`: requests that set session state a pool does not keep, by kind.
     pub session_state: BTreeMap<&'static str, u64>,
+    /// The recorded CancelRequests, replayed or not.
+    pub cancels: cancel::Counts,
 }
 
 /// Refuses the replay when the target lacks relations the recording used (one line
@@ -223,7 +228,11 @@ pub async fn run(
         netns,
     };
     let spread = playback::Threads { count: threads, pool };
-    let (tally, started) = playback::run(sessions, ep, speed, stop.clone(), done, spread, out).await;
+    let plans = playback::Plans {
+        sessions,
+        cancels: std::mem::take(&mut schedule.cancels),
+    };
+    let (tally, started, cancels) = playback::run(plans, ep, speed, stop.clone(), done, spread, out).await;
     if let Some(t) = ticker {
         t.abort();
     }
@@ -237,6 +246,7 @@ pub async fn run(
         pool,
         threads,
         session_state,
+        cancels,
     }
 }
 

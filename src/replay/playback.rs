@@ -29,6 +29,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use tokio::sync::watch;
 
+use super::cancel::{self, CancelPlan, Keys};
 use super::conn::{Answer, Conn};
 use super::pooled::{Borrower, Namer, PoolSettings, ThreadPool};
 use super::schedule::{SessionPlan, Wire};
@@ -48,14 +49,15 @@ use connbench_trace::transaction::Boundaries;
 /// round-robin in order of their opens; returns the merged counts and the instant the
 /// schedule started (after the pools were filled).
 pub async fn run(
-    sessions: Vec<SessionPlan>,
+    plans: Plans,
     ep: &Endpoint,
     speed: Speed,
     stop: watch::Receiver<bool>,
     done: Arc<AtomicU64>,
     threads: Threads,
     out: Outputs,
-) -> (Tally, Instant) {
+) -> (Tally, Instant, cancel::Counts) {
+    let Plans { sessions, cancels } = plans;
     let start = Instant::now();
     // The schedule starts at the first session's open, not at the recorder's start
     // (which may have waited for the application).
@@ -72,10 +74,20 @@ pub async fn run(
         groups[i % count].push((i, plan));
     }
     // Every thread fills its pool, then all take one start.
+    let (started, started_rx) = watch::channel(None);
     let gate = Arc::new(Gate {
         filled: Barrier::new(count),
         start: OnceLock::new(),
+        started,
     });
+    // The cancels wait on this runtime for their times, apart from the sessions' threads.
+    let keys = Keys::for_plans(&cancels);
+    let (ended, ended_rx) = watch::channel(false);
+    let canceller = {
+        let (ep, keys) = (ep.clone(), keys.clone());
+        let at = move |start: Instant, offset_ns: u64| schedule_at(speed, start, origin_ns, offset_ns);
+        tokio::spawn(async move { cancel::send_all(cancels, &ep, &keys, started_rx, at, ended_rx).await })
+    };
     // One reading of both clocks for every thread's log.
     let clock = Clock::new(start);
     let workers: Vec<_> = groups
@@ -88,6 +100,7 @@ pub async fn run(
                 origin_ns,
                 stop: stop.clone(),
                 done: done.clone(),
+                keys: keys.clone(),
             };
             let live = out.periods.as_ref().and_then(|p| p.get(thread).cloned());
             let pool = threads.pool.zip(sizes.as_ref()).map(|(p, sizes)| {
@@ -134,7 +147,19 @@ pub async fn run(
         }
         Err(e) => *tally.lost.entry(format!("replay threads: {e}")).or_default() += 1,
     }
-    (tally, gate.start.get().copied().unwrap_or(start))
+    ended.send_replace(true);
+    let cancels = canceller.await.unwrap_or_else(|e| cancel::Counts {
+        not_replayed: [(format!("the cancels' task: {e}"), 1)].into(),
+        ..cancel::Counts::default()
+    });
+    (tally, gate.start.get().copied().unwrap_or(start), cancels)
+}
+
+/// What the replay does: the sessions, and the recorded cancels of their queries.
+#[derive(Debug, Default)]
+pub struct Plans {
+    pub sessions: Vec<SessionPlan>,
+    pub cancels: Vec<CancelPlan>,
 }
 
 /// How many threads, and the pool they split (`--pool`).
@@ -148,6 +173,8 @@ pub struct Threads {
 struct Gate {
     filled: Barrier,
     start: OnceLock<Instant>,
+    /// The start, for the cancels' task (on the caller's runtime).
+    started: watch::Sender<Option<Instant>>,
 }
 
 /// One thread's sessions, polled together on the thread's own runtime, and its log's writer
@@ -172,6 +199,7 @@ fn worker(
     // others here.
     gate.filled.wait();
     r.start = *gate.start.get_or_init(Instant::now);
+    gate.started.send_replace(Some(r.start));
     let before = thread_usage();
     let rt = match rt {
         Ok(rt) => rt,
@@ -244,18 +272,26 @@ struct Replayer {
     stop: watch::Receiver<bool>,
     /// Requests answered so far, for the progress line.
     done: Arc<AtomicU64>,
+    /// Where a session a recorded cancel targets shows the key of its connection.
+    keys: Keys,
+}
+
+/// The instant `offset_ns` of the recording falls on, the recording's `origin_ns` falling
+/// on `start`; `None` with no schedule.
+fn schedule_at(speed: Speed, start: Instant, origin_ns: u64, offset_ns: u64) -> Option<Instant> {
+    match speed {
+        Speed::Max => None,
+        Speed::Factor(f) => {
+            let ns = offset_ns.saturating_sub(origin_ns) as f64 / f;
+            Some(start + Duration::from_nanos(ns as u64))
+        }
+    }
 }
 
 impl Replayer {
     /// The instant `offset_ns` of the recording falls on now.
     fn at(&self, offset_ns: u64) -> Option<Instant> {
-        match self.speed {
-            Speed::Max => None,
-            Speed::Factor(f) => {
-                let ns = offset_ns.saturating_sub(self.origin_ns) as f64 / f;
-                Some(self.start + Duration::from_nanos(ns as u64))
-            }
-        }
+        schedule_at(self.speed, self.start, self.origin_ns, offset_ns)
     }
 
     /// The recorded think time at this pace (none with no schedule: as fast as the
@@ -303,10 +339,16 @@ impl Replayer {
             tally.not_sent = total;
             return tally;
         }
+        let slot = self.keys.slot(plan.session);
         let link = match pool {
-            Some(pool) => Link::Pooled(Borrower::new(pool)),
+            Some(pool) => Link::Pooled(Borrower::new(pool, slot.clone())),
             None => match self.connect(ep, &mut tally, tx.as_mut()).await {
-                Some(c) => Link::Own(c),
+                Some(c) => {
+                    if let Some(slot) = &slot {
+                        slot.hold(&c.session);
+                    }
+                    Link::Own(c)
+                }
                 None => {
                     tally.not_sent = total;
                     return tally;
@@ -322,6 +364,9 @@ impl Replayer {
                 if let Some(close) = plan.close_ns {
                     // The application's close, unless stopped: then at once.
                     self.sleep(&mut timer, self.at(plan.open_ns + close)).await;
+                }
+                if let Some(slot) = &slot {
+                    slot.release();
                 }
                 c.close().await;
             }

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::cancel::Slot;
 use super::conn::{self, Answer};
 use super::mysql::Command;
 use super::schedule::{SessionPlan, Wire};
@@ -201,14 +202,17 @@ pub struct Borrower {
     pool: Rc<ThreadPool>,
     held: Option<Pooled>,
     names: SessionNames,
+    /// A recorded cancel targets this session: the held connection's key goes here.
+    slot: Option<Slot>,
 }
 
 impl Borrower {
-    pub fn new(pool: Rc<ThreadPool>) -> Borrower {
+    pub fn new(pool: Rc<ThreadPool>, slot: Option<Slot>) -> Borrower {
         Borrower {
             pool,
             held: None,
             names: SessionNames::default(),
+            slot,
         }
     }
 
@@ -223,6 +227,9 @@ impl Borrower {
         let (c, made) = pool.pool.acquire(|| pool.open()).await?;
         if made.is_some() {
             pool.prepared.borrow_mut().insert(c.id, Prepared::default());
+        }
+        if let Some(slot) = &self.slot {
+            slot.hold(&c.session);
         }
         self.held = Some(c);
         Ok(began.elapsed())
@@ -264,6 +271,9 @@ impl Borrower {
     pub fn give_back(&mut self, status: TxStatus) {
         if status == TxStatus::Idle {
             if let Some(c) = self.held.take() {
+                if let Some(slot) = &self.slot {
+                    slot.release();
+                }
                 self.pool.pool.release(c);
             }
         }
@@ -273,6 +283,9 @@ impl Borrower {
     /// closed in one, or the trace ended) is rolled back first, as an application's pool
     /// resets what it is given back; one that broke is retired by the pool.
     pub async fn finish(mut self, status: TxStatus) {
+        if let Some(slot) = &self.slot {
+            slot.release();
+        }
         let Some(mut c) = self.held.take() else { return };
         if status != TxStatus::Idle && !c.session.is_broken() {
             let wire = match &c.session {

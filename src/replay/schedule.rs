@@ -19,6 +19,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
+use super::cancel::{self, CancelPlan};
 use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
@@ -77,6 +78,9 @@ pub struct SessionPlan {
     pub close_ns: Option<u64>,
     pub user: Option<String>,
     pub database: Option<String>,
+    /// The recorded server's pid for this session (BackendKeyData), which a recorded
+    /// CancelRequest names.
+    pub backend_pid: Option<u32>,
     pub requests: Vec<Planned>,
 }
 
@@ -90,8 +94,11 @@ pub struct Schedule {
     pub statements: Vec<Fingerprint>,
     /// The recorded transactions' shapes (ids as `connbench trace` names them).
     pub shapes: Vec<String>,
-    /// Sessions not replayed: refused when recorded, or CancelRequest connections.
+    /// Sessions not replayed: refused when recorded (CancelRequest connections are
+    /// `cancels`, replayed as cancels).
     pub skipped_sessions: u64,
+    /// The recorded CancelRequests, each with the session it cancels.
+    pub cancels: Vec<CancelPlan>,
     /// Why the trace ended early (a recording cut short), when it did.
     pub cut: Option<String>,
     /// Every SQL text the recording ran successfully, one per fingerprint: the
@@ -178,6 +185,7 @@ struct Builder {
     unplayable: Unplayable,
     /// Shape id -> its index in [`Schedule::shapes`].
     shape_index: HashMap<String, u32>,
+    cancels: Vec<cancel::Recorded>,
 }
 
 /// A session being read: its plan, its prepared statements' fingerprints by name, its
@@ -209,13 +217,21 @@ impl Builder {
     }
 
     fn open_session(&mut self, o: &SessionOpen) {
-        let skip = !o.ready || o.cancel_request;
+        if o.cancel_request {
+            self.cancels.push(cancel::Recorded {
+                at_ns: o.open_ns,
+                pid: o.backend_pid,
+            });
+            return;
+        }
+        let skip = !o.ready;
         let plan = SessionPlan {
             session: o.session,
             open_ns: o.open_ns,
             close_ns: None,
             user: o.user.clone(),
             database: o.database.clone(),
+            backend_pid: o.backend_pid,
             requests: Vec::new(),
         };
         self.open.insert(
@@ -489,6 +505,17 @@ impl Builder {
             self.close(s);
         }
         self.done.sort_by_key(|s| (s.open_ns, s.session));
+        let targets: Vec<cancel::Target> = self
+            .done
+            .iter()
+            .map(|s| cancel::Target {
+                session: s.session,
+                pid: s.backend_pid,
+                open_ns: s.open_ns,
+                close_ns: s.close_ns,
+            })
+            .collect();
+        self.schedule.cancels = cancel::plan(&self.cancels, &targets);
         self.schedule.sessions = self.done;
         Ok(self.schedule)
     }

@@ -240,8 +240,10 @@ pub struct Summary {
     pub cpu_per_request_us: Option<f64>,
     pub recorded: Counts,
     pub replayed: Counts,
-    /// Sessions not replayed: refused when recorded, or CancelRequest connections.
+    /// Sessions not replayed: refused when recorded.
     pub sessions_skipped: u64,
+    /// The recorded CancelRequests: how many were sent again, and why any was not.
+    pub cancels: super::cancel::Counts,
     /// The recording was cut short: what it held was replayed.
     pub trace_cut: Option<String>,
     pub response: Option<Times>,
@@ -373,6 +375,7 @@ impl Summary {
                 transactions: t.transactions,
             },
             sessions_skipped: schedule.skipped_sessions,
+            cancels: run.cancels.clone(),
             trace_cut: schedule.cut.clone(),
             response: Times::of(&t.response),
             pool,

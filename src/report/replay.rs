@@ -52,7 +52,7 @@ fn sessions(s: &Summary) -> String {
     let r = &s.replayed;
     let skipped = if s.sessions_skipped > 0 {
         format!(
-            "; {} recorded session(s) not replayed (refused when recorded, or cancel requests)",
+            "; {} recorded session(s) not replayed (refused when recorded)",
             s.sessions_skipped
         )
     } else {
@@ -75,7 +75,24 @@ fn sessions(s: &Summary) -> String {
             p.rolled_back
         )),
     }
+    o.push_str(&cancels(&s.cancels));
     o
+}
+
+/// The recorded CancelRequests' line, when there were any: sent again, and why not.
+fn cancels(c: &crate::replay::cancel::Counts) -> String {
+    if c.recorded == 0 {
+        return String::new();
+    }
+    let why: String = c
+        .not_replayed
+        .iter()
+        .map(|(reason, n)| format!("; {n} not: {reason}"))
+        .collect();
+    format!(
+        "cancels      {} of {} recorded replayed{why}\n",
+        c.replayed, c.recorded
+    )
 }
 
 /// `--pool`: one warning per kind of session state the pool does not keep.

@@ -27,6 +27,7 @@ mod pgbench_tap;
 mod readme;
 mod relay;
 mod replay;
+mod replay_cancel;
 mod replay_pool;
 mod report;
 mod sandboxes;

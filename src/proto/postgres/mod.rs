@@ -13,6 +13,7 @@
 //! (or in `startup` for trust), and `ready` is usually near zero. We report what the wire
 //! shows rather than split it by assumption.
 
+mod cancel;
 mod raw;
 mod results;
 
@@ -28,6 +29,7 @@ pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, PhaseCursor, QueryOutcome, ResultSet, Statement, Stopwatch};
 use crate::net::transport::{self, Stream, TlsSetup};
 use crate::targets::{self, Host, SslMode, Target};
+pub use cancel::{send_cancel, CancelKey};
 pub use raw::{Frontend, RawOutcome};
 use results::Collect;
 
@@ -38,6 +40,8 @@ pub struct Session {
     rbuf: BytesMut,
     wbuf: BytesMut,
     pub backend_pid: i32,
+    /// BackendKeyData's pid and secret key, for a CancelRequest (never written out).
+    pub cancel_key: Option<CancelKey>,
     /// `server_version` as the server reported it at start-up.
     pub server_version: Option<String>,
     transaction_status: u8,
@@ -67,6 +71,7 @@ impl super::Wire for Session {
             rbuf: BytesMut::with_capacity(8 * 1024),
             wbuf: BytesMut::with_capacity(1024),
             backend_pid: 0,
+            cancel_key: None,
             server_version: None,
             transaction_status: b'I',
             broken: false,
@@ -355,7 +360,10 @@ impl Session {
         loop {
             match self.recv(p).await? {
                 Message::ReadyForQuery(_) => return Ok(()),
-                Message::BackendKeyData(k) => self.backend_pid = k.process_id(),
+                Message::BackendKeyData(k) => {
+                    self.backend_pid = k.process_id();
+                    self.cancel_key = Some(CancelKey::new(k.process_id(), k.secret_key()));
+                }
                 Message::ParameterStatus(s) => {
                     if s.name().ok() == Some("server_version") {
                         self.server_version = s.value().ok().map(str::to_string);
