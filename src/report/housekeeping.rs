@@ -71,9 +71,9 @@ pub fn text(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
             line.push_str(&format!(" {:>10}", ms(Some(cost.total_ms))));
         }
         line.push_str(if r.left_out_by_default {
-            "  left out"
+            "  drops it"
         } else {
-            "  kept (a SET: it changes the session)"
+            "  keeps it (a SET: it changes the session)"
         });
         o.push_str(&line);
         o.push('\n');
@@ -134,9 +134,9 @@ pub fn html(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
             let _ = write!(o, "<td>{}</td>", ms(Some(cost.total_ms)));
         }
         let fate = if r.left_out_by_default {
-            "left out"
+            "drops it"
         } else {
-            "kept (a SET)"
+            "keeps it (a SET)"
         };
         let _ = writeln!(o, "<td>{fate}</td><td><code>{}</code></td></tr>", esc(&r.text));
     }
