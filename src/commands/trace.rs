@@ -18,7 +18,8 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     };
     let predictions = crate::stats::app::predict(&profile, &rtts);
     let shapes = crate::stats::app::predict_shapes(&profile, &rtts);
-    // A second pass, of its own: what the driver and pool sent, priced.
+    // What the driver and pool sent, priced: a second pass over the file, the tally
+    // keeping its own per-session state apart from the profiler's.
     let chores = connbench_trace::housekeeping::read(&args.trace).with_context(|| format!("trace {path}"))?;
     let costs = crate::stats::housekeeping::costs(&chores, &rtts);
     let without = crate::stats::housekeeping::predict_without(&chores, &rtts);

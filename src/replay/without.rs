@@ -2,8 +2,9 @@
 //! (the replay's elapsed time with them and without them), not only predicted.
 //! `housekeeping` leaves out what `connbench_trace::housekeeping` recognises and leaves
 //! out by default (pings, resets on release, look-ups, read-only set-up: not a `SET`,
-//! which changes how the session behaves); a fingerprint (16 hex digits, as `trace`
-//! prints it) leaves out every request of that statement.
+//! which changes how the session behaves; a reset goes, as a pool sends it whether or not
+//! the checkout changed anything); a fingerprint (16 hex digits, as `trace` prints it)
+//! leaves out every request of that statement.
 //!
 //! A request left out takes its time with it and nothing else: the application's own
 //! time around it stays. Its think time (before it) joins the next request's, and every

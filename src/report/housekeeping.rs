@@ -71,9 +71,9 @@ pub fn text(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
             line.push_str(&format!(" {:>10}", ms(Some(cost.total_ms))));
         }
         line.push_str(if r.left_out_by_default {
-            "  left out"
+            "  drops it"
         } else {
-            "  kept (a SET: it changes the session)"
+            "  keeps it (a SET: it changes the session)"
         });
         o.push_str(&line);
         o.push('\n');
@@ -134,9 +134,9 @@ pub fn html(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
             let _ = write!(o, "<td>{}</td>", ms(Some(cost.total_ms)));
         }
         let fate = if r.left_out_by_default {
-            "left out"
+            "drops it"
         } else {
-            "kept (a SET)"
+            "keeps it (a SET)"
         };
         let _ = writeln!(o, "<td>{fate}</td><td><code>{}</code></td></tr>", esc(&r.text));
     }
@@ -161,4 +161,70 @@ pub fn html(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
 
 fn share(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::housekeeping::{costs, predict_without};
+    use connbench_trace::housekeeping::{Kind, Row};
+
+    fn row(kind: Kind, fingerprint: &str, text: &str, n: u64, time_ms: f64, left_out: bool) -> Row {
+        Row {
+            kind,
+            fingerprint: fingerprint.into(),
+            text: text.into(),
+            requests: n,
+            round_trips: n,
+            at_connect: u64::from(kind == Kind::SessionSetup),
+            time_ms,
+            share: Some(time_ms / 14.0),
+            round_trips_per_transaction: Some(n as f64 / 20.0),
+            left_out_by_default: left_out,
+        }
+    }
+
+    /// An asyncpg pool's resets and a driver's SET: the table, the costs at +50 ms, the
+    /// saving without the resets (the SET kept); the page's section alike.
+    #[test]
+    fn housekeeping_snapshot() {
+        let h = Housekeeping {
+            sessions: 1,
+            requests: 81,
+            round_trips: 81,
+            time_ms: 14.0,
+            transactions: 41,
+            application_transactions: 20,
+            rows: vec![
+                row(
+                    Kind::Reset,
+                    "6ab42f507ac0c2de",
+                    "SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL",
+                    20,
+                    3.24,
+                    true,
+                ),
+                row(
+                    Kind::SessionSetup,
+                    "aec97e2f40284a3f",
+                    "SET NAMES utf8mb4",
+                    1,
+                    0.1,
+                    false,
+                ),
+            ],
+        };
+        let (c, w) = (costs(&h, &[50.0]), predict_without(&h, &[50.0]));
+        insta::assert_snapshot!(text(&h, &c, &w));
+        let page = html(&h, &c, &w);
+        assert!(
+            page.contains("<td>1003 ms</td>") && page.contains("keeps it (a SET)"),
+            "{page}"
+        );
+        assert_eq!(
+            text(&Housekeeping::default(), &[], &[]),
+            "",
+            "no housekeeping, no section"
+        );
+    }
 }
