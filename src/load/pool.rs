@@ -32,6 +32,10 @@ pub struct Pool {
 
 struct PoolState {
     idle: Vec<Pooled>,
+    /// Connections retired on their way back, closed by the next `acquire` (or at the
+    /// end): `release` is not async, and a task to close them needs a LocalSet, which
+    /// a replay thread does not have.
+    closing: Vec<Session>,
     open: usize,
     next_id: u64,
 }
@@ -44,6 +48,7 @@ impl Pool {
             idle_timeout,
             state: RefCell::new(PoolState {
                 idle: Vec::new(),
+                closing: Vec::new(),
                 open: 0,
                 next_id: 0,
             }),
@@ -68,6 +73,7 @@ impl Pool {
             let mut retired = Vec::new();
             let ready = {
                 let mut st = self.state.borrow_mut();
+                retired.append(&mut st.closing);
                 let mut found = None;
                 while let Some(c) = st.idle.pop() {
                     if self.expired(&c, now) {
@@ -88,8 +94,13 @@ impl Pool {
                     None => None,
                 }
             };
+            // Closed here, not in a task of their own: a replay thread polls its
+            // sessions as one future with no LocalSet to spawn on (spawning panicked a
+            // pooled replay whose pool retired a connection), and a close is a
+            // Terminate written into the socket's buffer and a shutdown: no wait on
+            // the server.
             for s in retired {
-                tokio::task::spawn_local(s.close());
+                s.close().await;
             }
             match ready {
                 Some(Ok(c)) => return Ok((c, None)),
@@ -140,6 +151,7 @@ impl Pool {
             let mut st = self.state.borrow_mut();
             if retire {
                 st.open -= 1;
+                st.closing.push(c.session);
             } else {
                 c.last_used = now;
                 st.idle.push(c);
@@ -148,17 +160,15 @@ impl Pool {
                 return;
             }
         }
-        tokio::task::spawn_local(c.session.close());
         self.freed.notify_one();
     }
 
-    /// Every idle connection, for closing at the end.
+    /// Every idle connection, and any retired and not yet closed, for closing at the
+    /// end.
     pub fn drain(&self) -> Vec<Session> {
-        self.state
-            .borrow_mut()
-            .idle
-            .drain(..)
-            .map(|c| c.session)
-            .collect()
+        let mut st = self.state.borrow_mut();
+        let mut out: Vec<Session> = st.idle.drain(..).map(|c| c.session).collect();
+        out.append(&mut st.closing);
+        out
     }
 }

@@ -8,32 +8,10 @@
 //! `trace` prints); the figures now from the replay's tally, where each transaction is
 //! counted under the shape of the recorded transaction it began as.
 
-use serde::Serialize;
-
-use super::summary::Spread;
+use super::summary::{ShapeRow, Spread};
 use super::tally::Tally;
 use crate::stats::app::predict_shapes;
 use connbench_trace::profile::Profile;
-
-/// One shape, recorded, predicted and now.
-#[derive(Debug, Clone, Serialize)]
-pub struct ShapeRow {
-    /// As `connbench trace` names it (`profile.shapes[].id`).
-    pub id: String,
-    /// Its statements' normalised texts, in order.
-    pub statements: Vec<String>,
-    /// Round trips per transaction, as recorded (mean).
-    pub round_trips: f64,
-    pub count_recorded: u64,
-    pub count_now: u64,
-    /// The recorder's first request to its last response, ms.
-    pub recorded_mean_ms: Option<f64>,
-    /// `trace`'s prediction of a transaction of this shape at the replay's added round
-    /// trip (its recorded mean + the RTT × its round trips).
-    pub predicted_ms: Option<f64>,
-    /// First request sent to last answer read, now.
-    pub now: Option<Spread>,
-}
 
 /// The profile's shapes, in its order (by share of recorded time), with the replay's
 /// figures; `added_rtt_ms` is the distance the replay added (0 on the recorded path).

@@ -10,7 +10,6 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::schedule::Schedule;
-use super::shapes::ShapeRow;
 use super::{Run, Speed};
 use crate::load::measurements::command_histogram;
 use crate::stats::load::latency;
@@ -132,6 +131,26 @@ pub struct TransactionTimes {
     /// The mean transaction now with its share of the connects:
     /// (Σ transactions + Σ connects) / transactions, `trace`'s `per_transaction_ms`.
     pub per_transaction_ms: Option<f64>,
+}
+
+/// One shape, recorded, predicted and now.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShapeRow {
+    /// As `connbench trace` names it (`profile.shapes[].id`).
+    pub id: String,
+    /// Its statements' normalised texts, in order.
+    pub statements: Vec<String>,
+    /// Round trips per transaction, as recorded (mean).
+    pub round_trips: f64,
+    pub count_recorded: u64,
+    pub count_now: u64,
+    /// The recorder's first request to its last response, ms.
+    pub recorded_mean_ms: Option<f64>,
+    /// `trace`'s prediction of a transaction of this shape at the replay's added round
+    /// trip (its recorded mean + the RTT × its round trips).
+    pub predicted_ms: Option<f64>,
+    /// First request sent to last answer read, now.
+    pub now: Option<Spread>,
 }
 
 #[derive(Debug, Clone, Serialize)]

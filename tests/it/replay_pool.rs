@@ -186,6 +186,29 @@ fn prepared_statements_live_on_whichever_connection_is_borrowed() {
             assert_eq!(server_figures(&admin), figures, "{s}");
         }
     }
+    // A pool whose connections outlive their lifetime at once: each comes back retired
+    // and is closed on the next borrow. The replay thread has no LocalSet; closing in
+    // a task of its own panicked its sessions ("replay session panicked").
+    let o = connbench(&[
+        "replay",
+        t,
+        "--target",
+        &target,
+        "--pool",
+        "1",
+        "--pool-max-lifetime",
+        "1ms",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let s = &v["summary"];
+    assert_eq!(s["replayed"]["requests"], s["recorded"]["requests"], "{s}");
+    assert!(
+        s["pool"]["connects"].as_u64().unwrap() > 1,
+        "retired and opened again: {s}"
+    );
 }
 
 /// Bad values are refused by name before anything connects (exit 2).

@@ -9,7 +9,6 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 
-use super::measure::is_shape_figure;
 use crate::experiment::suite::{Cell, Kind, Suite};
 use crate::options;
 use crate::options::cell::Settings;
@@ -33,6 +32,23 @@ pub const FIGURES: &[&str] = &[
     "intended_to_answer_p50_ms",
     "intended_to_answer_p99_ms",
 ];
+
+/// The figure of a transaction shape's mean time now, ms (`id` as `connbench trace`
+/// names the shape): a suite compares cells on one endpoint of the application with
+/// `figure = "shape_<id>_mean_ms"`.
+pub fn shape_figure(id: &str) -> String {
+    format!("{SHAPE_PREFIX}{id}{SHAPE_SUFFIX}")
+}
+
+const SHAPE_PREFIX: &str = "shape_";
+const SHAPE_SUFFIX: &str = "_mean_ms";
+
+/// Whether `name` is a shape's figure: `shape_`, 16 hex digits, `_mean_ms`.
+pub fn is_shape_figure(name: &str) -> bool {
+    name.strip_prefix(SHAPE_PREFIX)
+        .and_then(|r| r.strip_suffix(SHAPE_SUFFIX))
+        .is_some_and(|id| id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+}
 
 /// The figures only a replay measures start so.
 const FROM_INTENDED: &str = "intended_to_answer_";

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 
-use super::check::{pool_settings, trace_of};
+use super::check::{pool_settings, shape_figure, trace_of};
 use super::prediction::predicted_figures;
 use super::traces::{trace_for, Traces};
 use crate::experiment::suite::Suite;
@@ -71,23 +71,6 @@ pub async fn measure(
     }
     predicted_figures(&mut f, &trace, s)?;
     Ok((f, run.tally.response.clone()))
-}
-
-/// The figure of a transaction shape's mean time now, ms (`id` as `connbench trace`
-/// names the shape): a suite compares cells on one endpoint of the application with
-/// `figure = "shape_<id>_mean_ms"`.
-pub fn shape_figure(id: &str) -> String {
-    format!("{SHAPE_PREFIX}{id}{SHAPE_SUFFIX}")
-}
-
-const SHAPE_PREFIX: &str = "shape_";
-const SHAPE_SUFFIX: &str = "_mean_ms";
-
-/// Whether `name` is a shape's figure: `shape_`, 16 hex digits, `_mean_ms`.
-pub fn is_shape_figure(name: &str) -> bool {
-    name.strip_prefix(SHAPE_PREFIX)
-        .and_then(|r| r.strip_suffix(SHAPE_SUFFIX))
-        .is_some_and(|id| id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// A replay's figures: per second, per request, and how faithfully it kept the schedule.

@@ -30,9 +30,9 @@ mod prediction;
 mod traces;
 
 pub use check::{
-    check_cell, check_files, pool_settings, replace_workload, resolve_paths, trace_of, DEFAULT_POOL_SIZE,
-    FIGURES, PREFIX,
+    check_cell, check_files, is_shape_figure, pool_settings, replace_workload, resolve_paths, trace_of,
+    DEFAULT_POOL_SIZE, FIGURES, PREFIX,
 };
-pub use measure::{is_shape_figure, measure, shape_figure, Replayed};
+pub use measure::{measure, Replayed};
 pub use prediction::{prediction, scenario, TracePrediction};
 pub use traces::{prepare, Trace, Traces};

@@ -40,7 +40,7 @@ pub(super) fn predicted_figures(f: &mut BTreeMap<String, f64>, trace: &Trace, s:
             .and_then(|p| p.transaction_ms);
         if let Some(v) = v {
             f.insert(
-                format!("trace_predicted_{}", super::measure::shape_figure(&sp.shape)),
+                format!("trace_predicted_{}", super::check::shape_figure(&sp.shape)),
                 v,
             );
         }
