@@ -31,6 +31,10 @@ pub struct Answer {
     pub status: TxStatus,
     /// COM_STMT_PREPARE: the id this connection's server gave the statement.
     pub prepared: Option<u32>,
+    /// The statements that completed (PostgreSQL's CommandComplete messages; MySQL's
+    /// answer without an error): with an error, the executions that ran are these and
+    /// the one that failed.
+    pub commands: usize,
 }
 
 impl Conn {
@@ -46,6 +50,17 @@ impl Conn {
         exchange(&mut self.session, &mut self.ids, wire).await
     }
 
+    /// Sends a PostgreSQL group whose answer is read later, after the groups pipelined
+    /// behind it ([`Conn::receive`]); returns when its last byte was written.
+    pub async fn send(&mut self, msgs: &[Frontend]) -> Result<Instant, ConnectError> {
+        send(&mut self.session, msgs).await
+    }
+
+    /// Reads the answer of the oldest group [`Conn::send`] sent, `written` then.
+    pub async fn receive(&mut self, written: Instant) -> Result<Answer, ConnectError> {
+        receive(&mut self.session, written).await
+    }
+
     pub async fn close(self) {
         self.session.close().await
     }
@@ -58,30 +73,10 @@ pub async fn exchange(
     ids: &mut HashMap<u32, u32>,
     wire: &Wire,
 ) -> Result<Answer, ConnectError> {
-    match (session, wire) {
-        (proto::Session::Postgres(s), Wire::Postgres(msgs)) => {
-            // Up to each Flush the recorded client waited after, then its answer, as
-            // the client paid that round trip. The time runs from the last write, as
-            // the recorder times a request (its last byte to its answer's last).
-            let mut rest = &msgs[..];
-            while let Some(at) = rest.iter().position(|m| *m == Frontend::FlushThenWait) {
-                s.send_raw(&rest[..=at]).await?;
-                s.await_answer().await?;
-                rest = &rest[at + 1..];
-            }
-            s.send_raw(rest).await?;
-            let written = Instant::now();
-            let out = s.read_raw().await?;
-            Ok(Answer {
-                took: Some(written.elapsed()),
-                error: out.error,
-                status: match out.status {
-                    b'T' => TxStatus::Transaction,
-                    b'E' => TxStatus::Failed,
-                    _ => TxStatus::Idle,
-                },
-                prepared: None,
-            })
+    match (&mut *session, wire) {
+        (proto::Session::Postgres(_), Wire::Postgres(msgs)) => {
+            let written = send(session, msgs).await?;
+            receive(session, written).await
         }
         (proto::Session::Mysql(session), Wire::Mysql(c)) => {
             let mapped;
@@ -114,16 +109,60 @@ pub async fn exchange(
             } else {
                 TxStatus::Idle
             };
+            let error = out.and_then(|o| o.error);
             Ok(Answer {
                 took,
-                error: out.and_then(|o| o.error),
+                commands: usize::from(error.is_none()),
+                error,
                 status,
                 prepared,
             })
         }
-        _ => Err(ConnectError::new(
-            proto::Phase::Query,
-            proto::ErrorKind::Config("the target speaks the other engine's protocol than the trace".into()),
-        )),
+        _ => Err(other_engine()),
     }
+}
+
+/// Sends a PostgreSQL group: up to each Flush the recorded client waited after, then
+/// its answer, as the client paid that round trip; then the rest. Returns when its last
+/// byte was written, where its time starts, as the recorder times a request (its last
+/// byte to its answer's last).
+pub async fn send(session: &mut proto::Session, msgs: &[Frontend]) -> Result<Instant, ConnectError> {
+    let proto::Session::Postgres(s) = session else {
+        return Err(other_engine());
+    };
+    let mut rest = msgs;
+    while let Some(at) = rest.iter().position(|m| *m == Frontend::FlushThenWait) {
+        s.send_raw(&rest[..=at]).await?;
+        s.await_answer().await?;
+        rest = &rest[at + 1..];
+    }
+    s.send_raw(rest).await?;
+    Ok(Instant::now())
+}
+
+/// Reads the answer, up to its ReadyForQuery, of the oldest PostgreSQL group sent and
+/// not yet answered, `written` then.
+pub async fn receive(session: &mut proto::Session, written: Instant) -> Result<Answer, ConnectError> {
+    let proto::Session::Postgres(s) = session else {
+        return Err(other_engine());
+    };
+    let out = s.read_raw().await?;
+    Ok(Answer {
+        took: Some(written.elapsed()),
+        error: out.error,
+        status: match out.status {
+            b'T' => TxStatus::Transaction,
+            b'E' => TxStatus::Failed,
+            _ => TxStatus::Idle,
+        },
+        prepared: None,
+        commands: out.commands as usize,
+    })
+}
+
+fn other_engine() -> ConnectError {
+    ConnectError::new(
+        proto::Phase::Query,
+        proto::ErrorKind::Config("the target speaks the other engine's protocol than the trace".into()),
+    )
 }

@@ -6,8 +6,10 @@
 //! Open loop, as load's `-R`: a request's intended send time comes from the schedule,
 //! not from the previous response, so a session that fell behind (its previous answer
 //! came late) sends at once, and its **lag** (actual send − intended send) is measured.
-//! A session waits for each answer before its next request, so a request the application
-//! pipelined (sent before the previous answer) goes after it, and shows as lag. Sleeps
+//! A session waits for each answer before its next request, except where the application
+//! did not: a PostgreSQL group it pipelined (sent before the previous answer) goes at its
+//! time before that answer is read, so a replay at distance pays the round trips the
+//! application paid, no more. Sleeps
 //! are on [`PreciseTimer`] (tokio's timer wheel is 1 ms). With no schedule
 //! (`--speed max`) every session starts at once and each request goes as soon as the
 //! previous answer is in: lag is not measured then.
@@ -18,6 +20,7 @@
 //! the clock starts (every thread's, then one start for all).
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
@@ -32,15 +35,17 @@ use tokio::sync::watch;
 use super::cancel::{self, CancelPlan, Keys};
 use super::conn::{Answer, Conn};
 use super::pooled::{Borrower, Namer, PoolSettings, ThreadPool};
-use super::schedule::{SessionPlan, Wire};
+use super::schedule::{Planned, SessionPlan, Wire};
 use super::tally::{Lag, Tally};
 use super::txlog::{Period, Step, Transactions};
 use super::Speed;
 use crate::host::{cpu_between, thread_usage};
 use crate::load::log::{Clock, Columns, LogFiles, TxLog};
 use crate::net::timer::PreciseTimer;
+use crate::proto::postgres::Frontend;
 use crate::proto::{self, ConnectError, Endpoint, PhaseCursor};
 use connbench_trace::event::TxStatus;
+use connbench_trace::executions;
 use connbench_trace::transaction::Boundaries;
 
 /// Runs every session of `sessions` against `ep` on `threads` threads of their own (each
@@ -407,23 +412,27 @@ impl Replayer {
     }
 
     /// The session's requests, each at its time; returns the link and the status its
-    /// last answer left.
+    /// last answer left. A request the application pipelined (sent before the previous
+    /// answer, and with no wait inside it) goes before that answer is read, as recorded:
+    /// the answers are read in order once the requests pipelined behind them are sent.
     async fn requests(
         &mut self,
         plan: &SessionPlan,
         mut link: Link,
         timer: &mut Option<PreciseTimer>,
         tally: &mut Tally,
-        mut tx: Option<&mut Transactions>,
+        tx: Option<&mut Transactions>,
     ) -> (Link, TxStatus) {
         let total = plan.requests.len() as u64;
-        // The open transaction's first send, and where each answer leaves it, as
-        // `connbench trace` counts (connbench_trace::transaction).
-        let mut began_tx: Option<(Instant, Option<u32>)> = None;
-        let mut boundaries = Boundaries::new();
+        let mut at = Answers {
+            began_tx: None,
+            boundaries: Boundaries::new(),
+            tx,
+        };
         // The session's open, then each answer's arrival: the session can send its next
         // request once the application's recorded think time after it has passed.
         let mut ready = Instant::now();
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
         for (k, r) in plan.requests.iter().enumerate() {
             let intended = self.at(plan.open_ns + r.at_ns);
             // A session behind its schedule still takes the application's own time
@@ -433,7 +442,7 @@ impl Replayer {
             let could = ready + self.think(r.think_ns);
             let due = intended.map(|i| i.max(could));
             if !self.sleep(timer, due).await {
-                tally.not_sent += total - k as u64;
+                tally.not_sent += total - first_unanswered(&in_flight, k) as u64;
                 break;
             }
             // A session's own connection is there already: no wait, no select.
@@ -459,50 +468,165 @@ impl Replayer {
                 let l = Lag::of(i, could, sent);
                 waited.map_or(l, |w| l.with_pool(w))
             });
-            let a = match or_stop(&mut self.stop, link.exchange(&r.wire)).await {
-                None => {
-                    tally.not_sent += total - k as u64;
-                    break;
-                }
-                Some(Err(e)) => {
-                    *tally.lost.entry(e.to_string()).or_default() += 1;
-                    tally.not_sent += total - k as u64;
-                    break;
-                }
-                Some(Ok(a)) => a,
+            let flight = InFlight {
+                k,
+                sent,
+                written: sent,
+                intended,
+                lag,
             };
-            ready = Instant::now();
-            tally.sent(lag);
-            if let Some(i) = intended {
-                tally.answered_after_intended(ready.saturating_duration_since(i).as_nanos() as u64);
+            // Kept in flight while the next request was pipelined behind it.
+            let keep = pipelines(&r.wire) && plan.requests.get(k + 1).is_some_and(pipelines_behind);
+            if !keep && in_flight.is_empty() {
+                let a = match or_stop(&mut self.stop, link.exchange(&r.wire)).await {
+                    None => {
+                        tally.not_sent += total - k as u64;
+                        break;
+                    }
+                    Some(Err(e)) => {
+                        *tally.lost.entry(e.to_string()).or_default() += 1;
+                        tally.not_sent += total - k as u64;
+                        break;
+                    }
+                    Some(Ok(a)) => a,
+                };
+                ready = Instant::now();
+                let status = self.answered(r, flight, a, ready, tally, &mut at);
+                link.give_back(status);
+                continue;
             }
-            let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
-            let took = a.took.map(|t| t.as_nanos() as u64);
-            tally.answered(r.statement, took, now, r.seen.error.as_deref());
-            let place = boundaries.request(r.work, a.took.is_some(), Some(a.status));
-            if place.is_some_and(|p| p.first) {
-                began_tx = Some((sent, r.shape));
+            // In a pipeline (`pipelines` holds for it, or it would not be behind one).
+            let Wire::Postgres(msgs) = &r.wire else { continue };
+            match or_stop(&mut self.stop, link.send(msgs)).await {
+                Some(Ok(written)) => in_flight.push_back(InFlight { written, ..flight }),
+                stopped_or_lost => {
+                    if let Some(Err(e)) = stopped_or_lost {
+                        *tally.lost.entry(e.to_string()).or_default() += 1;
+                    }
+                    tally.not_sent += total - first_unanswered(&in_flight, k) as u64;
+                    break;
+                }
             }
-            let ended = place.is_some_and(|p| p.last);
-            if ended {
-                let (first, shape) = began_tx.take().unwrap_or((sent, r.shape));
-                tally.transaction(ready.saturating_duration_since(first).as_nanos() as u64, shape);
+            if keep {
+                continue;
             }
-            if let (Some(tx), Some(place)) = (tx.as_mut(), place) {
-                tx.step(&Step {
-                    intended,
-                    sent,
-                    lag_ns: lag.map_or(0, |l| l.total_ns()),
-                    error: now.map(|(code, _)| code),
-                    answered: ready,
-                    place,
-                });
+            self.drain(plan, &mut link, &mut in_flight, &mut ready, tally, &mut at)
+                .await;
+            if !in_flight.is_empty() {
+                tally.not_sent += total - first_unanswered(&in_flight, k) as u64;
+                break;
             }
-            link.give_back(a.status);
-            self.done.fetch_add(1, Ordering::Relaxed);
         }
-        (link, boundaries.status())
+        (link, at.boundaries.status())
     }
+
+    /// A pipeline's answers, in order, each counted as it arrives (`ready` then); stops
+    /// at a lost connection (counted) or a stop, leaving the unanswered in `in_flight`.
+    /// The pooled connection goes back only after the last: later groups wait on it.
+    async fn drain(
+        &mut self,
+        plan: &SessionPlan,
+        link: &mut Link,
+        in_flight: &mut VecDeque<InFlight>,
+        ready: &mut Instant,
+        tally: &mut Tally,
+        at: &mut Answers<'_>,
+    ) {
+        while let Some(written) = in_flight.front().map(|f| f.written) {
+            match or_stop(&mut self.stop, link.receive(written)).await {
+                Some(Ok(a)) => {
+                    let f = in_flight.pop_front().expect("the front is there");
+                    *ready = Instant::now();
+                    let status = self.answered(&plan.requests[f.k], f, a, *ready, tally, at);
+                    if in_flight.is_empty() {
+                        link.give_back(status);
+                    }
+                }
+                stopped_or_lost => {
+                    if let Some(Err(e)) = stopped_or_lost {
+                        *tally.lost.entry(e.to_string()).or_default() += 1;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One request's answer, read at `ready`: counted, its transaction's boundaries
+    /// moved, logged; returns the status it left.
+    fn answered(
+        &self,
+        r: &Planned,
+        f: InFlight,
+        a: Answer,
+        ready: Instant,
+        tally: &mut Tally,
+        at: &mut Answers<'_>,
+    ) -> TxStatus {
+        tally.sent(f.lag);
+        if let Some(i) = f.intended {
+            tally.answered_after_intended(ready.saturating_duration_since(i).as_nanos() as u64);
+        }
+        let now = a.error.as_ref().map(|(c, m)| (c.as_str(), m.as_str()));
+        let took = a.took.map(|t| t.as_nanos() as u64);
+        let ran = executions::ran(r.runs.len(), now.is_some(), a.commands);
+        tally.answered(&r.runs, ran, took, now, r.seen.error.as_deref());
+        let place = at.boundaries.request(r.work, a.took.is_some(), Some(a.status));
+        if place.is_some_and(|p| p.first) {
+            at.began_tx = Some((f.sent, r.shape));
+        }
+        if place.is_some_and(|p| p.last) {
+            let (first, shape) = at.began_tx.take().unwrap_or((f.sent, r.shape));
+            tally.transaction(ready.saturating_duration_since(first).as_nanos() as u64, shape);
+        }
+        if let (Some(tx), Some(place)) = (at.tx.as_mut(), place) {
+            tx.step(&Step {
+                intended: f.intended,
+                sent: f.sent,
+                lag_ns: f.lag.map_or(0, |l| l.total_ns()),
+                error: now.map(|(code, _)| code),
+                answered: ready,
+                place,
+            });
+        }
+        self.done.fetch_add(1, Ordering::Relaxed);
+        a.status
+    }
+}
+
+/// A request sent and not yet answered: which, when it went and its last byte was
+/// written, when it was meant to go, its lag.
+struct InFlight {
+    k: usize,
+    sent: Instant,
+    written: Instant,
+    intended: Option<Instant>,
+    lag: Option<Lag>,
+}
+
+/// Where a session's answers leave its transactions: the open one's first send and
+/// shape, the boundaries (`connbench_trace::transaction`, as `connbench trace` counts),
+/// and `-l`'s log.
+struct Answers<'a> {
+    began_tx: Option<(Instant, Option<u32>)>,
+    boundaries: Boundaries,
+    tx: Option<&'a mut Transactions>,
+}
+
+/// The first request of the session not answered: the oldest in flight, or `next`.
+fn first_unanswered(in_flight: &VecDeque<InFlight>, next: usize) -> usize {
+    in_flight.front().map_or(next, |f| f.k)
+}
+
+/// A request whose answer can wait behind the next one's send: a PostgreSQL group the
+/// client did not wait inside (a wait inside would read the answers before it).
+fn pipelines(wire: &Wire) -> bool {
+    matches!(wire, Wire::Postgres(m) if !m.contains(&Frontend::FlushThenWait))
+}
+
+/// `next` was sent before the answer to the request before it, and can go so again.
+fn pipelines_behind(next: &Planned) -> bool {
+    next.think_ns.is_none() && pipelines(&next.wire)
 }
 
 /// A session's way to the server: its own connection, or its thread's pool.
@@ -524,6 +648,23 @@ impl Link {
         match self {
             Link::Own(c) => c.exchange(wire).await,
             Link::Pooled(b) => b.exchange(wire).await,
+        }
+    }
+
+    /// Sends a PostgreSQL group whose answer is read later, behind the groups pipelined
+    /// after it.
+    async fn send(&mut self, msgs: &[Frontend]) -> Result<Instant, ConnectError> {
+        match self {
+            Link::Own(c) => c.send(msgs).await,
+            Link::Pooled(b) => b.send(msgs).await,
+        }
+    }
+
+    /// The oldest sent group's answer, `written` then.
+    async fn receive(&mut self, written: Instant) -> Result<Answer, ConnectError> {
+        match self {
+            Link::Own(c) => c.receive(written).await,
+            Link::Pooled(b) => b.receive(written).await,
         }
     }
 

@@ -21,7 +21,7 @@
 //! counted by kind before the replay ([`session_state`]); the report warns once per kind.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -204,6 +204,8 @@ pub struct Borrower {
     names: SessionNames,
     /// A recorded cancel targets this session: the held connection's key goes here.
     slot: Option<Slot>,
+    /// Per group sent and not yet answered (pipelined), the statements it prepared.
+    in_flight: VecDeque<Vec<(String, Vec<u32>)>>,
 }
 
 impl Borrower {
@@ -213,6 +215,7 @@ impl Borrower {
             held: None,
             names: SessionNames::default(),
             slot,
+            in_flight: VecDeque::new(),
         }
     }
 
@@ -239,10 +242,7 @@ impl Borrower {
     /// named as that connection has them.
     pub async fn exchange(&mut self, wire: &Wire) -> Result<Answer, ConnectError> {
         let Some(c) = self.held.as_mut() else {
-            return Err(ConnectError::new(
-                proto::Phase::Query,
-                proto::ErrorKind::Config("a pooled request without a connection".into()),
-            ));
+            return Err(unheld());
         };
         let pool = &self.pool;
         // Taken out while the request runs (no borrow held across it), put back after.
@@ -264,6 +264,40 @@ impl Borrower {
             Wire::Mysql(cmd) => mysql(c, cmd, &mut self.names, &mut taken, pool).await,
         };
         pool.prepared.borrow_mut().insert(c.id, taken);
+        out
+    }
+
+    /// Sends a PostgreSQL group on the held connection whose answer is read later
+    /// ([`Borrower::receive`]), after the groups the application pipelined behind it;
+    /// returns when its last byte was written.
+    pub async fn send(&mut self, msgs: &[Frontend]) -> Result<Instant, ConnectError> {
+        let Some(c) = self.held.as_mut() else {
+            return Err(unheld());
+        };
+        let pool = &self.pool;
+        let mut taken = pool.prepared.borrow_mut().remove(&c.id).unwrap_or_default();
+        let mut added = Vec::new();
+        let msgs = rename(msgs, &mut self.names, &mut taken, pool, &mut added);
+        pool.prepared.borrow_mut().insert(c.id, taken);
+        self.in_flight.push_back(added);
+        conn::send(&mut c.session, &msgs).await
+    }
+
+    /// The answer of the oldest group [`Borrower::send`] sent, `written` then.
+    pub async fn receive(&mut self, written: Instant) -> Result<Answer, ConnectError> {
+        let Some(c) = self.held.as_mut() else {
+            return Err(unheld());
+        };
+        let added = self.in_flight.pop_front().unwrap_or_default();
+        let out = conn::receive(&mut c.session, written).await;
+        // As in `exchange`: what a failed group prepared is prepared again at its next use.
+        if !matches!(&out, Ok(a) if a.error.is_none()) {
+            if let Some(p) = self.pool.prepared.borrow_mut().get_mut(&c.id) {
+                for k in added {
+                    p.postgres.remove(&k);
+                }
+            }
+        }
         out
     }
 
@@ -303,6 +337,13 @@ impl Borrower {
         }
         self.pool.pool.release(c);
     }
+}
+
+fn unheld() -> ConnectError {
+    ConnectError::new(
+        proto::Phase::Query,
+        proto::ErrorKind::Config("a pooled request without a connection".into()),
+    )
 }
 
 /// `msgs` with the session's statement names turned into the connection's: a Parse the
@@ -405,6 +446,7 @@ async fn mysql(
             _ => TxStatus::Idle,
         },
         prepared: None,
+        commands: 0,
     };
     if let (COM_STMT_PREPARE, Some(recorded)) = (cmd.code, cmd.prepares) {
         names.mysql.insert(recorded, cmd.payload.clone());
@@ -553,7 +595,7 @@ mod tests {
                 at_ns: 0,
                 wire: Wire::Postgres(msgs),
                 statement: None,
-                executes: true,
+                runs: vec![None],
                 work: connbench_trace::transaction::Work::Runs,
                 shape: None,
                 think_ns: None,

@@ -24,6 +24,7 @@ use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
 use connbench_trace::event::{Event, Format, Header, Op, Outcome, Param, Request, SessionOpen, Step};
+use connbench_trace::executions;
 use connbench_trace::profile::{Profile, Profiler};
 use connbench_trace::shapes::{TxShape, UNKNOWN_STATEMENT};
 use connbench_trace::transaction::{Boundaries, Place, Work};
@@ -38,6 +39,9 @@ pub struct Seen {
     /// Its place in its transaction as recorded (`connbench_trace::transaction`);
     /// `None` outside one.
     pub place: Option<Place>,
+    /// Of its executions, how many ran (all, or up to the one that failed:
+    /// `connbench_trace::executions`).
+    pub ran: usize,
 }
 
 /// What to send for one request, by protocol.
@@ -53,10 +57,13 @@ pub struct Planned {
     /// Since the session's open, as recorded.
     pub at_ns: u64,
     pub wire: Wire,
-    /// Index into [`Schedule::statements`] of the statement it executes.
+    /// Index into [`Schedule::statements`] of the statement it executes (its first, in
+    /// a pipelined group) or prepares.
     pub statement: Option<usize>,
-    /// It runs something (a Query, or an Execute step): a transaction's work.
-    pub executes: bool,
+    /// The statement each of its executions runs, in order (a Query's one, a pipelined
+    /// group's one per Execute; `None` where the trace lacks its SQL); empty when it
+    /// runs nothing (a preparation, a close).
+    pub runs: Vec<Option<usize>>,
     /// What it does as far as transactions go, as recorded.
     pub work: Work,
     /// The shape of the recorded transaction it is part of: an index into
@@ -67,6 +74,9 @@ pub struct Planned {
     pub think_ns: Option<u64>,
     pub seen: Seen,
 }
+
+/// The statement each of a request's executions runs ([`Planned::runs`]).
+type Runs = Vec<Option<usize>>;
 
 /// One recorded session.
 #[derive(Debug, Clone, Default)]
@@ -304,7 +314,7 @@ impl Builder {
 
     fn plan(&mut self, s: &mut SessionState, r: &Request) -> Option<Planned> {
         let ok = r.outcome == Outcome::Ok;
-        let (wire, statement, executes) = match &r.op {
+        let (wire, statement, runs) = match &r.op {
             Op::Query(q) => {
                 let Some(sql) = &q.sql else {
                     self.unplayable.add("SQL over the recorder's 1 MiB cap (null)");
@@ -312,11 +322,15 @@ impl Builder {
                 };
                 let i = self.statement(sql);
                 self.note_sql(sql, i, ok);
-                (Wire::Postgres(vec![Frontend::Query(sql.clone())]), Some(i), true)
+                (
+                    Wire::Postgres(vec![Frontend::Query(sql.clone())]),
+                    Some(i),
+                    vec![Some(i)],
+                )
             }
             Op::Extended { steps } => {
-                let (wire, statement, executes) = self.group(s, steps, ok)?;
-                (Wire::Postgres(wire), statement, executes)
+                let (wire, statement, runs) = self.group(s, steps, ok)?;
+                (Wire::Postgres(wire), statement, runs)
             }
             Op::FunctionCall { .. } => {
                 self.unplayable.add("FunctionCall (its arguments are not kept)");
@@ -326,26 +340,29 @@ impl Builder {
         };
         let place = s.boundaries.recorded(r);
         let work = Work::of(&r.op);
+        let ran = executions::ran(runs.len(), r.outcome == Outcome::Error, r.tags.len());
         if let Some(p) = place {
             if p.first {
                 s.shape = TxShape::default();
                 s.tx_from = s.plan.requests.len();
             }
-            if work.runs() {
+            // As `trace` names the shape: each execution that ran.
+            for run in &runs[..ran] {
                 s.shape
-                    .push(statement.map_or(UNKNOWN_STATEMENT, |i| self.schedule.statements[i].id));
+                    .push(run.map_or(UNKNOWN_STATEMENT, |i| self.schedule.statements[i].id));
             }
         }
         let seen = Seen {
             response_ns: r.response_ns,
             error: (r.outcome == Outcome::Error).then(|| error_key(self.engine, r.error.as_ref())),
             place,
+            ran,
         };
         Some(Planned {
             at_ns: r.at_ns,
             wire,
             statement,
-            executes,
+            runs,
             work,
             shape: None,
             think_ns: r.think_ns,
@@ -353,9 +370,9 @@ impl Builder {
         })
     }
 
-    /// A MySQL command: its packet, the statement it prepares or executes, whether it
-    /// executes one. `None` (counted) when it cannot be sent as recorded, or for COM_QUIT.
-    fn mysql(&mut self, s: &mut SessionState, r: &Request, ok: bool) -> Option<(Wire, Option<usize>, bool)> {
+    /// A MySQL command: its packet, the statement it prepares or executes, and the one
+    /// it executes. `None` (counted) when it cannot be sent as recorded, or for COM_QUIT.
+    fn mysql(&mut self, s: &mut SessionState, r: &Request, ok: bool) -> Option<(Wire, Option<usize>, Runs)> {
         if self.engine != Engine::Mysql {
             self.unplayable.add("a MySQL command in a PostgreSQL trace");
             return None;
@@ -369,7 +386,7 @@ impl Builder {
                 return None;
             }
         };
-        let (statement, executes) = match &r.op {
+        let statement = match &r.op {
             Op::ComQuery(q) | Op::ComStmtPrepare(q) => {
                 let sql = q.sql.as_deref().unwrap_or_default();
                 let i = self.statement(sql);
@@ -378,15 +395,15 @@ impl Builder {
                     s.statements.insert(id.to_string(), i);
                 }
                 // A preparation runs nothing: a statement's calls are its executions.
-                let executes = matches!(r.op, Op::ComQuery(_));
-                (executes.then_some(i), executes)
+                if matches!(r.op, Op::ComStmtPrepare(_)) {
+                    return Some((Wire::Mysql(command), None, Vec::new()));
+                }
+                Some(i)
             }
-            Op::ComStmtExecute { statement_id, .. } => {
-                (s.statements.get(&statement_id.to_string()).copied(), true)
-            }
-            _ => (None, false),
+            Op::ComStmtExecute { statement_id, .. } => s.statements.get(&statement_id.to_string()).copied(),
+            _ => return Some((Wire::Mysql(command), None, Vec::new())),
         };
-        Some((Wire::Mysql(command), statement, executes))
+        Some((Wire::Mysql(command), statement, vec![statement]))
     }
 
     fn note_sql(&mut self, sql: &str, i: usize, ok: bool) {
@@ -400,17 +417,18 @@ impl Builder {
         }
     }
 
-    /// An extended group's messages, the statement its first Bind runs, and whether it
-    /// executes anything.
+    /// An extended group's messages, the statement its first Bind runs, and the one
+    /// each Execute runs (what its portal was bound to).
     fn group(
         &mut self,
         s: &mut SessionState,
         steps: &[Step],
         ok: bool,
-    ) -> Option<(Vec<Frontend>, Option<usize>, bool)> {
+    ) -> Option<(Vec<Frontend>, Option<usize>, Runs)> {
         let mut wire = Vec::with_capacity(steps.len() + 1);
         let mut statement = None;
-        let mut executes = false;
+        let mut runs = Vec::new();
+        let mut portals: HashMap<&str, Option<usize>> = HashMap::new();
         for step in steps {
             wire.push(match step {
                 Step::Parse {
@@ -439,7 +457,9 @@ impl Builder {
                     params,
                     result_formats,
                 } => {
-                    statement = statement.or_else(|| s.statements.get(name).copied());
+                    let bound = s.statements.get(name).copied();
+                    statement = statement.or(bound);
+                    portals.insert(portal, bound);
                     let Some(params) = params else {
                         self.unplayable
                             .add("parameters over the recorder's 1 MiB cap (null)");
@@ -461,7 +481,7 @@ impl Builder {
                     name: name.clone(),
                 },
                 Step::Execute { portal, max_rows } => {
-                    executes = true;
+                    runs.push(portals.get(portal.as_str()).copied().flatten());
                     Frontend::Execute {
                         portal: portal.clone(),
                         max_rows: (*max_rows).min(i32::MAX as u32) as i32,
@@ -481,7 +501,7 @@ impl Builder {
             });
         }
         wire.push(Frontend::Sync);
-        Some((wire, statement, executes))
+        Some((wire, statement, runs))
     }
 
     fn finish(mut self) -> Result<Schedule> {
@@ -659,7 +679,7 @@ mod tests {
             .starts_with("SELECT $1"));
         assert_eq!(
             r.iter()
-                .map(|r| (r.executes, r.seen.place.map(|p| (p.first, p.last))))
+                .map(|r| (!r.runs.is_empty(), r.seen.place.map(|p| (p.first, p.last))))
                 .collect::<Vec<_>>(),
             vec![
                 (false, Some((true, false))),

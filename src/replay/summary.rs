@@ -61,15 +61,18 @@ impl AsRecorded {
             if let Some(code) = &p.seen.error {
                 *r.failures.entry(code.clone()).or_default() += 1;
             }
-            if let Some(i) = p.statement {
+            // Each execution that ran a call, sharing the answer's time (Tally::answered).
+            let ran = p.seen.ran.min(p.runs.len());
+            for (k, i) in p.runs[..ran].iter().enumerate() {
+                let Some(i) = *i else { continue };
                 let e = r
                     .statements
                     .entry(i)
                     .or_insert_with(|| (0, 0, command_histogram()));
                 e.0 += 1;
-                e.1 += u64::from(p.seen.error.is_some());
+                e.1 += u64::from(p.seen.error.is_some() && k + 1 == ran);
                 if let Some(ns) = p.seen.response_ns {
-                    e.2.saturating_record(ns.max(1));
+                    e.2.saturating_record((ns / ran as u64).max(1));
                 }
             }
         }
@@ -299,13 +302,16 @@ fn method(speed: Speed, pooled: bool) -> String {
         ),
     };
     format!(
-        "{pace}; each session waits for an answer before its next request (a pipelined request goes \
-         after it), and then for the application's recorded think time (its own time between an answer and \
+        "{pace}; each session waits for an answer before its next request, unless the application did not \
+         (a PostgreSQL group it pipelined, sent before the previous answer, goes at its time and the answers \
+         are read in order after it), and then for the application's recorded think time (its own time between an answer and \
          its next request), also when behind its schedule (at the pace's speed; not with --speed max); \
          a transaction's time is its first request's send to its last answer, beside the recorder's first \
          request to last response; percentiles are HDR histograms' at 2 significant digits; a request's time now is its last byte written to its answer's last byte read (ReadyForQuery; MySQL's final OK, EOF or ERR), beside the \
-         recorder's request's last byte to the response's last byte; calls are requests that executed \
-         the statement (a Query or COM_QUERY, an extended group with an Execute, a COM_STMT_EXECUTE), by fingerprint; a transaction \
+         recorder's request's last byte to the response's last byte; calls are executions of \
+         the statement (a Query or COM_QUERY, each Execute of an extended group, a COM_STMT_EXECUTE; after an \
+         error, those up to the one that failed), by fingerprint, a group's time shared equally among its \
+         executions as `connbench trace` shares it; a transaction \
          runs from the first request sent while idle that runs or prepares a statement to the answer that leaves the session idle after one ran, as `connbench trace` counts, and is listed under the shape of the recorded transaction it began as{}",
         if pooled {
             "; --pool: the recorded opens and closes were not replayed as connects: each transaction (and each \

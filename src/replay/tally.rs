@@ -219,11 +219,14 @@ impl Tally {
         }
     }
 
-    /// One answer (`response_ns` `None`: a command with none): its statement, time,
-    /// error now and then.
+    /// One answer (`response_ns` `None`: a command with none): the statement each of
+    /// its executions ran, how many of them `ran` (all, or up to the one that failed),
+    /// its time, its error now and then. Each execution that ran is a call of its
+    /// statement, with an equal share of the answer's time, as `trace` counts them.
     pub fn answered(
         &mut self,
-        statement: Option<usize>,
+        runs: &[Option<usize>],
+        ran: usize,
         response_ns: Option<u64>,
         now: Option<(&str, &str)>,
         then: Option<&str>,
@@ -231,12 +234,14 @@ impl Tally {
         if let Some(ns) = response_ns {
             record(&mut self.response, ns);
         }
-        if let Some(i) = statement {
+        let ran = ran.min(runs.len());
+        for (k, i) in runs[..ran].iter().enumerate() {
+            let Some(i) = *i else { continue };
             let s = self.statements.entry(i).or_default();
             s.calls += 1;
-            s.failures += u64::from(now.is_some());
+            s.failures += u64::from(now.is_some() && k + 1 == ran);
             if let Some(ns) = response_ns {
-                record(&mut s.response, ns);
+                record(&mut s.response, ns / ran as u64);
             }
         }
         if let Some((code, _)) = now {
@@ -365,17 +370,18 @@ mod tests {
             })
         };
         a.sent(lag(0, 500_000));
-        a.answered(Some(0), Some(1_000), None, None);
+        a.answered(&[Some(0)], 1, Some(1_000), None, None);
         a.sent(lag(1_500_000, 500_000));
         a.answered(
-            Some(0),
+            &[Some(0)],
+            1,
             Some(2_000),
             Some(("42P01", "relation \"x\" does not exist")),
             None,
         );
         let mut b = Tally::default();
         b.sent(None);
-        b.answered(Some(1), Some(3_000), None, Some("40001"));
+        b.answered(&[Some(1)], 1, Some(3_000), None, Some("40001"));
         b.answered_after_intended(5_000);
         a.merge(b);
         assert_eq!(a.from_intended.len(), 1);

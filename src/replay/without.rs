@@ -247,7 +247,7 @@ mod tests {
             at_ns: at_ms * 1_000_000,
             wire: Wire::Postgres(vec![Frontend::Query(String::new())]),
             statement: Some(i),
-            executes: true,
+            runs: vec![Some(i)],
             work: Work::Runs,
             shape: None,
             think_ns: Some(1_000_000),
@@ -255,6 +255,7 @@ mod tests {
                 response_ns: Some(2_000_000),
                 error: None,
                 place: place.map(|(first, last)| Place { first, last }),
+                ran: 1,
             },
         }
     }

@@ -18,7 +18,7 @@ use crate::common::{
 
 /// The venv's Python with the applications' drivers; `None` (the test skipped, and
 /// named by scripts/test.sh) outside scripts/test.sh, which installs them.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     match std::env::var_os("CONNBENCH_APPS_PYTHON") {
         Some(p) => Some(PathBuf::from(p)),
         None => {
@@ -32,7 +32,7 @@ fn python() -> Option<PathBuf> {
 }
 
 /// `tests/apps/NAME` run with `args`: its one JSON line.
-fn app(python: &Path, name: &str, args: &[&str]) -> Value {
+pub(crate) fn app(python: &Path, name: &str, args: &[&str]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/apps")
         .join(name);
@@ -57,7 +57,7 @@ fn maria_password() -> String {
 }
 
 /// `connbench trace FILE --json --rtt 50ms`.
-fn trace_json(trace: &Path) -> Value {
+pub(crate) fn trace_json(trace: &Path) -> Value {
     let o = connbench(&["trace", trace.to_str().unwrap(), "--json", "--rtt", "50ms"]);
     assert!(o.status.success(), "connbench trace: {}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -71,7 +71,7 @@ fn shape_starting(v: &Value, first: &str) -> (Value, f64) {
 }
 
 /// The first shape `pick` takes, and its `+50 ms` prediction.
-fn shape_where(v: &Value, pick: impl Fn(&Value) -> bool) -> (Value, f64) {
+pub(crate) fn shape_where(v: &Value, pick: impl Fn(&Value) -> bool) -> (Value, f64) {
     let shapes = v["profile"]["shapes"].as_array().expect("profile.shapes");
     let shape = shapes
         .iter()
@@ -188,7 +188,7 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
 /// 50 ms round trip in one run while four builds ran), the recorded mean + achieved RTT
 /// × the shape's round trips; beside it, trace's own prediction at the requested RTT,
 /// which the report prints.
-fn within_the_prediction(row: &Value, replay_stderr: &str, who: &str) {
+pub(crate) fn within_the_prediction(row: &Value, replay_stderr: &str, who: &str) {
     let achieved: f64 = replay_stderr
         .split("achieved +")
         .nth(1)
@@ -213,7 +213,7 @@ fn within_the_prediction(row: &Value, replay_stderr: &str, who: &str) {
 
 /// A database of this module's own on the shared sandbox (the apps drop and create
 /// their own tables; others' tests never see them).
-fn pg_database() -> String {
+pub(crate) fn pg_database() -> String {
     static DB: OnceLock<String> = OnceLock::new();
     DB.get_or_init(|| {
         let o = Command::new("psql")
@@ -227,7 +227,7 @@ fn pg_database() -> String {
 }
 
 /// `conninfo` with its port replaced.
-fn at_port(conninfo: &str, port: &str) -> String {
+pub(crate) fn at_port(conninfo: &str, port: &str) -> String {
     conninfo
         .split_whitespace()
         .map(|kv| match kv.split_once('=') {

@@ -3,6 +3,7 @@
 
 mod apps;
 mod apps_housekeeping;
+mod apps_pipeline;
 mod architecture;
 mod cgroups;
 mod cleanup;

@@ -29,7 +29,8 @@
 
 use std::collections::HashMap;
 
-use crate::event::{Event, Op, Outcome, Request, Step};
+use crate::event::{Event, Op, Outcome, Request};
+use crate::executions::{note_prepared, Executions};
 use crate::fingerprint::{fingerprint, Dialect, Fingerprint};
 use crate::reader::{ReadError, TraceReader};
 use crate::transaction::{Boundaries, Place, Work};
@@ -309,11 +310,7 @@ impl Tally {
             return;
         };
         let sql = sql_of(&r.op, &mut s.names);
-        if let (Op::ComStmtPrepare(p), Some(prepared)) = (&r.op, &r.prepared) {
-            if let Some(text) = &p.sql {
-                remember(&mut s.names, prepared.statement_id.to_string(), text);
-            }
-        }
+        note_prepared(r, &mut s.names);
         let ping = matches!(r.op, Op::ComPing);
         let f = if ping {
             Some(fingerprint(COM_PING, self.dialect))
@@ -403,42 +400,10 @@ impl Tally {
     }
 }
 
-/// Bounded as `profile`'s names: an application names few statements.
-fn remember(names: &mut HashMap<String, String>, name: String, sql: &str) {
-    if names.len() < crate::profile::MAX_STATEMENTS || names.contains_key(&name) {
-        names.insert(name, sql.to_string());
-    }
-}
-
-/// The SQL a request runs or prepares: its own, or a named statement's.
+/// The SQL a request runs or prepares: the first it executes, or the one it prepares.
 fn sql_of(op: &Op, names: &mut HashMap<String, String>) -> Option<String> {
-    match op {
-        Op::Query(s) | Op::ComQuery(s) | Op::ComStmtPrepare(s) => s.sql.clone(),
-        Op::ComStmtExecute { statement_id, .. } => names.get(&statement_id.to_string()).cloned(),
-        Op::Extended { steps } => {
-            let mut sql = None;
-            for st in steps {
-                match st {
-                    Step::Parse {
-                        statement, sql: s, ..
-                    } => {
-                        if let Some(text) = &s.sql {
-                            if !statement.is_empty() {
-                                remember(names, statement.clone(), text);
-                            }
-                            sql.get_or_insert_with(|| text.clone());
-                        }
-                    }
-                    Step::Bind { statement, .. } if sql.is_none() => {
-                        sql = names.get(statement).cloned();
-                    }
-                    _ => {}
-                }
-            }
-            sql
-        }
-        _ => None,
-    }
+    let e = Executions::of(op, names);
+    e.sqls.into_iter().flatten().next().or(e.parsed)
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@
 //!   cannot follow (encrypted, malformed, oversized) it says why once and lets the rest
 //!   through undecoded, so the relay keeps relaying.
 //! - [`fingerprint`]: normalised statements and `--redact-values`' literal removal.
+//! - [`executions`]: what a request executed, an execution per Execute of a pipelined
+//!   group, for the profile and the replay alike.
 //! - [`profile`] and [`shapes`]: what `connbench trace` reports of an application, read
 //!   from its events in one pass; its transactions grouped by shape.
 //! - [`housekeeping`]: what the application's driver and pool sent that its code did
@@ -25,6 +27,7 @@
 
 mod connection;
 pub mod event;
+pub mod executions;
 pub mod fingerprint;
 mod frame;
 pub mod housekeeping;

@@ -372,6 +372,9 @@ impl Decoder {
                     if g.req.response_bytes > self.group_answered {
                         waited_after_flush(&mut g.req.op);
                     }
+                    if f.kind != b'H' && asks_nothing(&g.req.op) {
+                        self.c.x.restart(g, f.first_ns);
+                    }
                     g.extend(f.last_ns, f.wire_len);
                 } else {
                     let mut g = self
@@ -672,6 +675,11 @@ fn keep(dir: Direction, state: State, sasl_pending: bool, kind: u8) -> Keep {
         (Direction::ToClient, b'R' | b'K') => Keep::Prefix,
         _ => Keep::All,
     }
+}
+
+/// A group of Flushes only, so far: nothing the server answers.
+fn asks_nothing(op: &Op) -> bool {
+    matches!(op, Op::Extended { steps } if steps.iter().all(|s| matches!(s, Step::Flush { .. })))
 }
 
 /// The client sent more of a group after the server answered part of it: it waited
@@ -1111,6 +1119,43 @@ mod tests {
         assert_eq!((rs[2].copy_in_bytes, rs[2].response_ns), (4, Some(1_000)));
         assert_eq!(rs[3].op, Op::Extended { steps: vec![] });
         assert_eq!(open_of(&events).auth_method.as_deref(), Some("trust"));
+    }
+
+    /// psycopg 3's pipeline mode ends each group with a Sync and a Flush, then waits for
+    /// the answers: the Flush begins the next group's bytes, but the group is sent after
+    /// the answer, a round trip of its own (before, it counted as pipelined and its
+    /// round trip went unpriced). A group sent before the answer is still pipelined.
+    #[test]
+    fn a_flush_after_the_sync_then_a_wait_is_no_pipeline() {
+        let group = |sql: &str| {
+            [
+                pg(b'P', &[cstrs(&["", sql]), vec![0, 0]].concat()),
+                bind("", &[]),
+                pg(b'E', b"\0\0\0\0\0"),
+                pg(b'S', b""),
+                pg(b'H', b""),
+            ]
+            .concat()
+        };
+        let answer = |tag: &str| [pg(b'1', b""), pg(b'2', b""), pg(b'C', &cstrs(&[tag])), z(b'I')].concat();
+        let script = vec![
+            (Up, startup(&["user", "app"])),
+            (Down, [r(0, b""), z(b'I')].concat()),
+            (Up, group("BEGIN")),
+            (Down, answer("BEGIN")),
+            (Up, group("COMMIT")),
+            (Up, group("SELECT 1")),
+            (Down, answer("COMMIT")),
+            (Down, answer("SELECT 1")),
+        ];
+        let (events, _) = run(Engine::Postgres, DecodeOptions::default(), &script, |_, _| vec![]);
+        let rs = requests(&events);
+        // The last Flush, never followed, is a request left unanswered at the end.
+        let think: Vec<Option<u64>> = rs[..3].iter().map(|r| r.think_ns).collect();
+        assert_eq!(think, [Some(1_000), Some(1_000), None], "{rs:#?}");
+        assert_eq!(rs.iter().map(|r| r.round_trips()).sum::<u64>(), 2);
+        // The second starts at its Parse, after the answer, not at the Flush before it.
+        assert_eq!(rs[1].at_ns, rs[0].at_ns + 2_000);
     }
 
     #[test]

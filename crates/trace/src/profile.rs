@@ -16,12 +16,13 @@
 
 use std::collections::HashMap;
 
-use super::event::{Event, Header, Op, Outcome, Request, SessionOpen, Step};
+use super::event::{Event, Header, Outcome, Request, SessionOpen};
+use super::executions::{note_prepared, Executions};
 use super::fingerprint::{fingerprint, Dialect, Fingerprint};
 use super::reader::{ReadError, TraceReader};
 use super::shapes::{ShapeProfile, Shapes, TxShape, UNKNOWN_STATEMENT};
 pub use super::spread::Spread;
-use super::transaction::{Boundaries, Work};
+use super::transaction::{self, Boundaries};
 use crate::Engine;
 
 /// Distinct statements kept apart; the rest are counted as one row, "(other statements)".
@@ -282,16 +283,22 @@ impl Profiler {
         let end_ns = r.at_ns + r.response_ns.unwrap_or(0);
         let open_ns = s.open_ns;
         s.requests += 1;
-        let (sql, prepared) = statement_of(&r.op, &mut s.statements);
+        let e = Executions::of(&r.op, &mut s.statements);
         note_prepared(r, &mut s.statements);
-        let f = sql.map(|sql| fingerprint(&sql, self.dialect));
+        let dialect = self.dialect;
+        let ran: Vec<Option<Fingerprint>> = e.sqls[..e.ran(r)]
+            .iter()
+            .map(|sql| sql.as_deref().map(|sql| fingerprint(sql, dialect)))
+            .collect();
+        let parsed = e.parsed.as_deref().map(|sql| fingerprint(sql, dialect));
         // Where the request stands in its transactions is `transaction`'s to say, as
         // for replay's count.
         let Some(place) = s.boundaries.recorded(r) else {
-            self.count(r, open_ns, end_ns, f, prepared);
+            self.count(r, open_ns, end_ns, e.prepared);
+            self.statements_of(r, ran, parsed);
             return;
         };
-        let round_trips = r.round_trips();
+        let round_trips = transaction::round_trips(r, place);
         let tx = s.tx.get_or_insert(Tx {
             start_ns: r.at_ns,
             end_ns,
@@ -308,20 +315,23 @@ impl Profiler {
         tx.round_trips += round_trips;
         tx.wait_ns += r.response_ns.unwrap_or(0);
         tx.end_ns = tx.end_ns.max(end_ns);
-        // A shape lists what the transaction ran, as the statements' calls count it.
-        let runs = Work::of(&r.op)
-            .runs()
-            .then(|| f.as_ref().map_or(UNKNOWN_STATEMENT, |f| f.id));
-        tx.shape.request(r.at_ns, end_ns, round_trips, runs);
+        // A shape lists what the transaction ran, as the statements' calls count it:
+        // each execution of a pipelined group.
+        let runs: Vec<u64> = ran
+            .iter()
+            .map(|f| f.as_ref().map_or(UNKNOWN_STATEMENT, |f| f.id))
+            .collect();
+        tx.shape.request(r.at_ns, end_ns, round_trips, &runs);
         let finished = if place.last { s.tx.take() } else { None };
-        self.count(r, open_ns, end_ns, f, prepared);
+        self.count(r, open_ns, end_ns, e.prepared);
+        self.statements_of(r, ran, parsed);
         if let Some(tx) = finished {
             self.end_transaction(tx);
         }
     }
 
-    /// A request's share of the totals and of its statement's row.
-    fn count(&mut self, r: &Request, open_ns: u64, end_ns: u64, f: Option<Fingerprint>, prepared: bool) {
+    /// A request's share of the totals.
+    fn count(&mut self, r: &Request, open_ns: u64, end_ns: u64, prepared: bool) {
         self.last_ns = self.last_ns.max(open_ns + end_ns);
         self.requests += 1;
         self.prepared += u64::from(prepared);
@@ -337,8 +347,27 @@ impl Profiler {
                 .entry(code.unwrap_or_else(|| "?".into()))
                 .or_default() += 1;
         }
-        if let Some(f) = f {
-            self.statement(f, r);
+    }
+
+    /// A request's share of its statements' rows: a call for each execution that ran,
+    /// and the request's time shared among them equally (one answer times the whole
+    /// group: the recorder keeps no time per statement inside it). A request that ran
+    /// nothing gives its time to the statement it prepared.
+    fn statements_of(&mut self, r: &Request, ran: Vec<Option<Fingerprint>>, parsed: Option<Fingerprint>) {
+        let ms = r.response_ns.unwrap_or(0) as f64 / 1e6;
+        if ran.is_empty() {
+            if let Some(f) = parsed {
+                self.statement(f, 0, ms, 0, false);
+            }
+            return;
+        }
+        let n = ran.len();
+        let rows = rows_by_execution(r, n);
+        let failed = r.outcome == Outcome::Error;
+        for (i, f) in ran.into_iter().enumerate() {
+            if let Some(f) = f {
+                self.statement(f, 1, ms / n as f64, rows[i], failed && i + 1 == n);
+            }
         }
     }
 
@@ -360,7 +389,7 @@ impl Profiler {
         self.think_ns += tx.think_ns;
     }
 
-    fn statement(&mut self, f: Fingerprint, r: &Request) {
+    fn statement(&mut self, f: Fingerprint, calls: u64, ms: f64, rows: u64, failed: bool) {
         let key = if self.statements.len() >= MAX_STATEMENTS && !self.statements.contains_key(&f.id) {
             0
         } else {
@@ -381,10 +410,10 @@ impl Profiler {
         });
         // Calls are executions (as pg_stat_statements counts them); the time is every
         // request of the statement's, its preparation's round trip too.
-        row.calls += u64::from(Work::of(&r.op).runs());
-        row.total_ms += r.response_ns.unwrap_or(0) as f64 / 1e6;
-        row.rows += r.rows;
-        row.errors += u64::from(r.outcome == Outcome::Error);
+        row.calls += calls;
+        row.total_ms += ms;
+        row.rows += rows;
+        row.errors += u64::from(failed);
     }
 
     /// The profile of what was read (sessions still open count as far as they went).
@@ -466,57 +495,31 @@ fn sorted(m: HashMap<String, u64>) -> Vec<(String, u64)> {
     v
 }
 
-/// The SQL a request ran (a prepared statement's from its preparation), and whether it
-/// ran a statement prepared before it.
-fn statement_of(op: &Op, names: &mut HashMap<String, String>) -> (Option<String>, bool) {
-    match op {
-        Op::Query(s) | Op::ComQuery(s) => (s.sql.clone(), false),
-        Op::ComStmtPrepare(s) => (s.sql.clone(), false),
-        Op::ComStmtExecute { statement_id, .. } => (names.get(&statement_id.to_string()).cloned(), true),
-        Op::Extended { steps } => {
-            let mut sql = None;
-            let mut parsed_here = false;
-            let mut bound = None;
-            for st in steps {
-                match st {
-                    Step::Parse {
-                        statement, sql: s, ..
-                    } => {
-                        parsed_here = true;
-                        if let Some(text) = &s.sql {
-                            if !statement.is_empty() {
-                                // Bounded: an application names few statements; a client
-                                // naming one per call is kept to the cap.
-                                if names.len() < MAX_STATEMENTS || names.contains_key(statement) {
-                                    names.insert(statement.clone(), text.clone());
-                                }
-                            }
-                            sql.get_or_insert_with(|| text.clone());
-                        }
-                    }
-                    Step::Bind { statement, .. } => {
-                        bound.get_or_insert_with(|| statement.clone());
-                    }
-                    _ => {}
-                }
-            }
-            let prepared = !parsed_here && bound.as_ref().is_some_and(|b| !b.is_empty());
-            if sql.is_none() {
-                sql = bound.and_then(|b| names.get(&b).cloned());
-            }
-            (sql, prepared)
-        }
-        _ => (None, false),
+/// The rows each of a request's `n` executions returned: a lone one has the request's;
+/// in a group, each its command tag's count where the tags say it (`SELECT n`, `FETCH n`)
+/// and they add up to the rows the request returned, else the first has them all
+/// (an `INSERT ... RETURNING`'s tag counts rows written, not returned).
+fn rows_by_execution(r: &Request, n: usize) -> Vec<u64> {
+    let mut rows = vec![0; n];
+    if n == 1 || r.rows == 0 {
+        rows[0] = r.rows;
+        return rows;
     }
-}
-
-/// Remembers what a MySQL COM_STMT_PREPARE prepared, once its answer names the id.
-fn note_prepared(r: &Request, names: &mut HashMap<String, String>) {
-    if let (Op::ComStmtPrepare(s), Some(p)) = (&r.op, &r.prepared) {
-        if let Some(sql) = &s.sql {
-            names.insert(p.statement_id.to_string(), sql.clone());
+    let returned = |tag: &String| {
+        let mut words = tag.split_whitespace();
+        match words.next() {
+            Some("SELECT" | "FETCH") => words.last().and_then(|c| c.parse::<u64>().ok()),
+            _ => Some(0),
         }
+    };
+    let by_tag: Option<Vec<u64>> = r.tags.iter().take(n).map(returned).collect();
+    match by_tag {
+        Some(t) if t.iter().sum::<u64>() == r.rows => {
+            rows[..t.len()].copy_from_slice(&t);
+        }
+        _ => rows[0] = r.rows,
     }
+    rows
 }
 
 #[cfg(test)]

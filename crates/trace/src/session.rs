@@ -87,13 +87,27 @@ impl Exchanges {
         self.last_end_ns = Some(at_ns);
     }
 
-    /// A new request whose first byte passed at `first_ns`.
-    pub fn start(&mut self, first_ns: u64, wire_len: u64, op: Op) -> Exchange {
-        let think_ns = if self.pending.is_empty() {
+    /// `ex`, begun by messages that ask the server for nothing (a Flush sent after the
+    /// last Sync: psycopg 3 in pipeline mode sends one, then waits for every answer),
+    /// starts again at `first_ns`, the first message that asks for something: its time
+    /// and the client's think time count from there, and it is pipelined only if an
+    /// earlier request still awaits its answer then.
+    pub fn restart(&self, ex: &mut Exchange, first_ns: u64) {
+        ex.req.at_ns = first_ns.saturating_sub(self.open_ns);
+        ex.req.think_ns = self.think(first_ns);
+    }
+
+    fn think(&self, first_ns: u64) -> Option<u64> {
+        if self.pending.is_empty() {
             self.last_end_ns.map(|e| first_ns.saturating_sub(e))
         } else {
             None
-        };
+        }
+    }
+
+    /// A new request whose first byte passed at `first_ns`.
+    pub fn start(&mut self, first_ns: u64, wire_len: u64, op: Op) -> Exchange {
+        let think_ns = self.think(first_ns);
         let seq = self.next_seq;
         self.next_seq += 1;
         Exchange {

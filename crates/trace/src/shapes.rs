@@ -87,28 +87,37 @@ impl TxShape {
     }
 
     /// One of the transaction's requests, in order: sent at `at_ns`, answered by
-    /// `end_ns` (the session's time) after `round_trips`; `runs`, the fingerprint id of
-    /// the statement it ran, if it ran one. The time and round trips up to a statement's
-    /// answer (a preparation's before it, the application's think) are its step.
-    pub fn request(&mut self, at_ns: u64, end_ns: u64, round_trips: u64, runs: Option<u64>) {
+    /// `end_ns` (the session's time) after `round_trips`; `runs`, the fingerprint ids of
+    /// the statements it executed, in order (a pipelined group's several). The time and
+    /// round trips up to a request's answer (a preparation's before it, the
+    /// application's think) are its first statement's step; the others of the same
+    /// request were answered with it, steps of no time of their own.
+    pub fn request(&mut self, at_ns: u64, end_ns: u64, round_trips: u64, runs: &[u64]) {
         let mark = *self.mark_ns.get_or_insert(at_ns);
         self.pending_round_trips += round_trips;
-        let Some(id) = runs else { return };
-        let kept = self.ids.len() < MAX_SHAPE_STATEMENTS;
-        self.push(id);
-        let step = (
-            end_ns.saturating_sub(mark),
-            std::mem::take(&mut self.pending_round_trips),
-        );
-        match self.steps.last_mut() {
-            // Beyond the key's statements, the last kept step takes the rest.
-            Some(last) if !kept => {
-                last.0 += step.0;
-                last.1 += step.1;
+        for (k, &id) in runs.iter().enumerate() {
+            let kept = self.ids.len() < MAX_SHAPE_STATEMENTS;
+            self.push(id);
+            let step = if k == 0 {
+                (
+                    end_ns.saturating_sub(mark),
+                    std::mem::take(&mut self.pending_round_trips),
+                )
+            } else {
+                (0, 0)
+            };
+            match self.steps.last_mut() {
+                // Beyond the key's statements, the last kept step takes the rest.
+                Some(last) if !kept => {
+                    last.0 += step.0;
+                    last.1 += step.1;
+                }
+                _ => self.steps.push(step),
             }
-            _ => self.steps.push(step),
         }
-        self.mark_ns = Some(end_ns.max(mark));
+        if !runs.is_empty() {
+            self.mark_ns = Some(end_ns.max(mark));
+        }
     }
 
     /// Its id, as [`ShapeProfile::id`] has it.
@@ -319,10 +328,10 @@ mod tests {
     #[test]
     fn a_shapes_steps_run_from_answer_to_answer() {
         let mut t = TxShape::default();
-        t.request(100, 200, 1, Some(1));
-        t.request(300, 400, 1, None);
-        t.request(450, 600, 1, Some(2));
-        t.request(700, 750, 1, Some(3));
+        t.request(100, 200, 1, &[1]);
+        t.request(300, 400, 1, &[]);
+        t.request(450, 600, 1, &[2]);
+        t.request(700, 750, 1, &[3]);
         assert_eq!(t.steps, vec![(100, 1), (400, 2), (150, 1)]);
         let mut s = Shapes::default();
         s.add(t.clone(), 0.65, 4, 4, |_| "x".into());

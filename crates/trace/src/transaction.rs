@@ -124,6 +124,16 @@ impl Boundaries {
     }
 }
 
+/// The round trips a request adds to its transaction's time: its own
+/// ([`Request::round_trips`]), and for the transaction's first request sent while an
+/// earlier transaction's answer was still awaited (pipelined behind it) one more: it was
+/// no round trip of the application's, but its own answer still comes a round trip
+/// after it, so the transaction, from its first send to its last answer, takes one.
+pub fn round_trips(r: &Request, place: Place) -> u64 {
+    let answered = matches!(r.outcome, Outcome::Ok | Outcome::Error);
+    r.round_trips() + u64::from(place.first && r.think_ns.is_none() && answered)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +228,29 @@ mod tests {
         assert_eq!(Work::of(&Op::ComStmtPrepare(Default::default())), P);
         assert_eq!(Work::of(&Op::ComStmtClose { statement_id: 1 }), O);
         assert_eq!(Work::of(&Op::ComPing), O);
+    }
+
+    /// A transaction pipelined behind the one before it still takes a round trip from
+    /// its first send to its answer; a request pipelined inside a transaction adds none.
+    #[test]
+    fn a_pipelined_transaction_takes_its_answers_round_trip() {
+        let request = |think: &str| -> Request {
+            serde_json::from_str(&format!(
+                r#"{{"session":1,"seq":1,"at_ns":5,"think_ns":{think},"request_bytes":9,"op":"query","sql":"SELECT 1","outcome":"ok","first_byte_ns":1,"response_ns":2,"response_bytes":9,"rows":1,"tx":"idle"}}"#
+            ))
+            .unwrap()
+        };
+        let first = Place {
+            first: true,
+            last: true,
+        };
+        let inside = Place {
+            first: false,
+            last: false,
+        };
+        assert_eq!(round_trips(&request("null"), first), 1);
+        assert_eq!(round_trips(&request("null"), inside), 0);
+        assert_eq!(round_trips(&request("3"), first), 1);
+        assert_eq!(round_trips(&request("3"), inside), 1);
     }
 }
