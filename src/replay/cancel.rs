@@ -12,7 +12,8 @@
 //! none then (between two transactions) has nothing to cancel, and the cancel counts as
 //! not replayed. A cancel hitting a backend with no query running is harmless: the
 //! server ignores it. MySQL's `KILL QUERY <id>` is an ordinary query on another
-//! connection; its id is not mapped to the replayed connection's (not done).
+//! connection: [`super::kill`] maps its id through the same [`Keys`], which hold a
+//! targeted MySQL session's connection id as they hold a PostgreSQL one's key.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -88,15 +89,26 @@ pub fn plan(recorded: &[Recorded], sessions: &[Target]) -> Vec<CancelPlan> {
 /// thread; touched only by targeted sessions, at a connect or a pool's borrow and give-back.
 #[derive(Debug, Clone, Default)]
 pub struct Keys {
-    held: Arc<Mutex<HashMap<u64, CancelKey>>>,
+    held: Arc<Mutex<HashMap<u64, Held>>>,
     targets: Arc<HashSet<u64>>,
 }
 
+/// What a targeted session's connection is known by now.
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    Postgres(CancelKey),
+    /// MySQL's connection id (the handshake's), which `KILL` names.
+    Mysql(u32),
+}
+
 impl Keys {
-    pub fn for_plans(plans: &[CancelPlan]) -> Keys {
+    /// For the sessions the cancels target, and `more` (the KILLs' targets).
+    pub fn for_plans(plans: &[CancelPlan], more: impl IntoIterator<Item = u64>) -> Keys {
+        let mut targets: HashSet<u64> = plans.iter().filter_map(|p| p.target.ok()).collect();
+        targets.extend(more);
         Keys {
             held: Arc::default(),
-            targets: Arc::new(plans.iter().filter_map(|p| p.target.ok()).collect()),
+            targets: Arc::new(targets),
         }
     }
 
@@ -109,10 +121,21 @@ impl Keys {
     }
 
     fn get(&self, session: u64) -> Option<CancelKey> {
-        self.lock().get(&session).copied()
+        match self.lock().get(&session) {
+            Some(Held::Postgres(k)) => Some(*k),
+            _ => None,
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, CancelKey>> {
+    /// The MySQL connection id `session` holds now.
+    pub fn mysql_id(&self, session: u64) -> Option<u32> {
+        match self.lock().get(&session) {
+            Some(Held::Mysql(id)) => Some(*id),
+            _ => None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -127,10 +150,12 @@ pub struct Slot {
 impl Slot {
     /// The session now holds `s` (its own connection, or a pool's).
     pub fn hold(&self, s: &proto::Session) {
-        if let proto::Session::Postgres(p) = s {
-            if let Some(k) = p.cancel_key {
-                self.keys.lock().insert(self.session, k);
-            }
+        let held = match s {
+            proto::Session::Postgres(p) => p.cancel_key.map(Held::Postgres),
+            proto::Session::Mysql(m) => Some(Held::Mysql(m.connection_id)),
+        };
+        if let Some(h) = held {
+            self.keys.lock().insert(self.session, h);
         }
     }
 
@@ -151,7 +176,16 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn not(&mut self, why: impl Into<String>) {
+    /// `o`'s counts added.
+    pub fn merge(&mut self, o: Counts) {
+        self.recorded += o.recorded;
+        self.replayed += o.replayed;
+        for (k, n) in o.not_replayed {
+            *self.not_replayed.entry(k).or_default() += n;
+        }
+    }
+
+    pub fn not(&mut self, why: impl Into<String>) {
         *self.not_replayed.entry(why.into()).or_default() += 1;
     }
 }
@@ -278,7 +312,7 @@ mod tests {
     fn not_sent(plans: Vec<CancelPlan>, scheduled: bool) -> Counts {
         let target = crate::targets::Target::parse("host=127.0.0.1 port=1 sslmode=disable").unwrap();
         let ep = Endpoint::new(target).unwrap();
-        let keys = Keys::for_plans(&plans);
+        let keys = Keys::for_plans(&plans, []);
         let (_started, started_rx) = watch::channel(Some(Instant::now()));
         let (_ended, ended_rx) = watch::channel(false);
         let at =
@@ -333,7 +367,7 @@ mod tests {
                 target: Err(NO_PID),
             },
         ];
-        let keys = Keys::for_plans(&plans);
+        let keys = Keys::for_plans(&plans, []);
         assert!(keys.slot(4).is_some());
         assert!(keys.slot(5).is_none());
         assert_eq!(keys.get(4), None);

@@ -18,6 +18,7 @@
 
 pub mod cancel;
 pub mod conn;
+pub mod kill;
 pub mod playback;
 pub mod mysql;
 pub mod pooled;

@@ -34,6 +34,7 @@ use tokio::sync::watch;
 
 use super::cancel::{self, CancelPlan, Keys};
 use super::conn::{Answer, Conn};
+use super::kill;
 use super::pooled::{Borrower, Namer, PoolSettings, ThreadPool};
 use super::schedule::{Planned, SessionPlan, Wire};
 use super::tally::{Lag, Tally};
@@ -63,6 +64,10 @@ pub async fn run(
     out: Outputs,
 ) -> (Tally, Instant, cancel::Counts) {
     let Plans { sessions, cancels } = plans;
+    // MySQL's KILLs name their targets' connections as the cancels do (super::kill).
+    let kills = sessions.iter().flat_map(|s| &s.requests).filter_map(|p| p.kill);
+    let kills_recorded = kills.clone().count() as u64;
+    let keys = Keys::for_plans(&cancels, kills.filter_map(|k| k.target.ok()).collect::<Vec<_>>());
     let start = Instant::now();
     // The schedule starts at the first session's open, not at the recorder's start
     // (which may have waited for the application).
@@ -86,7 +91,6 @@ pub async fn run(
         started,
     });
     // The cancels wait on this runtime for their times, apart from the sessions' threads.
-    let keys = Keys::for_plans(&cancels);
     let (ended, ended_rx) = watch::channel(false);
     let canceller = {
         let (ep, keys) = (ep.clone(), keys.clone());
@@ -153,9 +157,13 @@ pub async fn run(
         Err(e) => *tally.lost.entry(format!("replay threads: {e}")).or_default() += 1,
     }
     ended.send_replace(true);
-    let cancels = canceller.await.unwrap_or_else(|e| cancel::Counts {
+    let mut cancels = canceller.await.unwrap_or_else(|e| cancel::Counts {
         not_replayed: [(format!("the cancels' task: {e}"), 1)].into(),
         ..cancel::Counts::default()
+    });
+    cancels.merge(cancel::Counts {
+        recorded: kills_recorded,
+        ..std::mem::take(&mut tally.kills)
     });
     (tally, gate.start.get().copied().unwrap_or(start), cancels)
 }
@@ -445,23 +453,26 @@ impl Replayer {
                 tally.not_sent += total - first_unanswered(&in_flight, k) as u64;
                 break;
             }
-            // A session's own connection is there already: no wait, no select.
-            let borrowed = match &mut link {
-                Link::Own(_) => Some(Ok(None)),
-                Link::Pooled(_) => or_stop(&mut self.stop, link.borrow()).await,
+            // A KILL names the connection its target holds now, or is not sent.
+            let killing;
+            let wire = match &r.kill {
+                None => &r.wire,
+                Some(kill) => match kill::wire(kill, &self.keys) {
+                    Ok(c) => {
+                        tally.kills.replayed += 1;
+                        killing = Wire::Mysql(c);
+                        &killing
+                    }
+                    Err(why) => {
+                        tally.kills.not(why);
+                        tally.not_sent += 1;
+                        continue;
+                    }
+                },
             };
-            let waited = match borrowed {
-                None => {
-                    tally.not_sent += total - k as u64;
-                    break;
-                }
-                Some(Err(e)) => {
-                    *tally.connect_errors.entry(e.to_string()).or_default() += 1;
-                    tally.connected = 0;
-                    tally.not_sent += total - k as u64;
-                    break;
-                }
-                Some(Ok(w)) => w,
+            let Some(waited) = self.borrow(&mut link, tally).await else {
+                tally.not_sent += total - k as u64;
+                break;
             };
             let sent = Instant::now();
             let lag = intended.map(|i| {
@@ -478,7 +489,7 @@ impl Replayer {
             // Kept in flight while the next request was pipelined behind it.
             let keep = pipelines(&r.wire) && plan.requests.get(k + 1).is_some_and(pipelines_behind);
             if !keep && in_flight.is_empty() {
-                let a = match or_stop(&mut self.stop, link.exchange(&r.wire)).await {
+                let a = match or_stop(&mut self.stop, link.exchange(wire)).await {
                     None => {
                         tally.not_sent += total - k as u64;
                         break;
@@ -518,6 +529,23 @@ impl Replayer {
             }
         }
         (link, at.boundaries.status())
+    }
+
+    /// A connection for the next request: `Some` of the pool's wait (`None` on the
+    /// session's own, there already: no wait, no select); `None` when stopped or the
+    /// pool's connect failed (counted).
+    async fn borrow(&mut self, link: &mut Link, tally: &mut Tally) -> Option<Option<Duration>> {
+        if let Link::Own(_) = link {
+            return Some(None);
+        }
+        match or_stop(&mut self.stop, link.borrow()).await? {
+            Ok(waited) => Some(waited),
+            Err(e) => {
+                *tally.connect_errors.entry(e.to_string()).or_default() += 1;
+                tally.connected = 0;
+                None
+            }
+        }
     }
 
     /// A pipeline's answers, in order, each counted as it arrives (`ready` then); stops

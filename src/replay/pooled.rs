@@ -596,6 +596,7 @@ mod tests {
                 wire: Wire::Postgres(msgs),
                 statement: None,
                 runs: vec![None],
+                kill: None,
                 work: connbench_trace::transaction::Work::Runs,
                 shape: None,
                 think_ns: None,

@@ -20,6 +20,7 @@ use std::path::Path;
 use anyhow::{bail, Result};
 
 use super::cancel::{self, CancelPlan};
+use super::kill::{self, Kill};
 use super::mysql::{self, Command};
 use crate::proto::postgres::Frontend;
 use crate::targets::Engine;
@@ -69,6 +70,9 @@ pub struct Planned {
     /// The shape of the recorded transaction it is part of: an index into
     /// [`Schedule::shapes`].
     pub shape: Option<u32>,
+    /// MySQL's `KILL [QUERY] <id>`: the session it targets, whose connection id now it
+    /// names when sent ([`super::kill`]).
+    pub kill: Option<Kill>,
     /// The application's own time before it, as recorded: from the previous answer's
     /// end (or the connect's) to this request; `None` when it was pipelined.
     pub think_ns: Option<u64>,
@@ -363,6 +367,16 @@ impl Builder {
             wire,
             statement,
             runs,
+            kill: match (&r.op, self.engine) {
+                (Op::ComQuery(q), Engine::Mysql) => {
+                    q.sql.as_deref().and_then(kill::parse).map(|(query, named)| Kill {
+                        target: Err(kill::UNRESOLVED),
+                        query,
+                        named,
+                    })
+                }
+                _ => None,
+            },
             work,
             shape: None,
             think_ns: r.think_ns,
@@ -536,6 +550,13 @@ impl Builder {
             })
             .collect();
         self.schedule.cancels = cancel::plan(&self.cancels, &targets);
+        for s in &mut self.done {
+            for p in &mut s.requests {
+                if let Some(k) = &mut p.kill {
+                    k.target = kill::target(s.open_ns + p.at_ns, k.named, &targets);
+                }
+            }
+        }
         self.schedule.sessions = self.done;
         Ok(self.schedule)
     }

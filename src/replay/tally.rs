@@ -7,6 +7,7 @@
 //! Histograms keep 2 significant digits (a percentile within 1% of the recorded value):
 //! a session holds one per statement it runs, and a trace may hold thousands of sessions.
 
+use super::cancel::Counts;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -117,6 +118,9 @@ pub struct Tally {
     /// The replay threads' CPU time (user, system) from the schedule's start to their
     /// last session's end, each thread's own (getrusage), as load's clients'.
     pub cpu: Cpu,
+    /// MySQL KILLs sent with the replayed connection's id, or not sent and why
+    /// (super::kill); `recorded` is the schedule's to say.
+    pub kills: Counts,
 }
 
 impl Default for Tally {
@@ -150,6 +154,7 @@ impl Default for Tally {
             connect_errors: BTreeMap::new(),
             lost: BTreeMap::new(),
             cpu: (Duration::ZERO, Duration::ZERO),
+            kills: Counts::default(),
         }
     }
 }
@@ -328,6 +333,7 @@ impl Tally {
         }
         self.cpu.0 += o.cpu.0;
         self.cpu.1 += o.cpu.1;
+        self.kills.merge(o.kills);
     }
 }
 

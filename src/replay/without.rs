@@ -248,6 +248,7 @@ mod tests {
             wire: Wire::Postgres(vec![Frontend::Query(String::new())]),
             statement: Some(i),
             runs: vec![Some(i)],
+            kill: None,
             work: Work::Runs,
             shape: None,
             think_ns: Some(1_000_000),

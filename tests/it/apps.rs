@@ -42,13 +42,13 @@ pub(crate) fn app(python: &Path, name: &str, args: &[&str]) -> Value {
 }
 
 /// A sandbox with MariaDB of this module's own.
-fn maria() -> &'static SandboxInfo {
+pub(crate) fn maria() -> &'static SandboxInfo {
     static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
     static INFO: OnceLock<SandboxInfo> = OnceLock::new();
     INFO.get_or_init(|| mariadb_sandbox(&HOLD))
 }
 
-fn maria_password() -> String {
+pub(crate) fn maria_password() -> String {
     let cnf = std::fs::read_to_string(&maria().mariadb.as_ref().unwrap().defaults_file).unwrap();
     cnf.lines()
         .find_map(|l| l.strip_prefix("password="))

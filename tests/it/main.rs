@@ -29,6 +29,7 @@ mod readme;
 mod relay;
 mod replay;
 mod replay_cancel;
+mod replay_kill;
 mod replay_pool;
 mod report;
 mod sandboxes;
