@@ -146,6 +146,7 @@ mod tests {
                 row(Kind::Reset, 20, 4.0, true),
                 row(Kind::SessionSetup, 2, 0.5, false),
             ],
+            ..Housekeeping::default()
         };
         let w = predict_without(&h, &[50.0]);
         assert_eq!(w.len(), 2);

@@ -93,6 +93,23 @@ fn predicted(trace: &str) -> (Value, f64) {
         .find(|w| w["scenario"] == "+50 ms")
         .unwrap_or_else(|| panic!("no +50 ms: {h:#}"))
         .clone();
+    // The main table's +50 ms scenarios without the housekeeping: each loses what the
+    // section says it saves per application transaction.
+    let per_tx = at50["saved_per_transaction_ms"].as_f64().unwrap();
+    let far: Vec<&Value> = v["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["extra_rtt_ms"] == 50.0 && p["transaction_ms"].is_f64())
+        .collect();
+    assert_eq!(far.len(), 3, "+50 ms alone, with a pool, over TLS: {far:#?}");
+    for p in far {
+        let (with, without) = (
+            p["application_transaction_ms"].as_f64().unwrap(),
+            p["without_housekeeping_ms"].as_f64().unwrap(),
+        );
+        assert!((with - without - per_tx).abs() < 1e-6, "{per_tx} {p:#}");
+    }
     (h, at50["saved_ms"].as_f64().unwrap())
 }
 
@@ -183,11 +200,16 @@ fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
     let fp = reset["fingerprint"].as_str().unwrap();
     let text = stdout(&connbench(&["trace", trace, "--rtt", "50ms"]));
     assert!(text.contains("reset on release") && text.contains(fp), "{text}");
+    assert!(
+        text.contains("app transaction") && text.contains("without housekeeping"),
+        "the predictions' columns: {text}"
+    );
     let page = dir.join("trace.html");
     let o = connbench(&["trace", trace, "--rtt", "50ms", "--html", page.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let page = std::fs::read_to_string(&page).unwrap();
     assert!(page.contains("<h2>Housekeeping") && page.contains(fp), "{page}");
+    assert!(page.contains("<th>without housekeeping</th>"), "{page}");
 
     let (_, without, saved) = measured(trace, &conninfo("tcp"));
     let left = &without["left_out"];
