@@ -4,57 +4,19 @@
 //! against the sandbox's real servers: what a team's own application looks like to
 //! connbench, not pgbench's or sysbench's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use connbench::sandbox::{Sandbox, SandboxInfo};
 use serde_json::Value;
 
 use crate::common::{
-    connbench, conninfo, mariadb_sandbox, scratch, skip, spawn_hop, start_recorder, stderr, stdout,
-    stop_recorder, with_dbname,
+    app, apps_python, connbench, conninfo, relay_50ms, scratch, start_recorder, stderr, stop_recorder,
+    with_dbname, OwnMariadb,
 };
 
-/// The venv's Python with the applications' drivers; `None` (the test skipped, and
-/// named by scripts/test.sh) outside scripts/test.sh, which installs them.
-fn python() -> Option<PathBuf> {
-    match std::env::var_os("CONNBENCH_APPS_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            skip(
-                false,
-                "CONNBENCH_APPS_PYTHON unset: scripts/test.sh installs the drivers and sets it",
-            );
-            None
-        }
-    }
-}
-
-/// `tests/apps/NAME` run with `args`: its one JSON line.
-fn app(python: &Path, name: &str, args: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/apps")
-        .join(name);
-    let o = Command::new(python).arg(&script).args(args).output().unwrap();
-    assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
-    serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{name}: {e}: {}", stdout(&o)))
-}
-
 /// A sandbox with MariaDB of this module's own.
-fn maria() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
-
-fn maria_password() -> String {
-    let cnf = std::fs::read_to_string(&maria().mariadb.as_ref().unwrap().defaults_file).unwrap();
-    cnf.lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .expect("a password in the option file")
-        .to_string()
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// `connbench trace FILE --json --rtt 50ms`.
 fn trace_json(trace: &Path) -> Value {
@@ -104,9 +66,9 @@ fn shape_where(v: &Value, pick: impl Fn(&Value) -> bool) -> (Value, f64) {
 /// a 50 ms relay is within 10% of the same prediction.
 #[test]
 fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() {
-    let Some(py) = python() else { return };
-    let m = maria().mariadb.as_ref().unwrap();
-    let (pw, port) = (maria_password(), m.port.to_string());
+    let Some(py) = apps_python() else { return };
+    let m = MARIA.info().mariadb.as_ref().unwrap();
+    let (pw, port) = (MARIA.password(), m.port.to_string());
     let db = |port: &str, n: &str, extra: &[&'static str]| {
         let mut a = vec!["127.0.0.1", port, "connbench", pw.as_str(), "connbench", n];
         a.extend(extra);
@@ -131,7 +93,7 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
     // Replayed 50 ms away: the same transactions, and the booking's mean within 5% of
     // the prediction (ten round trips of 50 ms are 500 of its ~590 ms: the relay's
     // added round trip is verified to within a few percent, docs/statistics.md).
-    let target = maria().target("mariadb_tcp").unwrap().conninfo.clone();
+    let target = MARIA.info().target("mariadb_tcp").unwrap().conninfo.clone();
     let o = connbench(&[
         "replay",
         out.to_str().unwrap(),
@@ -165,14 +127,8 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
     within_the_prediction(row, &stderr(&o), "booking");
 
     // The application itself, 50 ms away: through connbench's relay.
-    let relay_args: Vec<std::ffi::OsString> = ["--upstream", &format!("127.0.0.1:{port}"), "--rtt", "50ms"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    let args: Vec<&std::ffi::OsStr> = relay_args.iter().map(|a| a.as_os_str()).collect();
-    let (relay, at, _) = spawn_hop("relay", &args);
-    let relay = crate::common::Killed(relay);
-    let far = db(at.rsplit(':').next().unwrap(), "6", &[]);
+    let (relay, at) = relay_50ms(&format!("127.0.0.1:{port}"));
+    let far = db(&at, "6", &[]);
     drop(relay);
     let own = far["mean_ms"].as_f64().unwrap();
     eprintln!("booking 50 ms away: the application's own {own:.1} ms, trace's prediction {predicted:.1} ms");
@@ -247,7 +203,7 @@ fn at_port(conninfo: &str, port: &str) -> String {
 /// `trace`'s prediction of it; the application's own transfer through a 50 ms relay is
 /// within 10% of the transfer shape's prediction.
 fn pg_app_per_shape(driver: &str, scratch_name: &str) {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let db = pg_database();
     let run = |conninfo: &str, rounds: &str, extra: &[&str]| {
         let mut a = vec![driver, conninfo, rounds];
@@ -294,16 +250,10 @@ fn pg_app_per_shape(driver: &str, scratch_name: &str) {
         within_the_prediction(row, &stderr(&o), driver);
     }
 
-    let args: Vec<std::ffi::OsString> = ["--upstream", upstream.as_str(), "--rtt", "50ms"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let (relay, at, _) = spawn_hop("relay", &args);
-    let relay = crate::common::Killed(relay);
+    let (relay, at) = relay_50ms(&upstream);
     // As many rounds as recorded: a fresh pool prepares its statements again (asyncpg's
     // cache), and those round trips are the same share of the transfers then.
-    let far = run(&at_port(&db, at.rsplit(':').next().unwrap()), "15", &[]);
+    let far = run(&at_port(&db, &at), "15", &[]);
     drop(relay);
     let own = far["transfer_mean_ms"].as_f64().unwrap();
     eprintln!("{driver}: the application's own transfer 50 ms away {own:.1} ms, predicted {predicted:.1} ms");

@@ -10,44 +10,18 @@
 //! test) and it agrees with the prediction within 10%.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, OnceLock};
-
-use connbench::sandbox::{Sandbox, SandboxInfo};
+use std::sync::Mutex;
 
 use serde_json::Value;
 
 use crate::common::{
-    connbench, conninfo, mariadb_sandbox, sandbox, scratch, skip, start_recorder, stderr, stdout,
-    stop_recorder, through_port,
+    app, apps_python, connbench, conninfo, sandbox, scratch, start_recorder, stderr, stdout, stop_recorder,
+    through_port, OwnMariadb,
 };
 
 /// Orders each application takes: a transaction and a reset or a ping each, 4 round
 /// trips, 200 ms at +50 ms; each replay takes 3 to 5 seconds.
 const ORDERS: u64 = 20;
-
-/// The venv's Python with the applications' drivers; `None` (the test skipped) outside
-/// scripts/test.sh, which installs them and sets CONNBENCH_APPS_PYTHON.
-fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("CONNBENCH_APPS_PYTHON").map(PathBuf::from);
-    if p.is_none() {
-        skip(
-            false,
-            "CONNBENCH_APPS_PYTHON unset: scripts/test.sh installs the drivers and sets it",
-        );
-    }
-    p
-}
-
-/// `tests/apps/NAME` run with `args`: its one JSON line.
-fn app(python: &Path, name: &str, args: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/apps")
-        .join(name);
-    let o = Command::new(python).arg(&script).args(args).output().unwrap();
-    assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
-    serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{name}: {e}: {}", stdout(&o)))
-}
 
 /// `connbench ARGS` that must succeed, its JSON.
 fn json(args: &[&str]) -> Value {
@@ -69,18 +43,8 @@ fn record(py: &Path, name: &str, dir: &Path) -> PathBuf {
     out
 }
 
-/// A sandbox with MariaDB of this module's own, and its password (from its option file).
-fn maria() -> (&'static SandboxInfo, String) {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    let info = INFO.get_or_init(|| mariadb_sandbox(&HOLD));
-    let cnf = std::fs::read_to_string(&info.mariadb.as_ref().unwrap().defaults_file).unwrap();
-    let pw = cnf
-        .lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .expect("a password in the option file");
-    (info, pw.to_string())
-}
+/// A sandbox with MariaDB of this module's own.
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// `trace --json --rtt 50ms`'s housekeeping, and the saving it predicts at +50 ms.
 fn predicted(trace: &str) -> (Value, f64) {
@@ -183,7 +147,7 @@ fn agree(what: &str, predicted: f64, measured: f64) {
 /// application transaction, named, left out, its saving measured.
 #[test]
 fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let dir = scratch("apps-housekeeping-asyncpg");
     let out = record(&py, "asyncpg_pool_orders.py", &dir);
     let trace = out.to_str().unwrap();
@@ -224,7 +188,7 @@ fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
 /// transaction of their own: named, left out, the saving measured.
 #[test]
 fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving_measured() {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let dir = scratch("apps-housekeeping-sqlalchemy");
     let out = record(&py, "sqlalchemy_preping_orders.py", &dir);
     let trace = out.to_str().unwrap();
@@ -261,8 +225,8 @@ fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving
 /// the SETs named, kept (they change the session) and said so by the replay.
 #[test]
 fn pymysqls_pings_are_left_out_and_its_sets_kept() {
-    let Some(py) = python() else { return };
-    let (info, pw) = maria();
+    let Some(py) = apps_python() else { return };
+    let (info, pw) = (MARIA.info(), MARIA.password());
     let port = info.mariadb.as_ref().unwrap().port.to_string();
     let orders = ORDERS.to_string();
     let run = |port: &str, n: &str, extra: &[&str]| {
