@@ -16,13 +16,15 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     } else {
         args.rtt.iter().map(|d| d.as_secs_f64() * 1e3).collect()
     };
-    let predictions = crate::stats::app::predict(&profile, &rtts);
+    let mut predictions = crate::stats::app::predict(&profile, &rtts);
     let shapes = crate::stats::app::predict_shapes(&profile, &rtts);
     // What the driver and pool sent, priced: a second pass over the file, the tally
     // keeping its own per-session state apart from the profiler's.
     let chores = connbench_trace::housekeeping::read(&args.trace).with_context(|| format!("trace {path}"))?;
     let costs = crate::stats::housekeeping::costs(&chores, &rtts);
     let without = crate::stats::housekeeping::predict_without(&chores, &rtts);
+    // Each scenario without the housekeeping, from the saving the section prints.
+    crate::stats::app::with_housekeeping(&mut predictions, &profile, &chores, &without);
     if args.json {
         let mut v = crate::report::trace::json(&profile, &predictions, &shapes, &path);
         v["housekeeping"] = crate::report::housekeeping::json(&chores, &costs, &without);

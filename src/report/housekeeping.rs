@@ -44,40 +44,21 @@ pub fn text(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
         h.application_transactions,
         h.transactions
     ));
-    let rtts: Vec<f64> = without.iter().skip(1).map(|w| w.extra_rtt_ms).collect();
-    let mut head = format!(
-        "  {:<24} {:<16} {:>8} {:>6} {:>7} {:>7} {:>6} {:>10}",
-        "kind", "fingerprint", "requests", "trips", "/app tx", "connect", "share", "recorded"
-    );
-    for n in &rtts {
-        head.push_str(&format!(" {:>10}", format!("+{n} ms")));
+    let table = table(h, costs, without);
+    let mut head = String::from(" ");
+    for col in &table.columns {
+        head.push_str(&col.pad(&col.head));
     }
-    head.push_str("  replay --without housekeeping");
     o.push_str(&head);
     o.push('\n');
-    for (r, c) in h.rows.iter().zip(costs) {
-        let mut line = format!(
-            "  {:<24} {:<16} {:>8} {:>6} {:>7} {:>7} {:>6} {:>10}",
-            r.kind.label(),
-            r.fingerprint,
-            r.requests,
-            r.round_trips,
-            num(r.round_trips_per_transaction),
-            r.at_connect,
-            share(r.share),
-            ms(Some(r.time_ms))
-        );
-        for cost in c.costs.iter().skip(1) {
-            line.push_str(&format!(" {:>10}", ms(Some(cost.total_ms))));
+    for (row, text) in table.rows.iter().zip(&h.rows) {
+        let mut line = String::from(" ");
+        for (col, cell) in table.columns.iter().zip(row) {
+            line.push_str(&col.pad(cell));
         }
-        line.push_str(if r.left_out_by_default {
-            "  drops it"
-        } else {
-            "  keeps it (a SET: it changes the session)"
-        });
         o.push_str(&line);
         o.push('\n');
-        let short: String = r.text.chars().take(100).collect();
+        let short: String = text.text.chars().take(100).collect();
         o.push_str(&format!("      {short}\n"));
     }
     o.push_str("  without what --without housekeeping leaves out (recorded time + RTT × round trips):\n");
@@ -107,38 +88,27 @@ pub fn html(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
     let _ = writeln!(
         o,
         "<h2>Housekeeping: sent by the driver or pool, not the application's code</h2>\n<p>{} application \
-         transactions of {}; {}</p>\n<table>\n<tr><th>kind</th><th>fingerprint</th><th>requests</th>\
-         <th>round trips</th><th>per app transaction</th><th>at connect</th><th>share</th><th>recorded</th>",
+         transactions of {}; {}</p>\n<table>",
         h.application_transactions,
         h.transactions,
         esc(CHECKOUT)
     );
-    for w in without.iter().skip(1) {
-        let _ = write!(o, "<th>{}</th>", esc(&w.scenario));
+    let table = table(h, costs, without);
+    o.push_str("<tr>");
+    for col in &table.columns {
+        let _ = write!(o, "<th>{}</th>", esc(col.page_head()));
     }
-    o.push_str("<th>--without housekeeping</th><th>statement</th></tr>\n");
-    for (r, c) in h.rows.iter().zip(costs) {
-        let _ = write!(
-            o,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-            esc(r.kind.label()),
-            esc(&r.fingerprint),
-            r.requests,
-            r.round_trips,
-            num(r.round_trips_per_transaction),
-            r.at_connect,
-            share(r.share),
-            ms(Some(r.time_ms))
-        );
-        for cost in c.costs.iter().skip(1) {
-            let _ = write!(o, "<td>{}</td>", ms(Some(cost.total_ms)));
+    o.push_str("<th>statement</th></tr>\n");
+    for (row, r) in table.rows.iter().zip(&h.rows) {
+        o.push_str("<tr>");
+        for (col, cell) in table.columns.iter().zip(row) {
+            if col.code {
+                let _ = write!(o, "<td><code>{}</code></td>", esc(cell));
+            } else {
+                let _ = write!(o, "<td>{}</td>", esc(cell));
+            }
         }
-        let fate = if r.left_out_by_default {
-            "drops it"
-        } else {
-            "keeps it (a SET)"
-        };
-        let _ = writeln!(o, "<td>{fate}</td><td><code>{}</code></td></tr>", esc(&r.text));
+        let _ = writeln!(o, "<td><code>{}</code></td></tr>", esc(&r.text));
     }
     o.push_str(
         "</table>\n<table>\n<tr><th>without it</th><th>saved in all</th><th>per app transaction</th>\
@@ -157,6 +127,109 @@ pub fn html(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> String 
     }
     o.push_str("</table>\n");
     o
+}
+
+/// The rows' table as both the text and the page show it: its columns and, per row, its
+/// cells (kind, fingerprint, requests, round trips, per application transaction, at
+/// connect, share, recorded time, its cost at each `--rtt`, what `--without
+/// housekeeping` does with it); the statement apart, as each shows it its own way.
+struct Table {
+    columns: Vec<Column>,
+    rows: Vec<Vec<String>>,
+}
+
+/// A column of [`Table`]: its header in text and on the page, its width in text
+/// (`left`-aligned or right; 0, unpadded after two spaces), and whether the page sets
+/// its cells as code.
+struct Column {
+    head: String,
+    long: &'static str,
+    width: usize,
+    left: bool,
+    code: bool,
+}
+
+impl Column {
+    fn new(head: &str, long: &'static str, width: usize, left: bool) -> Column {
+        Column {
+            head: head.to_string(),
+            long,
+            width,
+            left,
+            code: false,
+        }
+    }
+
+    /// A cell in text: a space, then the cell padded to the width.
+    fn pad(&self, cell: &str) -> String {
+        match (self.left, self.width) {
+            (_, 0) => format!("  {cell}"),
+            (true, w) => format!(" {cell:<w$}"),
+            (false, w) => format!(" {cell:>w$}"),
+        }
+    }
+
+    /// The header on the page.
+    fn page_head(&self) -> &str {
+        if self.long.is_empty() {
+            &self.head
+        } else {
+            self.long
+        }
+    }
+}
+
+fn table(h: &Housekeeping, costs: &[RowCost], without: &[Without]) -> Table {
+    let mut columns = vec![
+        Column::new("kind", "", 24, true),
+        Column {
+            code: true,
+            ..Column::new("fingerprint", "", 16, true)
+        },
+        Column::new("requests", "", 8, false),
+        Column::new("trips", "round trips", 6, false),
+        Column::new("/app tx", "per app transaction", 7, false),
+        Column::new("connect", "at connect", 7, false),
+        Column::new("share", "", 6, false),
+        Column::new("recorded", "", 10, false),
+    ];
+    for w in without.iter().skip(1) {
+        columns.push(Column::new(&w.scenario, "", 10, false));
+    }
+    columns.push(Column::new(
+        "replay --without housekeeping",
+        "--without housekeeping",
+        0,
+        true,
+    ));
+    let rows = h
+        .rows
+        .iter()
+        .zip(costs)
+        .map(|(r, c)| {
+            let mut cells = vec![
+                r.kind.label().to_string(),
+                r.fingerprint.clone(),
+                r.requests.to_string(),
+                r.round_trips.to_string(),
+                num(r.round_trips_per_transaction),
+                r.at_connect.to_string(),
+                share(r.share),
+                ms(Some(r.time_ms)),
+            ];
+            cells.extend(c.costs.iter().skip(1).map(|cost| ms(Some(cost.total_ms))));
+            cells.push(
+                if r.left_out_by_default {
+                    "drops it"
+                } else {
+                    "keeps it (a SET: it changes the session)"
+                }
+                .to_string(),
+            );
+            cells
+        })
+        .collect();
+    Table { columns, rows }
 }
 
 fn share(v: Option<f64>) -> String {
@@ -213,12 +286,13 @@ mod tests {
                     false,
                 ),
             ],
+            ..Housekeeping::default()
         };
         let (c, w) = (costs(&h, &[50.0]), predict_without(&h, &[50.0]));
         insta::assert_snapshot!(text(&h, &c, &w));
         let page = html(&h, &c, &w);
         assert!(
-            page.contains("<td>1003 ms</td>") && page.contains("keeps it (a SET)"),
+            page.contains("<td>1003 ms</td>") && page.contains("keeps it (a SET:"),
             "{page}"
         );
         assert_eq!(

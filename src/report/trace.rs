@@ -136,26 +136,69 @@ pub fn text(
     }
     o.push_str(&statements_text(p, top));
     o.push_str(&shapes_text(p, shapes, top));
-    o.push_str("\npredictions (the round-trip model; beyond the recording's own distance):\n");
-    o.push_str(&format!(
-        "  {:<40} {:>12} {:>12} {:>16}\n",
+    o.push_str(&predictions_text(predictions));
+    o.push_str(&format!("\nmethod: {METHOD}\n"));
+    o
+}
+
+/// Whether the predictions carry a housekeeping saving to show: the two columns
+/// "app transaction" and "without housekeeping" (`stats::app::with_housekeeping`) are
+/// left out when nothing would be left out.
+pub(super) fn shows_housekeeping(predictions: &[Prediction]) -> bool {
+    predictions.iter().any(|pr| {
+        pr.without_housekeeping_ms.is_some() && pr.without_housekeeping_ms != pr.application_transaction_ms
+    })
+}
+
+/// The predictions table, a scenario a line; with housekeeping to leave out, an
+/// application transaction with it and without it, per scenario.
+fn predictions_text(predictions: &[Prediction]) -> String {
+    let hk = shows_housekeeping(predictions);
+    let mut o = String::from("\npredictions (the round-trip model; beyond the recording's own distance):\n");
+    if hk {
+        o.push_str(
+            "  (app transaction: one of the application's own, with its share of the housekeeping below; \
+             without housekeeping: the same\n   less what `replay --without housekeeping` leaves out, \
+             as the housekeeping section prices it; connects apart)\n",
+        );
+    }
+    let mut head = format!(
+        "  {:<40} {:>12} {:>12} {:>16}",
         "scenario", "transaction", "connect", "with connects"
-    ));
+    );
+    if hk {
+        head.push_str(&format!(
+            " {:>16} {:>20}",
+            "app transaction", "without housekeeping"
+        ));
+    }
+    o.push_str(head.trim_end());
+    o.push('\n');
     for pr in predictions {
         match &pr.not_predicted {
             Some(why) if pr.transaction_ms.is_none() => {
                 o.push_str(&format!("  {:<40} not predicted: {why}\n", pr.scenario));
             }
-            _ => o.push_str(&format!(
-                "  {:<40} {:>12} {:>12} {:>16}\n",
-                pr.scenario,
-                ms(pr.transaction_ms),
-                ms(pr.connect_ms),
-                ms(pr.per_transaction_ms)
-            )),
+            _ => {
+                let mut line = format!(
+                    "  {:<40} {:>12} {:>12} {:>16}",
+                    pr.scenario,
+                    ms(pr.transaction_ms),
+                    ms(pr.connect_ms),
+                    ms(pr.per_transaction_ms)
+                );
+                if hk {
+                    line.push_str(&format!(
+                        " {:>16} {:>20}",
+                        ms(pr.application_transaction_ms),
+                        ms(pr.without_housekeeping_ms)
+                    ));
+                }
+                o.push_str(&line);
+                o.push('\n');
+            }
         }
     }
-    o.push_str(&format!("\nmethod: {METHOD}\n"));
     o
 }
 

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::chart::esc;
 use super::html::page_head;
-use super::trace::{ms, num, spread, METHOD};
+use super::trace::{ms, num, shows_housekeeping, spread, METHOD};
 use crate::stats::app::Prediction;
 use connbench_trace::profile::Profile;
 
@@ -130,18 +130,40 @@ fn statements(o: &mut String, p: &Profile, top: usize) {
 
 /// The round-trip model's predictions, each scenario a row.
 fn prediction_table(o: &mut String, predictions: &[Prediction]) {
-    o.push_str(
-        "<h2>Predictions (the round-trip model; beyond the recording's own distance)</h2>\n<table>\n\
-         <tr><th>scenario</th><th>transaction</th><th>connect</th><th>with connects</th><th>note</th></tr>\n",
-    );
+    let hk = shows_housekeeping(predictions);
+    o.push_str("<h2>Predictions (the round-trip model; beyond the recording's own distance)</h2>\n");
+    if hk {
+        o.push_str(
+            "<p>App transaction: one of the application's own, with its share of the housekeeping \
+             (below); without housekeeping: the same less what <code>replay --without housekeeping</code> \
+             leaves out, as the housekeeping section prices it. Connects apart.</p>\n",
+        );
+    }
+    o.push_str("<table>\n<tr><th>scenario</th><th>transaction</th><th>connect</th><th>with connects</th>");
+    if hk {
+        o.push_str("<th>app transaction</th><th>without housekeeping</th>");
+    }
+    o.push_str("<th>note</th></tr>\n");
     for pr in predictions {
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             esc(&pr.scenario),
             ms(pr.transaction_ms),
             ms(pr.connect_ms),
-            ms(pr.per_transaction_ms),
+            ms(pr.per_transaction_ms)
+        );
+        if hk {
+            let _ = write!(
+                o,
+                "<td>{}</td><td>{}</td>",
+                ms(pr.application_transaction_ms),
+                ms(pr.without_housekeeping_ms)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "<td>{}</td></tr>",
             esc(pr.not_predicted.as_deref().unwrap_or(""))
         );
     }

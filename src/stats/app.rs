@@ -15,7 +15,9 @@
 //! an application that did not use one, and TLS's local cost (the handshake's CPU) is
 //! not either; those figures are `null` with the reason.
 
+use super::housekeeping::Without;
 use super::model::at_distance;
+use connbench_trace::housekeeping::Housekeeping;
 use connbench_trace::profile::Profile;
 use connbench_trace::shapes::ShapeProfile;
 
@@ -32,6 +34,15 @@ pub struct Prediction {
     /// A transaction's mean time with its share of the connects the application made
     /// (one connect per `transactions_per_session` transactions; none with a pool).
     pub per_transaction_ms: Option<f64>,
+    /// An application transaction (one that holds anything besides housekeeping) with
+    /// its share of the housekeeping: every transaction's time at this scenario, plus the
+    /// requests that stand in no transaction, over the application's transactions; and
+    /// the same without what `replay --without housekeeping` leaves out, less
+    /// `stats::housekeeping`'s saving at this added round trip. Connects apart. `null`
+    /// where `transaction_ms` is, or with no application transaction; filled by
+    /// [`with_housekeeping`].
+    pub application_transaction_ms: Option<f64>,
+    pub without_housekeeping_ms: Option<f64>,
     /// The model's terms, in words.
     pub how: String,
     /// Why a figure is `null`, when one is.
@@ -65,6 +76,32 @@ pub fn predict_shapes(p: &Profile, rtts_ms: &[f64]) -> Vec<ShapePrediction> {
         .collect()
 }
 
+/// Fills each of [`predict`]'s scenarios' `application_transaction_ms` and
+/// `without_housekeeping_ms` from the housekeeping tally `h` of the same trace and its
+/// saving `without` (`stats::housekeeping::predict_without`, at the same added round
+/// trips). "Without" is "with" less the saving per application transaction that the
+/// housekeeping section prints, by construction: the two never disagree. A scenario's
+/// transaction time covers every transaction the profile counts (the housekeeping's own
+/// among them); the requests in no transaction (a MySQL COM_PING) are added at the same
+/// distance, as the saving counts them too.
+pub fn with_housekeeping(predictions: &mut [Prediction], p: &Profile, h: &Housekeeping, without: &[Without]) {
+    let app_tx = h.application_transactions;
+    for pr in predictions.iter_mut() {
+        let n = pr.extra_rtt_ms;
+        let saved = without.iter().find(|w| w.extra_rtt_ms == n);
+        let Some((t, saved)) = pr.transaction_ms.zip(saved) else {
+            continue;
+        };
+        if app_tx == 0 {
+            continue;
+        }
+        let outside = at_distance(h.outside_time_ms, n, h.outside_round_trips as f64);
+        let with = (t * p.requests.transactions as f64 + outside) / app_tx as f64;
+        pr.application_transaction_ms = Some(with);
+        pr.without_housekeeping_ms = Some(with - saved.saved_ms / app_tx as f64);
+    }
+}
+
 /// The scenarios for a transaction of mean time `tx` (ms) and `rts` round trips, with
 /// the connects of the profile's application.
 fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) -> Vec<Prediction> {
@@ -89,6 +126,8 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
         transaction_ms: tx,
         connect_ms: connect_local,
         per_transaction_ms: per_tx(tx, connect_local, false),
+        application_transaction_ms: None,
+        without_housekeeping_ms: None,
         how: "measured in the trace".into(),
         not_predicted: None,
     }];
@@ -120,6 +159,8 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             transaction_ms: t,
             connect_ms: connect,
             per_transaction_ms: per_tx(t, connect, false),
+            application_transaction_ms: None,
+            without_housekeeping_ms: None,
             how: if asked > 0.0 {
                 format!(
                     "{terms}; and the SSLRequest's N from the server, for the {:.0}% of connects that asked",
@@ -136,6 +177,8 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             transaction_ms: t,
             connect_ms: None,
             per_transaction_ms: per_tx(t, None, true),
+            application_transaction_ms: None,
+            without_housekeeping_ms: None,
             how: format!("{terms}; the pool's connects opened before the work, none a transaction"),
             not_predicted: None,
         });
@@ -150,6 +193,8 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             transaction_ms: t,
             connect_ms: tls_connect,
             per_transaction_ms: per_tx(t, tls_connect, false),
+            application_transaction_ms: None,
+            without_housekeeping_ms: None,
             how: format!("{terms}; TLS: {tls_extra} more round trips a connect (SSLRequest, TLS 1.3)"),
             not_predicted: Some("the TLS handshake's own CPU time is not in the trace (not added)".into()),
         });
@@ -159,6 +204,8 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             transaction_ms: None,
             connect_ms: None,
             per_transaction_ms: None,
+            application_transaction_ms: None,
+            without_housekeeping_ms: None,
             how: String::new(),
             not_predicted: Some(
                 "PgBouncer's own connect and pooling costs are not in a trace of an application that did \
@@ -291,5 +338,51 @@ mod tests {
             );
         }
         assert_eq!(ping[4].transaction_ms, None);
+    }
+
+    /// Two transactions, one of them the pool's reset alone (1 ms, a round trip), and a
+    /// MySQL-like ping in no transaction (0.5 ms, a round trip): one application
+    /// transaction carries all three. Without the reset and the ping it loses exactly
+    /// the housekeeping section's saving per application transaction.
+    #[test]
+    fn each_scenario_without_housekeeping_is_the_sections_saving_less() {
+        use crate::stats::housekeeping::predict_without;
+        use connbench_trace::housekeeping::{Kind, Row};
+        let p = profile(0);
+        let row = |kind, time_ms| Row {
+            kind,
+            fingerprint: String::new(),
+            text: String::new(),
+            requests: 1,
+            round_trips: 1,
+            at_connect: 0,
+            time_ms,
+            share: None,
+            round_trips_per_transaction: Some(1.0),
+            left_out_by_default: true,
+        };
+        let h = Housekeeping {
+            sessions: 1,
+            requests: 5,
+            round_trips: 5,
+            time_ms: 7.5,
+            transactions: 2,
+            application_transactions: 1,
+            outside_round_trips: 1,
+            outside_time_ms: 0.5,
+            rows: vec![row(Kind::Ping, 0.5), row(Kind::Reset, 1.0)],
+        };
+        let without = predict_without(&h, &[50.0]);
+        let mut pr = predict(&p, &[50.0]);
+        with_housekeeping(&mut pr, &p, &h, &without);
+        assert_eq!(pr[0].application_transaction_ms, Some(3.5 * 2.0 + 0.5));
+        assert_eq!(pr[0].without_housekeeping_ms, Some(3.5 * 2.0 + 0.5 - 1.5));
+        let with = (3.5 + 50.0 * 2.0) * 2.0 + 0.5 + 50.0;
+        for far in &pr[1..4] {
+            assert_eq!(far.application_transaction_ms, Some(with), "{}", far.scenario);
+            let saving = far.application_transaction_ms.unwrap() - far.without_housekeeping_ms.unwrap();
+            assert_eq!(Some(saving), without[1].saved_per_transaction_ms);
+        }
+        assert_eq!(pr[4].without_housekeeping_ms, None, "PgBouncer: not predicted");
     }
 }

@@ -38,7 +38,8 @@ pub struct Without {
     /// The requests left out, their round trips.
     pub requests: u64,
     pub round_trips: u64,
-    /// Their cost in all, ms: what the replay's elapsed time should lose.
+    /// Their cost in all, ms, summed over every session: what the replay's elapsed time
+    /// loses when one connection does the work (sessions side by side save it in parallel).
     pub saved_ms: f64,
     /// Per application transaction, ms.
     pub saved_per_transaction_ms: Option<f64>,
@@ -146,6 +147,7 @@ mod tests {
                 row(Kind::Reset, 20, 4.0, true),
                 row(Kind::SessionSetup, 2, 0.5, false),
             ],
+            ..Housekeeping::default()
         };
         let w = predict_without(&h, &[50.0]);
         assert_eq!(w.len(), 2);

@@ -4,63 +4,40 @@
 //! against the sandbox's real servers: what a team's own application looks like to
 //! connbench, not pgbench's or sysbench's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use connbench::sandbox::{Sandbox, SandboxInfo};
 use serde_json::Value;
 
 use crate::common::{
-    connbench, conninfo, mariadb_sandbox, scratch, skip, spawn_hop, start_recorder, stderr, stdout,
-    stop_recorder, with_dbname,
+    app, apps_python, connbench, conninfo, relay_50ms, scratch, start_recorder, stderr, stop_recorder,
+    with_dbname, OwnMariadb,
 };
 
-/// The venv's Python with the applications' drivers; `None` (the test skipped, and
-/// named by scripts/test.sh) outside scripts/test.sh, which installs them.
-pub(crate) fn python() -> Option<PathBuf> {
-    match std::env::var_os("CONNBENCH_APPS_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None => {
-            skip(
-                false,
-                "CONNBENCH_APPS_PYTHON unset: scripts/test.sh installs the drivers and sets it",
-            );
-            None
-        }
-    }
-}
-
-/// `tests/apps/NAME` run with `args`: its one JSON line.
-pub(crate) fn app(python: &Path, name: &str, args: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/apps")
-        .join(name);
-    let o = Command::new(python).arg(&script).args(args).output().unwrap();
-    assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
-    serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{name}: {e}: {}", stdout(&o)))
-}
-
 /// A sandbox with MariaDB of this module's own.
-pub(crate) fn maria() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
-
-pub(crate) fn maria_password() -> String {
-    let cnf = std::fs::read_to_string(&maria().mariadb.as_ref().unwrap().defaults_file).unwrap();
-    cnf.lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .expect("a password in the option file")
-        .to_string()
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// `connbench trace FILE --json --rtt 50ms`.
 pub(crate) fn trace_json(trace: &Path) -> Value {
     let o = connbench(&["trace", trace.to_str().unwrap(), "--json", "--rtt", "50ms"]);
     assert!(o.status.success(), "connbench trace: {}", stderr(&o));
     serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `connbench replay TRACE --target TARGET --rtt 50ms --json`: its JSON and stderr.
+pub(crate) fn replay_far(trace: &Path, target: &str) -> (Value, String) {
+    let o = connbench(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--target",
+        target,
+        "--rtt",
+        "50ms",
+        "--json",
+    ]);
+    assert!(o.status.success(), "connbench replay: {}", stderr(&o));
+    (serde_json::from_slice(&o.stdout).unwrap(), stderr(&o))
 }
 
 /// The shape whose statements start with `first`, and its `+50 ms` prediction.
@@ -104,9 +81,9 @@ pub(crate) fn shape_where(v: &Value, pick: impl Fn(&Value) -> bool) -> (Value, f
 /// a 50 ms relay is within 10% of the same prediction.
 #[test]
 fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() {
-    let Some(py) = python() else { return };
-    let m = maria().mariadb.as_ref().unwrap();
-    let (pw, port) = (maria_password(), m.port.to_string());
+    let Some(py) = apps_python() else { return };
+    let m = MARIA.info().mariadb.as_ref().unwrap();
+    let (pw, port) = (MARIA.password(), m.port.to_string());
     let db = |port: &str, n: &str, extra: &[&'static str]| {
         let mut a = vec!["127.0.0.1", port, "connbench", pw.as_str(), "connbench", n];
         a.extend(extra);
@@ -131,18 +108,8 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
     // Replayed 50 ms away: the same transactions, and the booking's mean within 5% of
     // the prediction (ten round trips of 50 ms are 500 of its ~590 ms: the relay's
     // added round trip is verified to within a few percent, docs/statistics.md).
-    let target = maria().target("mariadb_tcp").unwrap().conninfo.clone();
-    let o = connbench(&[
-        "replay",
-        out.to_str().unwrap(),
-        "--target",
-        &target,
-        "--rtt",
-        "50ms",
-        "--json",
-    ]);
-    assert!(o.status.success(), "connbench replay: {}", stderr(&o));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let target = MARIA.info().target("mariadb_tcp").unwrap().conninfo.clone();
+    let (r, replay_stderr) = replay_far(&out, &target);
     let s = &r["summary"];
     assert_eq!(s["recorded"]["transactions"], traced, "{s:#}");
     assert_eq!(s["replayed"]["transactions"], traced, "{s:#}");
@@ -162,17 +129,11 @@ fn mysql_autocommit_off_with_prepared_statements_is_one_transaction_a_booking() 
         Some(predicted),
         "the replay's prediction is trace's: {row:#}"
     );
-    within_the_prediction(row, &stderr(&o), "booking");
+    within_the_prediction(row, &replay_stderr, "booking");
 
     // The application itself, 50 ms away: through connbench's relay.
-    let relay_args: Vec<std::ffi::OsString> = ["--upstream", &format!("127.0.0.1:{port}"), "--rtt", "50ms"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    let args: Vec<&std::ffi::OsStr> = relay_args.iter().map(|a| a.as_os_str()).collect();
-    let (relay, at, _) = spawn_hop("relay", &args);
-    let relay = crate::common::Killed(relay);
-    let far = db(at.rsplit(':').next().unwrap(), "6", &[]);
+    let (relay, at) = relay_50ms(&format!("127.0.0.1:{port}"));
+    let far = db(&at, "6", &[]);
     drop(relay);
     let own = far["mean_ms"].as_f64().unwrap();
     eprintln!("booking 50 ms away: the application's own {own:.1} ms, trace's prediction {predicted:.1} ms");
@@ -247,7 +208,7 @@ pub(crate) fn at_port(conninfo: &str, port: &str) -> String {
 /// `trace`'s prediction of it; the application's own transfer through a 50 ms relay is
 /// within 10% of the transfer shape's prediction.
 fn pg_app_per_shape(driver: &str, scratch_name: &str) {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let db = pg_database();
     let run = |conninfo: &str, rounds: &str, extra: &[&str]| {
         let mut a = vec![driver, conninfo, rounds];
@@ -276,34 +237,17 @@ fn pg_app_per_shape(driver: &str, scratch_name: &str) {
         assert!(s["round_trips"].as_f64().is_some_and(|r| r >= 1.0), "{s:#}");
     }
 
-    let target = with_dbname(&conninfo("tcp"), "cbapps");
-    let o = connbench(&[
-        "replay",
-        out.to_str().unwrap(),
-        "--target",
-        &target,
-        "--rtt",
-        "50ms",
-        "--json",
-    ]);
-    assert!(o.status.success(), "connbench replay: {}", stderr(&o));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (r, replay_stderr) = replay_far(&out, &with_dbname(&conninfo("tcp"), "cbapps"));
     let rows = r["summary"]["shapes"].as_array().unwrap();
     for row in rows.iter().filter(|r| r["count_recorded"].as_u64() >= Some(10)) {
         assert_eq!(row["count_now"], row["count_recorded"], "{row:#}");
-        within_the_prediction(row, &stderr(&o), driver);
+        within_the_prediction(row, &replay_stderr, driver);
     }
 
-    let args: Vec<std::ffi::OsString> = ["--upstream", upstream.as_str(), "--rtt", "50ms"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let (relay, at, _) = spawn_hop("relay", &args);
-    let relay = crate::common::Killed(relay);
+    let (relay, at) = relay_50ms(&upstream);
     // As many rounds as recorded: a fresh pool prepares its statements again (asyncpg's
     // cache), and those round trips are the same share of the transfers then.
-    let far = run(&at_port(&db, at.rsplit(':').next().unwrap()), "15", &[]);
+    let far = run(&at_port(&db, &at), "15", &[]);
     drop(relay);
     let own = far["transfer_mean_ms"].as_f64().unwrap();
     eprintln!("{driver}: the application's own transfer 50 ms away {own:.1} ms, predicted {predicted:.1} ms");

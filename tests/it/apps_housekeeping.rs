@@ -10,44 +10,18 @@
 //! test) and it agrees with the prediction within 10%.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, OnceLock};
-
-use connbench::sandbox::{Sandbox, SandboxInfo};
+use std::sync::Mutex;
 
 use serde_json::Value;
 
 use crate::common::{
-    connbench, conninfo, mariadb_sandbox, sandbox, scratch, skip, start_recorder, stderr, stdout,
-    stop_recorder, through_port,
+    app, apps_python, connbench, conninfo, sandbox, scratch, start_recorder, stderr, stdout, stop_recorder,
+    through_port, OwnMariadb,
 };
 
 /// Orders each application takes: a transaction and a reset or a ping each, 4 round
 /// trips, 200 ms at +50 ms; each replay takes 3 to 5 seconds.
 const ORDERS: u64 = 20;
-
-/// The venv's Python with the applications' drivers; `None` (the test skipped) outside
-/// scripts/test.sh, which installs them and sets CONNBENCH_APPS_PYTHON.
-fn python() -> Option<PathBuf> {
-    let p = std::env::var_os("CONNBENCH_APPS_PYTHON").map(PathBuf::from);
-    if p.is_none() {
-        skip(
-            false,
-            "CONNBENCH_APPS_PYTHON unset: scripts/test.sh installs the drivers and sets it",
-        );
-    }
-    p
-}
-
-/// `tests/apps/NAME` run with `args`: its one JSON line.
-fn app(python: &Path, name: &str, args: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/apps")
-        .join(name);
-    let o = Command::new(python).arg(&script).args(args).output().unwrap();
-    assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
-    serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{name}: {e}: {}", stdout(&o)))
-}
 
 /// `connbench ARGS` that must succeed, its JSON.
 fn json(args: &[&str]) -> Value {
@@ -69,18 +43,8 @@ fn record(py: &Path, name: &str, dir: &Path) -> PathBuf {
     out
 }
 
-/// A sandbox with MariaDB of this module's own, and its password (from its option file).
-fn maria() -> (&'static SandboxInfo, String) {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    let info = INFO.get_or_init(|| mariadb_sandbox(&HOLD));
-    let cnf = std::fs::read_to_string(&info.mariadb.as_ref().unwrap().defaults_file).unwrap();
-    let pw = cnf
-        .lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .expect("a password in the option file");
-    (info, pw.to_string())
-}
+/// A sandbox with MariaDB of this module's own.
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// `trace --json --rtt 50ms`'s housekeeping, and the saving it predicts at +50 ms.
 fn predicted(trace: &str) -> (Value, f64) {
@@ -93,6 +57,23 @@ fn predicted(trace: &str) -> (Value, f64) {
         .find(|w| w["scenario"] == "+50 ms")
         .unwrap_or_else(|| panic!("no +50 ms: {h:#}"))
         .clone();
+    // The main table's +50 ms scenarios without the housekeeping: each loses what the
+    // section says it saves per application transaction.
+    let per_tx = at50["saved_per_transaction_ms"].as_f64().unwrap();
+    let far: Vec<&Value> = v["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["extra_rtt_ms"] == 50.0 && p["transaction_ms"].is_f64())
+        .collect();
+    assert_eq!(far.len(), 3, "+50 ms alone, with a pool, over TLS: {far:#?}");
+    for p in far {
+        let (with, without) = (
+            p["application_transaction_ms"].as_f64().unwrap(),
+            p["without_housekeeping_ms"].as_f64().unwrap(),
+        );
+        assert!((with - without - per_tx).abs() < 1e-6, "{per_tx} {p:#}");
+    }
     (h, at50["saved_ms"].as_f64().unwrap())
 }
 
@@ -166,7 +147,7 @@ fn agree(what: &str, predicted: f64, measured: f64) {
 /// application transaction, named, left out, its saving measured.
 #[test]
 fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let dir = scratch("apps-housekeeping-asyncpg");
     let out = record(&py, "asyncpg_pool_orders.py", &dir);
     let trace = out.to_str().unwrap();
@@ -183,11 +164,16 @@ fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
     let fp = reset["fingerprint"].as_str().unwrap();
     let text = stdout(&connbench(&["trace", trace, "--rtt", "50ms"]));
     assert!(text.contains("reset on release") && text.contains(fp), "{text}");
+    assert!(
+        text.contains("app transaction") && text.contains("without housekeeping"),
+        "the predictions' columns: {text}"
+    );
     let page = dir.join("trace.html");
     let o = connbench(&["trace", trace, "--rtt", "50ms", "--html", page.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let page = std::fs::read_to_string(&page).unwrap();
     assert!(page.contains("<h2>Housekeeping") && page.contains(fp), "{page}");
+    assert!(page.contains("<th>without housekeeping</th>"), "{page}");
 
     let (_, without, saved) = measured(trace, &conninfo("tcp"));
     let left = &without["left_out"];
@@ -202,7 +188,7 @@ fn an_asyncpg_pools_reset_is_named_priced_and_its_saving_measured() {
 /// transaction of their own: named, left out, the saving measured.
 #[test]
 fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving_measured() {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let dir = scratch("apps-housekeeping-sqlalchemy");
     let out = record(&py, "sqlalchemy_preping_orders.py", &dir);
     let trace = out.to_str().unwrap();
@@ -239,8 +225,8 @@ fn sqlalchemys_pre_ping_and_dialect_initialize_are_named_priced_and_their_saving
 /// the SETs named, kept (they change the session) and said so by the replay.
 #[test]
 fn pymysqls_pings_are_left_out_and_its_sets_kept() {
-    let Some(py) = python() else { return };
-    let (info, pw) = maria();
+    let Some(py) = apps_python() else { return };
+    let (info, pw) = (MARIA.info(), MARIA.password());
     let port = info.mariadb.as_ref().unwrap().port.to_string();
     let orders = ORDERS.to_string();
     let run = |port: &str, n: &str, extra: &[&str]| {

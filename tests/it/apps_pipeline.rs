@@ -7,25 +7,15 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::apps::{app, at_port, pg_database, python, shape_where, trace_json, within_the_prediction};
+use crate::apps::{at_port, pg_database, shape_where, trace_json, within_the_prediction};
 use crate::common::{
-    connbench, conninfo, scratch, spawn_hop, start_recorder, stderr, stop_recorder, with_dbname,
+    app, apps_python, connbench, conninfo, relay_50ms, scratch, start_recorder, stderr, stop_recorder,
+    with_dbname,
 };
 
-/// `connbench replay TRACE --target (the sandbox's cbapps) --rtt 50ms --json`.
+/// `connbench replay TRACE --rtt 50ms --json` on the sandbox's cbapps.
 fn replay_far(trace: &Path) -> (Value, String) {
-    let target = with_dbname(&conninfo("tcp"), "cbapps");
-    let o = connbench(&[
-        "replay",
-        trace.to_str().unwrap(),
-        "--target",
-        &target,
-        "--rtt",
-        "50ms",
-        "--json",
-    ]);
-    assert!(o.status.success(), "connbench replay: {}", stderr(&o));
-    (serde_json::from_slice(&o.stdout).unwrap(), stderr(&o))
+    crate::apps::replay_far(trace, &with_dbname(&conninfo("tcp"), "cbapps"))
 }
 
 /// The calls of the statement whose text starts with `head` in trace's JSON.
@@ -49,7 +39,7 @@ fn calls(v: &Value, head: &str) -> u64 {
 /// 10% of it.
 #[test]
 fn psycopg_pipeline_orders_are_counted_per_execute_and_predicted() {
-    let Some(py) = python() else { return };
+    let Some(py) = apps_python() else { return };
     let db = pg_database();
     let run = |conninfo: &str, batches: &str, extra: &[&str]| {
         let mut a = vec![conninfo, batches, "4"];
@@ -108,14 +98,8 @@ fn psycopg_pipeline_orders_are_counted_per_execute_and_predicted() {
         "{insert:#}"
     );
 
-    let args: Vec<std::ffi::OsString> = ["--upstream", upstream.as_str(), "--rtt", "50ms"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let (relay, at, _) = spawn_hop("relay", &args);
-    let relay = crate::common::Killed(relay);
-    let far = run(&at_port(&db, at.rsplit(':').next().unwrap()), "3", &[]);
+    let (relay, port) = relay_50ms(&upstream);
+    let far = run(&at_port(&db, &port), "3", &[]);
     drop(relay);
     let own = far["order_mean_ms"].as_f64().unwrap();
     eprintln!(

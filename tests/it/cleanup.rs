@@ -222,12 +222,8 @@ fn detached_sandbox_start_status_stop() {
         let file = t["defaults_file"].as_str().unwrap();
         let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(file).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o600, "{name}: {file}");
-        let password = std::fs::read_to_string(file).unwrap();
-        let password = password
-            .lines()
-            .find_map(|l| l.strip_prefix("password="))
-            .unwrap();
-        assert!(!t.to_string().contains(password), "{name}: {t}");
+        let password = crate::common::option_file_password(std::path::Path::new(file));
+        assert!(!t.to_string().contains(&password), "{name}: {t}");
         let command = t["command"].as_str().unwrap();
         let mut words = command.split(' ');
         let o = Command::new(words.next().unwrap())

@@ -271,6 +271,78 @@ pub fn mariadb_sandbox(
     info
 }
 
+/// A sandbox with MariaDB of one test module's own, so the server-wide counters its
+/// tests read count only theirs: `static MARIA: OwnMariadb = OwnMariadb::new();` in the
+/// module, started on first use and never dropped (its watchdog removes it when the test
+/// process ends).
+pub struct OwnMariadb {
+    hold: OnceLock<Mutex<Sandbox>>,
+    info: OnceLock<SandboxInfo>,
+}
+
+impl OwnMariadb {
+    pub const fn new() -> OwnMariadb {
+        OwnMariadb {
+            hold: OnceLock::new(),
+            info: OnceLock::new(),
+        }
+    }
+
+    /// The sandbox, started on the first call.
+    pub fn info(&'static self) -> &'static SandboxInfo {
+        self.info.get_or_init(|| mariadb_sandbox(&self.hold))
+    }
+
+    /// Its MariaDB password, from its option file.
+    pub fn password(&'static self) -> String {
+        option_file_password(&self.info().mariadb.as_ref().unwrap().defaults_file)
+    }
+}
+
+/// The password in a client option file (a sandbox's `defaults_file`).
+pub fn option_file_password(file: &Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("password="))
+        .expect("a password in the option file")
+        .to_string()
+}
+
+/// `connbench relay --upstream UPSTREAM --rtt 50ms`, killed when the guard drops: the
+/// guard and the port it listens on.
+pub fn relay_50ms(upstream: &str) -> (Killed, String) {
+    let words = ["--upstream", upstream, "--rtt", "50ms"];
+    let args: Vec<&std::ffi::OsStr> = words.iter().map(std::ffi::OsStr::new).collect();
+    let (relay, at, _) = spawn_hop("relay", &args);
+    let port = at.rsplit(':').next().unwrap().to_string();
+    (Killed(relay), port)
+}
+
+/// The venv's Python with the applications' drivers (tests/apps); `None` (the test
+/// skipped, and named by scripts/test.sh) outside scripts/test.sh, which installs them
+/// and sets CONNBENCH_APPS_PYTHON.
+pub fn apps_python() -> Option<PathBuf> {
+    let p = std::env::var_os("CONNBENCH_APPS_PYTHON").map(PathBuf::from);
+    if p.is_none() {
+        skip(
+            false,
+            "CONNBENCH_APPS_PYTHON unset: scripts/test.sh installs the drivers and sets it",
+        );
+    }
+    p
+}
+
+/// `tests/apps/NAME` run with `args`: its one JSON line.
+pub fn app(python: &Path, name: &str, args: &[&str]) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/apps")
+        .join(name);
+    let o = Command::new(python).arg(&script).args(args).output().unwrap();
+    assert!(o.status.success(), "{name} {args:?}: {}", stderr(&o));
+    serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{name}: {e}: {}", stdout(&o)))
+}
+
 /// A suite run's answer lines, from its `--json` report.
 pub fn answer_lines(v: &serde_json::Value) -> Vec<&str> {
     v["answer"]

@@ -297,7 +297,7 @@ fn the_sidecar_guide_runs_as_written() {
 #[test]
 fn the_your_app_guide_records_traces_and_replays_as_written() {
     let r = run_recipe("your-app.md");
-    assert_eq!((r.ran, r.skipped), (5, 1), "{}", r.output);
+    assert_eq!((r.ran, r.skipped), (6, 1), "{}", r.output);
     let out = joined(&r);
     // The recorder's summary, the profile and its prediction, both replays.
     assert!(out.contains("asked for TLS and went on in plaintext"), "{out}");
@@ -312,10 +312,21 @@ fn the_your_app_guide_records_traces_and_replays_as_written() {
         out.contains("round trip requested +50.00 ms") || out.contains("achieved"),
         "{out}"
     );
+    // The stand-in's shapes, its pre-ping named as housekeeping and priced in the
+    // predictions, the replay without it, and psql's cancel replayed.
+    assert!(out.contains("transaction shapes by share of time"), "{out}");
+    assert!(
+        out.contains("transaction shapes by recorded share of time"),
+        "{out}"
+    );
+    assert!(out.contains("pre-ping"), "{out}");
+    assert!(out.contains("without housekeeping"), "{out}");
+    assert!(out.contains("(--without housekeeping;"), "{out}");
+    assert!(out.contains("cancels 1 of 1 recorded replayed"), "{out}");
     // The distance suite asked of the trace: the pool cells kept (a pool in front of the
     // application), an answer with its interval, and the trace's prediction beside the far
     // cells' measurements.
-    assert!(!out.contains("left out"), "{out}");
+    assert!(!out.contains("left out:"), "{out}");
     assert!(
         out.contains("4 cells with a pool are compared on latency_mean_ms"),
         "the note that a response time leaves a pool's saving out: {out}"

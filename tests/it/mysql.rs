@@ -3,25 +3,18 @@
 //! `init`, and `load` with every workload, query mode and connection policy. Each load
 //! is checked against the server's own count of what it did.
 
-use std::sync::{Mutex, OnceLock};
-
 use connbench::connect::connect_once;
 use connbench::proto::{Endpoint, ErrorKind, Phase, Timeline};
-use connbench::sandbox::{Sandbox, SandboxInfo};
 use connbench::targets::Target;
 
-use crate::common::{check_schema, connbench, mariadb_sandbox, runtime, stderr, stdout, TempFile};
+use crate::common::{check_schema, connbench, runtime, stderr, stdout, OwnMariadb, TempFile};
 
 /// One sandbox with MariaDB for this module's tests (never dropped: its watchdog removes
 /// it when the test process ends).
-fn sandbox() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 fn conninfo(name: &str) -> String {
-    sandbox().target(name).unwrap().conninfo.clone()
+    MARIA.info().target(name).unwrap().conninfo.clone()
 }
 
 fn connect(conninfo: &str, query: Option<&str>) -> Result<Timeline, connbench::proto::ConnectError> {
@@ -32,7 +25,7 @@ fn connect(conninfo: &str, query: Option<&str>) -> Result<Timeline, connbench::p
 /// What the server itself says, through the `mariadb` client and the sandbox's option
 /// file: an independent reading of what connbench did.
 fn server_says(sql: &str) -> String {
-    let sb = sandbox();
+    let sb = MARIA.info();
     let m = sb.mariadb.as_ref().unwrap();
     let out = std::process::Command::new("mariadb")
         .arg(format!("--defaults-extra-file={}", m.defaults_file.display()))
@@ -134,7 +127,7 @@ fn mariadb_connect_json_follows_the_connect_schema() {
 
 #[test]
 fn mariadb_failures_name_their_phase_code_and_never_the_password() {
-    let sb = sandbox();
+    let sb = MARIA.info();
     let m = sb.mariadb.as_ref().unwrap();
     let wrong = format!(
         "mysql://connbench:n0tThePassw0rd@127.0.0.1:{}/connbench?ssl-mode=DISABLED",
@@ -164,12 +157,7 @@ fn mariadb_failures_name_their_phase_code_and_never_the_password() {
     assert!(!all.contains("n0tThePassw0rd"), "{all}");
     // The real password inline, through every command's error path (a database that
     // does not exist): named nowhere in what they print.
-    let cnf = std::fs::read_to_string(&m.defaults_file).unwrap();
-    let secret = cnf
-        .lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .unwrap()
-        .to_string();
+    let secret = MARIA.password();
     assert!(secret.len() >= 16, "a real secret to look for");
     let inline = format!(
         "mysql://connbench:{secret}@127.0.0.1:{}/no_such_db?ssl-mode=DISABLED",
@@ -595,7 +583,7 @@ fn a_killed_mariadb_session_is_counted_by_the_servers_reason() {
         .unwrap();
     // As the ed25519 role itself: a user sees and may kill its own sessions.
     let as_role = |sql: &str| {
-        let m = sandbox().mariadb.as_ref().unwrap();
+        let m = MARIA.info().mariadb.as_ref().unwrap();
         let out = std::process::Command::new("mariadb")
             .arg(format!(
                 "--defaults-extra-file={}",

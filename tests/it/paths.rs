@@ -15,24 +15,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::{Mutex, OnceLock};
-
-use connbench::sandbox::{Sandbox, SandboxInfo};
 
 use crate::common::{
-    connbench, mariadb_sandbox, root_or_skip, run, scratch, start_recorder, stderr, stop_recorder,
+    connbench, root_or_skip, run, scratch, start_recorder, stderr, stop_recorder, OwnMariadb,
 };
 
 /// One sandbox with PostgreSQL, PgBouncer and MariaDB for every case here (never dropped:
 /// its watchdog removes it when the test process ends).
-fn sandbox() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 fn conninfo(name: &str) -> String {
-    sandbox().target(name).unwrap().conninfo.clone()
+    MARIA.info().target(name).unwrap().conninfo.clone()
 }
 
 /// The sandbox's targets, by engine: each engine over TCP and over its Unix socket (the

@@ -8,13 +8,12 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
 
-use connbench::sandbox::{Sandbox, SandboxInfo};
+use connbench::sandbox::SandboxInfo;
 
 use crate::common::{
-    connbench, conninfo, mariadb_sandbox, sandbox, scratch, start_recorder, stderr, stdout, stop_recorder,
-    through_port, with_dbname,
+    connbench, conninfo, sandbox, scratch, start_recorder, stderr, stdout, stop_recorder, through_port,
+    with_dbname, OwnMariadb,
 };
 
 /// psql's single value for `sql` on `db`.
@@ -461,16 +460,12 @@ fn unreplayable_traces_are_refused_before_connecting() {
 }
 
 /// A sandbox with MariaDB of this module's own: its counters count only this module's.
-fn maria() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// The server's statement counters that executions move (a pre-flight's prepares move
 /// none of them).
 fn executed() -> BTreeMap<String, i64> {
-    let m = maria().mariadb.as_ref().unwrap();
+    let m = MARIA.info().mariadb.as_ref().unwrap();
     let o = Command::new("mariadb")
         .arg(format!("--defaults-extra-file={}", m.defaults_file.display()))
         .arg(format!("--socket={}", m.socket.display()))
@@ -504,13 +499,8 @@ fn delta(before: &BTreeMap<String, i64>, after: &BTreeMap<String, i64>) -> BTree
 /// the lock queue's, not the replay's (a failed `scripts/test.sh --stress` on 11-26).
 #[test]
 fn sysbench_on_mariadb_replays_to_the_same_statement_counts() {
-    let m = maria().mariadb.as_ref().unwrap();
-    let cnf = std::fs::read_to_string(&m.defaults_file).unwrap();
-    let password = cnf
-        .lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .unwrap()
-        .to_string();
+    let m = MARIA.info().mariadb.as_ref().unwrap();
+    let password = MARIA.password();
     let common = [
         "--db-driver=mysql".to_string(),
         "--mysql-user=connbench".into(),
@@ -558,7 +548,7 @@ fn sysbench_on_mariadb_replays_to_the_same_statement_counts() {
     assert!(recorded["Com_stmt_execute"] > 0, "{recorded:?}");
 
     prepare();
-    let target = maria().target("mariadb_tcp").unwrap().conninfo.clone();
+    let target = MARIA.info().target("mariadb_tcp").unwrap().conninfo.clone();
     let before = executed();
     let o = connbench(&["replay", trace.to_str().unwrap(), "--target", &target, "--json"]);
     let replayed = delta(&before, &executed());

@@ -7,12 +7,16 @@
 
 use serde_json::Value;
 
-use crate::apps::{app, maria, maria_password, python};
-use crate::common::{connbench, scratch, start_recorder, stderr, stop_recorder};
+use crate::common::{
+    app, apps_python, connbench, scratch, start_recorder, stderr, stop_recorder, OwnMariadb,
+};
+
+/// A sandbox with MariaDB of this module's own.
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// The replay's summary of `trace` on the sandbox's MariaDB, with `extra` flags.
 fn replay(trace: &std::path::Path, extra: &[&str]) -> Value {
-    let target = maria().target("mariadb_tcp").unwrap().conninfo.clone();
+    let target = MARIA.info().target("mariadb_tcp").unwrap().conninfo.clone();
     let mut args = vec!["replay", trace.to_str().unwrap(), "--target", &target, "--json"];
     args.extend(extra);
     let o = connbench(&args);
@@ -23,12 +27,12 @@ fn replay(trace: &std::path::Path, extra: &[&str]) -> Value {
 
 #[test]
 fn a_recorded_kill_query_stops_the_replayed_connections_query() {
-    let Some(py) = python() else { return };
-    let m = maria().mariadb.as_ref().unwrap();
+    let Some(py) = apps_python() else { return };
+    let m = MARIA.info().mariadb.as_ref().unwrap();
     let dir = scratch("replay-kill");
     let out = dir.join("kill.trace.gz");
     let (child, port) = start_recorder(&format!("127.0.0.1:{}", m.port), &["--engine", "mysql"], &out);
-    let pw = maria_password();
+    let pw = MARIA.password();
     let done = app(
         &py,
         "pymysql_kill_slow.py",

@@ -17,20 +17,13 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use connbench::sandbox::{Sandbox, SandboxInfo};
-
-use crate::common::{connbench, mariadb_sandbox, stderr, stdout};
+use crate::common::{connbench, stderr, stdout, OwnMariadb};
 
 /// A sandbox with MariaDB of this module's own: its server-wide statement counters
 /// must not count the MySQL module's tests.
-fn sandbox() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// (sysbench's script, connbench's workload), oltp_delete last: the rows it deletes
 /// would change what the others' updates count.
@@ -176,15 +169,10 @@ fn compare(s: &Server, ready: impl Fn()) {
 
 #[test]
 fn oltp_workloads_send_sysbench_s_statements_on_mariadb() {
-    let sb = sandbox();
+    let sb = MARIA.info();
     let m = sb.mariadb.as_ref().unwrap();
     let conninfo = sb.target("mariadb_unix").unwrap().conninfo.clone();
-    let cnf = std::fs::read_to_string(&m.defaults_file).unwrap();
-    let password = cnf
-        .lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .expect("a password in the option file")
-        .to_string();
+    let password = MARIA.password();
     let (file, socket) = (m.defaults_file.clone(), m.socket.clone());
     let counters = move || {
         let out = Command::new("mariadb")
@@ -238,7 +226,7 @@ fn psql(conninfo: &str, q: &str) -> String {
 
 #[test]
 fn oltp_workloads_send_sysbench_s_statements_on_postgres() {
-    let sb = sandbox();
+    let sb = MARIA.info();
     let conninfo = sb.target("unix").unwrap().conninfo.clone();
     let w = words(&conninfo);
     let other_db = conninfo.replace("dbname=connbench", "dbname=postgres");

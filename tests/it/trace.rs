@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use connbench::sandbox::{Sandbox, SandboxInfo};
 use connbench::targets::Engine;
 use connbench_trace::event::{Op, Outcome, Request, SessionOpen, Step, TxStatus};
 use connbench_trace::{
@@ -22,7 +21,7 @@ use connbench_trace::{
     SessionMeta, TraceReader, TraceWriter, Transport,
 };
 
-use crate::common::{conninfo, mariadb_sandbox, sandbox, start_recorder, stderr, stdout, through_port};
+use crate::common::{conninfo, sandbox, start_recorder, stderr, stdout, through_port, OwnMariadb};
 
 /// PostgreSQL's SSLRequest.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
@@ -546,23 +545,11 @@ fn redacted_values_leave_no_value_in_a_real_trace() {
 
 /// A sandbox with MariaDB of this module's own: its statement counters count only what
 /// these tests send.
-fn maria() -> &'static SandboxInfo {
-    static HOLD: OnceLock<Mutex<Sandbox>> = OnceLock::new();
-    static INFO: OnceLock<SandboxInfo> = OnceLock::new();
-    INFO.get_or_init(|| mariadb_sandbox(&HOLD))
-}
-
-fn maria_password() -> String {
-    let cnf = std::fs::read_to_string(&maria().mariadb.as_ref().unwrap().defaults_file).unwrap();
-    cnf.lines()
-        .find_map(|l| l.strip_prefix("password="))
-        .expect("a password in the option file")
-        .to_string()
-}
+static MARIA: OwnMariadb = OwnMariadb::new();
 
 /// The server's statement counters, read over its socket.
 fn com_counters() -> BTreeMap<String, i64> {
-    let m = maria().mariadb.as_ref().unwrap();
+    let m = MARIA.info().mariadb.as_ref().unwrap();
     let o = Command::new("mariadb")
         .arg(format!("--defaults-extra-file={}", m.defaults_file.display()))
         .arg(format!("--socket={}", m.socket.display()))
@@ -580,8 +567,8 @@ fn com_counters() -> BTreeMap<String, i64> {
 
 #[test]
 fn sysbench_and_the_mariadb_client_through_the_tee_are_traced_as_the_server_counts() {
-    let m = maria().mariadb.as_ref().unwrap();
-    let password = maria_password();
+    let m = MARIA.info().mariadb.as_ref().unwrap();
+    let password = MARIA.password();
     let common = [
         "--db-driver=mysql".to_string(),
         "--mysql-user=connbench".into(),

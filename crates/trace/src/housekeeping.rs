@@ -231,6 +231,11 @@ pub struct Housekeeping {
     /// one transaction per checkout, an application transaction is one.
     pub transactions: u64,
     pub application_transactions: u64,
+    /// The requests that stand in no transaction (a MySQL COM_PING, a statement closed
+    /// while idle): their round trips and recorded time (ms). A transaction's time leaves
+    /// them out, so a figure per application transaction adds them back.
+    pub outside_round_trips: u64,
+    pub outside_time_ms: f64,
     /// By kind, then round trips, most first.
     pub rows: Vec<Row>,
 }
@@ -344,6 +349,10 @@ impl Tally {
         self.out.requests += 1;
         self.out.round_trips += u64::from(round_trip);
         self.out.time_ms += ms;
+        if place.is_none() {
+            self.out.outside_round_trips += u64::from(round_trip);
+            self.out.outside_time_ms += ms;
+        }
         if let (Some(kind), Some(f)) = (kind, f) {
             self.row(kind, f, round_trip, at_connect, ms);
         }
@@ -561,6 +570,11 @@ mod tests {
         let h = t.finish();
         assert_eq!((h.requests, h.round_trips, h.transactions), (9, 9, 5));
         assert_eq!(h.application_transactions, 2);
+        assert_eq!(
+            (h.outside_round_trips, h.outside_time_ms),
+            (0, 0.0),
+            "every request stands in a transaction"
+        );
         assert_eq!(h.rows.len(), 2);
         let r = &h.rows[0];
         assert_eq!(
@@ -575,5 +589,32 @@ mod tests {
             (s.kind, s.at_connect, s.left_out_by_default),
             (Kind::SessionSetup, 1, true)
         );
+    }
+
+    /// PyMySQL's `ping()` before a transaction: a COM_PING while idle stands in no
+    /// transaction, so its round trip and time are counted apart, for a figure per
+    /// application transaction to add back.
+    #[test]
+    fn a_com_ping_stands_in_no_transaction() {
+        let mut t = Tally::new(Engine::Mysql);
+        t.add(&event(
+            r#"{"type":"session_open","session":1,"open_ns":0,"transport":"tcp","tls_requested":false,
+            "auth_method":"mysql_native_password","user":"app","database":"shop","backend_pid":1,
+            "protocol":"10","phases":{},"ready":true,"error":null}"#,
+        ));
+        let req = |seq: u64, op: &str| {
+            event(&format!(
+                r#"{{"type":"request","session":1,"seq":{seq},"at_ns":{},"think_ns":1,"request_bytes":9,
+                {op},"outcome":"ok","first_byte_ns":1,"response_ns":500000,"response_bytes":5,"rows":0,
+                "tx":"idle"}}"#,
+                seq * 10_000_000
+            ))
+        };
+        t.add(&req(1, r#""op":"com_ping""#));
+        t.add(&req(2, r#""op":"com_query","sql":"INSERT INTO t VALUES (1)""#));
+        let h = t.finish();
+        assert_eq!((h.transactions, h.application_transactions), (1, 1));
+        assert_eq!((h.outside_round_trips, h.outside_time_ms), (1, 0.5));
+        assert_eq!(h.rows[0].kind, Kind::Ping);
     }
 }
