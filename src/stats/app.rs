@@ -217,6 +217,7 @@ mod tests {
             shapes: Vec::new(),
             undecoded: 0,
             undecoded_reason: None,
+            timeline: Default::default(),
         }
     }
 
@@ -256,6 +257,7 @@ mod tests {
                 ..Spread::default()
             },
             steps: Vec::new(),
+            percentiles_ms: Vec::new(),
         }
     }
 
