@@ -15,6 +15,7 @@ Examples:
   connbench replay app.trace.gz --target \"host=db.internal dbname=shop user=app\"
   connbench replay app.trace.gz --target tcp --speed max          # a running sandbox's target, as fast as it answers
   connbench replay app.trace.gz --target tcp --rtt 50ms            # what if the application were 50 ms away
+  connbench replay app.trace.gz --target tcp --rtt 50ms --html replay.html   # the shapes now, recorded, predicted: a page
   connbench replay app.trace.gz --target unix --path sidecar-tcp --json > replay.json
   connbench replay app.trace.gz --target tcp -l --log-prefix replay    # a line per transaction, as pgbench -l
   connbench replay app.trace.gz --target tcp --metrics-listen :9187   # live figures for Prometheus
@@ -76,6 +77,12 @@ pub struct ReplayArgs {
     /// Print JSON (docs/json.md) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the replay as one self-contained HTML page to FILE: each transaction
+    /// shape's time now beside its recorded time and `trace`'s prediction (a table and
+    /// bars), the top shapes' times now and recorded by percentile, and the text report.
+    /// An existing FILE is never overwritten: it is refused before the replay starts.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Threads the sessions are dealt to (default: one per core); each runs its
     /// sessions on a runtime of its own, as `load -j`.
     #[arg(short = 'j', long, value_name = "N", default_value_t = default_threads(), value_parser = parse_threads)]

@@ -1,6 +1,7 @@
 //! `connbench replay TRACE --target TARGET`: the trace read into a schedule (refused
 //! before connecting when it cannot be replayed as recorded), the target resolved and
-//! routed as `load`'s, the pre-flight for missing relations, the replay, the report.
+//! routed as `load`'s, the pre-flight for missing relations, the replay, the report
+//! (text or JSON, and `--html`'s page).
 
 use std::sync::{Arc, Mutex};
 
@@ -12,10 +13,12 @@ use crate::exit::Exit;
 use crate::live::{Exporter, Labels};
 use crate::load::measurements::{Interval, Measurements};
 use crate::proto::Endpoint;
+use crate::replay::tally::Tally;
 use crate::replay::{self, summary::AsRecorded, Schedule, Summary};
 use crate::setup::route::routed;
 use crate::setup::targets::resolve_target;
-use crate::setup::{emit, stop_on_signals};
+use crate::setup::{emit, stop_on_signals, write_new};
+use connbench_trace::profile::Profile;
 
 /// The cell's name on the metrics endpoint.
 const CELL: &str = "replay";
@@ -80,8 +83,49 @@ fn serve_metrics(args: &ReplayArgs, ep: &Endpoint, sessions: u64) -> Result<Opti
     }))
 }
 
+/// The report: text or JSON on stdout, and `--html`'s page.
+fn report(
+    args: &ReplayArgs,
+    summary: &Summary,
+    profile: &Profile,
+    schedule: &Schedule,
+    tally: &Tally,
+    target: &str,
+) -> Result<()> {
+    let path = args.trace.display().to_string();
+    let text = crate::report::replay::text(summary, &path, target, args.top);
+    if args.json {
+        let v = crate::report::replay::json(summary, &path, target);
+        emit(&(serde_json::to_string_pretty(&v)? + "\n"));
+    } else {
+        emit(&text);
+    }
+    if let Some(file) = &args.html {
+        let page = crate::report::replay_html::html(&crate::report::replay_html::Page {
+            summary,
+            profile,
+            shape_ids: &schedule.shapes,
+            tally,
+            trace: &path,
+            target,
+            text: &text,
+            added_rtt_ms: args.rtt.map_or(0.0, |d| d.as_secs_f64() * 1e3),
+            top: args.top,
+        });
+        write_new(file, &page).with_context(|| format!("--html {}", file.display()))?;
+        eprintln!("replay: wrote {}", file.display());
+    }
+    Ok(())
+}
+
 pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();
+    if let Some(page) = args.html.as_ref().filter(|f| f.exists()) {
+        anyhow::bail!(
+            "--html {}: it exists (a page is never overwritten)",
+            page.display()
+        );
+    }
     let (mut schedule, profile) =
         Schedule::read_profiled(&args.trace).with_context(|| format!("trace {path}"))?;
     if let Some(cut) = &schedule.cut {
@@ -134,12 +178,7 @@ pub async fn run_replay(args: ReplayArgs) -> Result<Exit> {
     summary.shapes = replay::shapes::rows(&profile, &schedule.shapes, &run.tally, added_ms);
     summary.left_out = left_out;
     let target = endpoint.target.name();
-    if args.json {
-        let v = crate::report::replay::json(&summary, &path, &target);
-        emit(&(serde_json::to_string_pretty(&v)? + "\n"));
-    } else {
-        emit(&crate::report::replay::text(&summary, &path, &target, args.top));
-    }
+    report(&args, &summary, &profile, &schedule, &run.tally, &target)?;
     if let (Some(e), Some(linger), false) = (&exporter, args.metrics.linger, run.interrupted) {
         crate::live::linger(&e.exporter, linger).await;
     }

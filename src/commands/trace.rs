@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::record::TraceArgs;
 use crate::exit::Exit;
-use crate::setup::emit;
+use crate::setup::{emit, write_new};
 
 pub fn run_trace(args: TraceArgs) -> Result<Exit> {
     let path = args.trace.display().to_string();
@@ -44,16 +44,4 @@ pub fn run_trace(args: TraceArgs) -> Result<Exit> {
         eprintln!("warning: trace {path}: {why}; the profile covers what came before");
     }
     Ok(Exit::Success)
-}
-
-/// Writes a new file; one that exists is left alone (a report never overwrites).
-fn write_new(path: &std::path::Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .context("cannot create it (an existing file is never overwritten)")?;
-    f.write_all(text.as_bytes())?;
-    Ok(())
 }

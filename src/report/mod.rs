@@ -7,7 +7,9 @@
 //! are the terminal and JSON output of live commands; `markdown`, `csv` and `html` (with
 //! `chart`, one file per chart kind) are the published forms; `size` reads a server-size axis as a
 //! curve against the smallest size; `failures` says what failed and stalled transactions
-//! cost a cell, in its answer and its tables; `style` holds colour and wrapping for the terminal.
+//! cost a cell, in its answer and its tables; `style` holds colour and wrapping for the terminal;
+//! `trace`, `trace_html`, `trace_charts`, `replay` and `replay_html` are `connbench trace`'s and
+//! `connbench replay`'s text, JSON and pages.
 
 pub mod data;
 pub mod style;
@@ -27,5 +29,6 @@ pub mod trace_charts;
 pub mod trace_html;
 pub mod housekeeping;
 pub mod replay;
+pub mod replay_html;
 
 pub use crate::units::{format_bytes, format_duration, format_ns};

@@ -1,13 +1,17 @@
 //! The pictures of `connbench trace --html`: the transaction shapes as a table, each
 //! shape's waterfall (its statements' steps as recorded, and with each added round
-//! trip the model adds: step + RTT × the step's round trips), and each shape's predicted
-//! time against the added round trip as a line. Drawing is `chart::*`'s; the figures
+//! trip the model adds: step + RTT × the step's round trips), each shape's predicted
+//! time against the added round trip as a line, each shape's recorded times by
+//! percentile, and the connections and requests in time (the profile's bounded
+//! timeline, what it left out said under it). Drawing is `chart::*`'s; the figures
 //! are the profile's and the predictions `stats::app::predict_shapes`', the same
 //! computation the text report prints.
 
 use std::fmt::Write;
 
 use super::chart::lines::{self, Line, LineChart, Point};
+use super::chart::percentiles::{self, Curve};
+use super::chart::timeline::{self, Lane, Span, TimelineChart};
 use super::chart::waterfall::{self, Row};
 use super::chart::{color, esc};
 use super::trace::ms;
@@ -19,6 +23,8 @@ use connbench_trace::shapes::ShapeProfile;
 const SHAPES_DRAWN: usize = 5;
 /// Statements a waterfall colours apart; later ones share the last colour.
 const STEPS_APART: usize = 8;
+/// The timeline's colour for a transaction of a shape not drawn apart.
+const OTHER_SHAPES: &str = "#b4b4bc";
 
 /// The shapes' section: table, waterfall, lines. Nothing when the trace has no
 /// transaction.
@@ -42,6 +48,127 @@ pub fn shapes(o: &mut String, p: &Profile, predictions: &[Prediction], top: usiz
     if !rtts.is_empty() {
         o.push_str(&lines_chart(p, drawn, &rtts));
     }
+    o.push_str(&distribution_chart(drawn));
+    o.push_str(
+        "<p class=\"caption\">Each shape's recorded transaction times (first request to last answer) by percentile, nearest rank, \
+         drawn as far into the tail as the shape's count supports (99% from 100 transactions); log scale.</p>\n",
+    );
+}
+
+/// Each drawn shape's recorded times by percentile.
+pub(super) fn distribution_chart(shapes: &[ShapeProfile]) -> String {
+    let curves: Vec<Curve> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Curve {
+            name: name(i, s),
+            points: s.percentiles_ms.clone(),
+        })
+        .collect();
+    percentiles::render(
+        "Each shape's transaction time by percentile, as recorded (log scale)",
+        "transaction, ms",
+        &curves,
+    )
+}
+
+/// The connections and requests in time: the profile's timeline, a lane per session,
+/// and what it left out. Nothing when the trace has no session.
+pub fn timeline(o: &mut String, p: &Profile) {
+    let t = &p.timeline;
+    if t.lanes.is_empty() {
+        return;
+    }
+    let span = t.until_ms - t.from_ms;
+    let (unit, per) = if span >= 2_000.0 { ("s", 1e3) } else { ("ms", 1.0) };
+    let at = |ms: f64| (ms - t.from_ms) / per;
+    let shape_color = |id: &str| {
+        p.shapes
+            .iter()
+            .take(SHAPES_DRAWN)
+            .position(|s| s.id == id)
+            .map_or(OTHER_SHAPES, color)
+    };
+    let shape_name = |id: &str| match p.shapes.iter().position(|s| s.id == id) {
+        Some(i) => format!("transaction of shape #{}", i + 1),
+        None => "transaction of another shape".into(),
+    };
+    let lanes: Vec<Lane> = t
+        .lanes
+        .iter()
+        .map(|l| Lane {
+            name: format!("session {}", l.session),
+            open: at(l.open_ms),
+            close: at(l.close_ms.unwrap_or(t.until_ms).min(t.until_ms)),
+            transactions: l
+                .transactions
+                .iter()
+                .map(|x| Span {
+                    from: at(x.from_ms),
+                    to: at(x.to_ms),
+                    color: shape_color(&x.shape),
+                    what: shape_name(&x.shape),
+                })
+                .collect(),
+            requests: l
+                .requests
+                .iter()
+                .map(|m| (at(m.at_ms), at(m.at_ms + m.response_ms.unwrap_or(0.0)), m.error))
+                .collect(),
+        })
+        .collect();
+    let mut keys: Vec<(&'static str, String)> = p
+        .shapes
+        .iter()
+        .take(SHAPES_DRAWN)
+        .enumerate()
+        .map(|(i, s)| (color(i), name(i, s)))
+        .collect();
+    if p.shapes.len() > SHAPES_DRAWN {
+        keys.push((OTHER_SHAPES, "other shapes".into()));
+    }
+    let _ = writeln!(o, "<h2>Connections and requests in time</h2>");
+    o.push_str(&timeline::render(&TimelineChart {
+        title: "Each connection from open to close, its transactions (by shape) and requests",
+        x_label: &format!("time since the first connection opened, {unit}"),
+        until: at(t.until_ms),
+        lanes: &lanes,
+        keys,
+    }));
+    let _ = writeln!(o, "<p class=\"caption\">{}</p>", esc(&timeline_caption(p)));
+}
+
+/// What the timeline shows of the recording, and what it leaves out.
+fn timeline_caption(p: &Profile) -> String {
+    let t = &p.timeline;
+    let secs = |ms: f64| format!("{:.3} s", ms / 1e3);
+    let mut c = format!(
+        "The first {} of the recording's {} connection(s), from the first open to {} (the recording lasted {}).",
+        t.lanes.len(),
+        t.sessions,
+        secs(t.until_ms - t.from_ms),
+        secs(t.recording_ms),
+    );
+    if t.sessions > t.lanes.len() as u64 {
+        c.push_str(&format!(
+            " {} later connection(s) are not drawn (at most {} lanes).",
+            t.sessions - t.lanes.len() as u64,
+            connbench_trace::timeline::MAX_LANES
+        ));
+    }
+    if t.cut {
+        c.push_str(&format!(
+            " The picture ends where a lane's first request or transaction beyond its {} was sent: {} later request(s) of these connections are not drawn.",
+            connbench_trace::timeline::MAX_MARKS,
+            t.requests_left_out
+        ));
+    }
+    let drawn: usize = t.lanes.iter().map(|l| l.requests.len()).sum();
+    c.push_str(&format!(
+        " {drawn} of the recording's {} request(s) are drawn; marks closer than a pixel are drawn as one (hover for their count).",
+        t.requests
+    ));
+    c
 }
 
 /// One row per shape: its figures and its statements.

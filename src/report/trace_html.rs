@@ -1,6 +1,7 @@
 //! `connbench trace --html`: the same profile and predictions as the text report, as one
 //! self-contained page (no script, no outside resource) to attach to a ticket or a
-//! design review, with the shapes' pictures (`trace_charts`). Apart from `trace` so the text report stays one screen of code; the
+//! design review, with the shapes' pictures and the connections' timeline
+//! (`trace_charts`). Apart from `trace` so the text report stays one screen of code; the
 //! figures' formatting is that module's, so both say the same numbers the same way.
 
 use std::fmt::Write;
@@ -26,6 +27,7 @@ pub fn html(p: &Profile, predictions: &[Prediction], housekeeping: &str, trace: 
     );
     page_head(&mut o, &title, &meta);
     shape(&mut o, p);
+    super::trace_charts::timeline(&mut o, p);
     statements(&mut o, p, top);
     super::trace_charts::shapes(&mut o, p, predictions, top);
     prediction_table(&mut o, predictions);

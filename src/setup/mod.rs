@@ -10,5 +10,5 @@ pub mod signals;
 pub mod tables;
 pub mod targets;
 
-pub use output::emit;
+pub use output::{emit, write_new};
 pub use signals::stop_on_signals;

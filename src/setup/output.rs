@@ -1,4 +1,5 @@
-//! stdout, where a closed pipe ends the program quietly.
+//! stdout, where a closed pipe ends the program quietly; a report's file, never
+//! overwritten.
 
 use std::io::Write;
 
@@ -10,4 +11,16 @@ pub fn emit(text: &str) {
             std::process::exit(0);
         }
     }
+}
+
+/// Writes a new file; one that exists is left alone (a report never overwrites).
+pub fn write_new(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .context("cannot create it (an existing file is never overwritten)")?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
 }

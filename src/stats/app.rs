@@ -264,6 +264,7 @@ mod tests {
             shapes: Vec::new(),
             undecoded: 0,
             undecoded_reason: None,
+            timeline: Default::default(),
         }
     }
 
@@ -303,6 +304,7 @@ mod tests {
                 ..Spread::default()
             },
             steps: Vec::new(),
+            percentiles_ms: Vec::new(),
         }
     }
 

@@ -131,12 +131,26 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
 
     assert_metrics(t, &target);
 
-    // The text report states its method and fidelity.
-    let o = connbench(&["replay", t, "--target", &target, "--speed", "max"]);
+    // The text report states its method and fidelity; --html writes the same replay as
+    // a page: the shapes now beside recorded and predicted, bars and distributions.
+    let page = dir.join("replay.html");
+    let html_arg = page.to_str().unwrap();
+    let o = connbench(&[
+        "replay", t, "--target", &target, "--speed", "max", "--html", html_arg,
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("failed now but not when recorded 0"), "{text}");
     assert!(text.contains("--speed max: no schedule"), "{text}");
+    assert_replay_page(&page, &dir, &text);
+    let again = connbench(&["replay", t, "--target", &target, "--html", html_arg]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("never overwritten"), "{}", stderr(&again));
+    assert!(
+        !stderr(&again).contains("session(s)"),
+        "refused before replaying: {}",
+        stderr(&again)
+    );
 
     // A database without pgbench's tables: one line per relation, nothing replayed.
     create_database("cbreplay_empty");
@@ -182,6 +196,35 @@ fn a_recorded_pgbench_replays_to_the_same_server_state_and_a_missing_table_is_na
     let s = &v["summary"];
     assert_eq!(s["interrupted"], true, "{s}");
     assert!(s["fidelity"]["requests_not_sent"].as_u64().unwrap() > 0, "{s}");
+}
+
+/// `replay --html`'s page: self-contained, the shapes' table with the tpcb-like shape,
+/// the bars (recorded, predicted, now) and a distribution now against recorded per
+/// replayed shape, the text report; in a real browser, every chart in the DOM and the
+/// "now" bars (the palette's third colour, which only the bars use) drawn.
+fn assert_replay_page(page: &std::path::Path, dir: &std::path::Path, text: &str) {
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains("Content-Security-Policy"), "{html}");
+    assert!(!html.contains("<script"), "{html}");
+    assert!(html.contains("now beside recorded and predicted"), "{html}");
+    assert!(html.contains("UPDATE pgbench_accounts SET abalance"), "{html}");
+    let first = text
+        .lines()
+        .next()
+        .unwrap()
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    assert!(html.contains(&first), "the text report is on the page: {first}");
+    let svgs = html.matches("<svg").count();
+    let distributions = html.matches("by percentile (log scale)</title>").count();
+    assert!(distributions >= 1, "{html}");
+    assert_eq!(
+        svgs,
+        1 + distributions,
+        "the bars and a distribution per shape: {html}"
+    );
+    crate::report::chromium_shows(page, dir, [0x00, 0x9e, 0x73], "the bars of the times now");
 }
 
 /// The engine's own lag, apart from the server's: pgbench -S at 1,000 transactions/s

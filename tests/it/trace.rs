@@ -962,16 +962,22 @@ fn connbench_record_traces_pgbench_and_trace_reads_its_shape() {
         html.contains("<td>+50 ms</td>") || html.contains("<td>+1 ms</td>"),
         "{html}"
     );
-    // The shapes' pictures: a waterfall of the tpcb-like shape's seven statements (its
-    // fourth statement's colour is the waterfall's alone: the lines chart has three
-    // shapes, three colours) and the predicted time against the added round trip.
-    assert_eq!(html.matches("<svg").count(), 2, "{html}");
+    // The pictures: the connections and requests in time (a lane per session: three),
+    // a waterfall of the tpcb-like shape's seven statements (its fourth statement's
+    // colour is the waterfall's alone: the lines chart has three shapes, three
+    // colours), the predicted time against the added round trip, and each shape's
+    // times by percentile.
+    assert_eq!(html.matches("<svg").count(), 4, "{html}");
+    assert_eq!(html.matches("\"tick\">session ").count(), 3, "a lane per session");
+    assert!(html.contains("by percentile, as recorded"), "{html}");
     crate::report::chromium_shows(
         &page,
         &dir,
         [0xd5, 0x5e, 0x00],
         "the waterfall's fourth statement",
     );
+    // The timeline's connection bars, whose colour nothing else on the page has.
+    crate::report::chromium_shows(&page, &dir, [0x8d, 0xa0, 0xcb], "the timeline's connections");
     let again = crate::common::connbench(&["trace", out.to_str().unwrap(), "--html", page.to_str().unwrap()]);
     assert_eq!(
         again.status.code(),

@@ -18,7 +18,8 @@
 //! - [`executions`]: what a request executed, an execution per Execute of a pipelined
 //!   group, for the profile and the replay alike.
 //! - [`profile`] and [`shapes`]: what `connbench trace` reports of an application, read
-//!   from its events in one pass; its transactions grouped by shape.
+//!   from its events in one pass; its transactions grouped by shape; [`timeline`], a
+//!   bounded sample of its sessions and requests in time, for a picture.
 //! - [`housekeeping`]: what the application's driver and pool sent that its code did
 //!   not write (pre-pings, resets, set-up, look-ups), recognised and tallied.
 //!
@@ -39,6 +40,7 @@ pub mod profile;
 mod session;
 pub mod shapes;
 mod spread;
+pub mod timeline;
 pub mod transaction;
 #[cfg(test)]
 mod testing;

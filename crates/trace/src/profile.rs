@@ -22,6 +22,7 @@ use super::fingerprint::{fingerprint, Dialect, Fingerprint};
 use super::reader::{ReadError, TraceReader};
 use super::shapes::{ShapeProfile, Shapes, TxShape, UNKNOWN_STATEMENT};
 pub use super::spread::Spread;
+use super::timeline::{Sampler, Timeline};
 use super::transaction::{self, Boundaries};
 use crate::Engine;
 
@@ -114,6 +115,10 @@ pub struct Profile {
     /// Sessions the decoder stopped following, and the first reason.
     pub undecoded: u64,
     pub undecoded_reason: Option<String>,
+    /// A bounded sample of the sessions and their requests in time, for a picture;
+    /// not a figure, so not in the JSON ([`crate::timeline`]).
+    #[serde(skip)]
+    pub timeline: Timeline,
 }
 
 /// A session being read.
@@ -179,6 +184,7 @@ pub struct Profiler {
     think_ns: u64,
     statements: HashMap<u64, StatementProfile>,
     shapes: Shapes,
+    timeline: Sampler,
     undecoded: u64,
     undecoded_reason: Option<String>,
 }
@@ -213,6 +219,7 @@ impl Profiler {
             think_ns: 0,
             statements: HashMap::new(),
             shapes: Shapes::default(),
+            timeline: Sampler::default(),
             undecoded: 0,
             undecoded_reason: None,
         }
@@ -230,8 +237,9 @@ impl Profiler {
                 self.last_ns = self.last_ns.max(s.open_ns + c.at_ns);
                 self.lifetimes.push(c.at_ns as f64 / 1e6);
                 if let Some(tx) = s.tx.take().filter(|_| s.boundaries.close()) {
-                    self.end_transaction(tx);
+                    self.end_transaction(tx, c.session, s.open_ns);
                 }
+                self.timeline.close(c.session, s.open_ns + c.at_ns);
                 if let Some(why) = &c.decode_error {
                     self.undecoded += 1;
                     self.undecoded_reason.get_or_insert_with(|| why.clone());
@@ -267,6 +275,7 @@ impl Profiler {
         if let Some(m) = &o.auth_method {
             *self.auth.entry(m.clone()).or_default() += 1;
         }
+        self.timeline.open(o.session, o.open_ns);
         self.open.insert(
             o.session,
             Open {
@@ -283,6 +292,12 @@ impl Profiler {
         let end_ns = r.at_ns + r.response_ns.unwrap_or(0);
         let open_ns = s.open_ns;
         s.requests += 1;
+        self.timeline.request(
+            r.session,
+            open_ns + r.at_ns,
+            r.response_ns,
+            r.outcome == Outcome::Error,
+        );
         let e = Executions::of(&r.op, &mut s.statements);
         note_prepared(r, &mut s.statements);
         let dialect = self.dialect;
@@ -326,7 +341,7 @@ impl Profiler {
         self.count(r, open_ns, end_ns, e.prepared);
         self.statements_of(r, ran, parsed);
         if let Some(tx) = finished {
-            self.end_transaction(tx);
+            self.end_transaction(tx, r.session, open_ns);
         }
     }
 
@@ -371,8 +386,12 @@ impl Profiler {
         }
     }
 
-    fn end_transaction(&mut self, tx: Tx) {
+    /// A transaction of `session` (opened at `open_ns`) that ended.
+    fn end_transaction(&mut self, tx: Tx, session: u64, open_ns: u64) {
         let ms = tx.end_ns.saturating_sub(tx.start_ns) as f64 / 1e6;
+        let shape = &tx.shape;
+        self.timeline
+            .transaction(session, open_ns + tx.start_ns, open_ns + tx.end_ns, || shape.id());
         self.transactions.push(ms);
         let statements = &self.statements;
         self.shapes.add(tx.shape, ms, tx.requests, tx.round_trips, |id| {
@@ -418,9 +437,9 @@ impl Profiler {
 
     /// The profile of what was read (sessions still open count as far as they went).
     pub fn finish(mut self) -> Profile {
-        for (_, mut s) in std::mem::take(&mut self.open) {
+        for (session, mut s) in std::mem::take(&mut self.open) {
             if let Some(tx) = s.tx.take().filter(|_| s.boundaries.close()) {
-                self.end_transaction(tx);
+                self.end_transaction(tx, session, s.open_ns);
             }
         }
         let duration_s = self
@@ -446,6 +465,7 @@ impl Profiler {
             .collect();
         statements.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then(a.text.cmp(&b.text)));
         let shapes = std::mem::take(&mut self.shapes).finish(self.transactions.iter().sum());
+        let timeline = std::mem::take(&mut self.timeline).finish(self.first_ns.unwrap_or(0), self.last_ns);
         Profile {
             engine: self.header.engine,
             recorded_at: self.header.start_time.clone(),
@@ -484,6 +504,7 @@ impl Profiler {
             shapes,
             undecoded: self.undecoded,
             undecoded_reason: self.undecoded_reason,
+            timeline,
         }
     }
 }
@@ -636,6 +657,19 @@ mod tests {
             p.shapes.iter().map(|s| s.count).sum::<u64>(),
             p.requests.transactions
         );
+        // The shape's distribution, and the session in time: one lane, every request
+        // and transaction at its time, each transaction named by its shape.
+        assert_eq!(transfer.percentiles_ms.len(), 11);
+        assert_eq!(transfer.percentiles_ms[0], (0.0, 5.0));
+        let t = &p.timeline;
+        assert_eq!((t.sessions, t.lanes.len(), t.requests), (1, 1, 12));
+        let lane = &t.lanes[0];
+        assert_eq!((lane.requests.len(), lane.transactions.len()), (12, 5));
+        assert_eq!(lane.transactions[0].from_ms, 10.0);
+        assert_eq!(lane.transactions[0].to_ms, 15.0);
+        assert_eq!(lane.transactions[0].shape, transfer.id);
+        assert_eq!(lane.requests[1].at_ms, 12.0);
+        assert!(!t.cut);
     }
 
     /// A session of one explicit transaction and one autocommit statement: the

@@ -11,11 +11,13 @@
 //! that far are one shape), at most [`MAX_SHAPES`] shapes are kept apart (later new ones
 //! are counted together as one row, "(other shapes)"), and each statement's text is cut
 //! to [`MAX_TEXT_CHARS`] (the statements table has it whole, by fingerprint). What grows
-//! with the trace is one time per transaction, as the profile's own distribution keeps.
+//! with the trace is one time per transaction, as the profile's own distribution keeps;
+//! what a shape hands on of its distribution is bounded (a percentile curve of at most
+//! 41 points), whatever its count.
 
 use std::collections::HashMap;
 
-use super::spread::Spread;
+use super::spread::{percentile_curve, Spread};
 
 /// Distinct shapes kept apart; the transactions of any later one are one row.
 pub const MAX_SHAPES: usize = 1_000;
@@ -48,6 +50,11 @@ pub struct ShapeProfile {
     pub round_trips: f64,
     /// A transaction's recorded time, first request to last response, ms.
     pub time_ms: Spread,
+    /// The same times' percentile curve, `(quantile, ms)` pairs (`spread::percentile_curve`:
+    /// at most 41, by nearest rank, as far into the tail as the count supports): the
+    /// shape's distribution, drawn by `trace --html` and beside the times now by
+    /// `replay --html`.
+    pub percentiles_ms: Vec<(f64, f64)>,
     /// Per statement, in order (as `statements`): the mean time from the previous
     /// statement's answer (the transaction's first request, for the first) to its own,
     /// and the mean round trips in it: the shape's waterfall. Empty for "(other
@@ -191,8 +198,9 @@ impl Shapes {
     /// The shapes by share of time, most first (then by count, then by id, so the
     /// order is stable); `total_ms` is every transaction's time, summed.
     pub(crate) fn finish(self, total_ms: f64) -> Vec<ShapeProfile> {
-        let row = |id: String, fingerprints: Vec<String>, truncated: bool, t: Tally| {
+        let row = |id: String, fingerprints: Vec<String>, truncated: bool, mut t: Tally| {
             let n = t.times.len().max(1) as f64;
+            let percentiles_ms = percentile_curve(&mut t.times);
             let sum: f64 = t.times.iter().sum();
             ShapeProfile {
                 id,
@@ -212,6 +220,7 @@ impl Shapes {
                     })
                     .collect(),
                 time_ms: Spread::of(t.times),
+                percentiles_ms,
             }
         };
         let mut out: Vec<ShapeProfile> = self

@@ -10,6 +10,7 @@ pub mod bars;
 pub mod lines;
 pub mod percentiles;
 pub mod series;
+pub mod timeline;
 pub mod waterfall;
 
 use std::fmt::Write;
@@ -125,6 +126,16 @@ impl Svg {
             let _ = write!(self.body, "<title>{}</title>", esc(t));
         }
         self.body.push_str("</circle>");
+    }
+
+    /// A path (`d` in SVG's path syntax, already in pixels): many small marks of one
+    /// colour in few bytes.
+    pub fn path(&mut self, d: &str, style: &str, tip: Option<&str>) {
+        let _ = write!(self.body, r#"<path d="{d}" {style}>"#);
+        if let Some(t) = tip {
+            let _ = write!(self.body, "<title>{}</title>", esc(t));
+        }
+        self.body.push_str("</path>");
     }
 
     /// A polyline through `points` (already in pixels).

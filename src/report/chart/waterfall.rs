@@ -24,7 +24,15 @@ pub fn render(title: &str, x_label: &str, phases: &[&str], rows: &[Row]) -> Stri
     let per_row = rows.iter().map(|r| r.bars.len()).max().unwrap_or(1).max(1);
     let row_height = ROW.max(6.0 + 17.0 * per_row as f64);
     let longest = rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(4) as f64;
-    let left = (longest * 6.2 + 44.0).clamp(100.0, 400.0);
+    // The bars' labels (p50, +10 ms, predicted) stand between the row's name and its
+    // bars: room for the longest, so a long one does not run into the name.
+    let label = rows
+        .iter()
+        .flat_map(|r| r.bars.iter().map(|(l, _)| l.chars().count()))
+        .max()
+        .unwrap_or(0) as f64;
+    let label_w = (10.0 + label * 5.6).max(34.0);
+    let left = (longest * 6.2 + 10.0 + label_w).clamp(100.0, 400.0);
     let area = Area {
         left,
         top: 30.0,
@@ -44,7 +52,7 @@ pub fn render(title: &str, x_label: &str, phases: &[&str], rows: &[Row]) -> Stri
     let phase_color = |p: &str| color(phases.iter().position(|q| *q == p).unwrap_or(phases.len()));
     for (i, r) in rows.iter().enumerate() {
         let top = area.top + row_height * i as f64 + 3.0;
-        svg.text(area.left - 34.0, top + 16.0, "end", "key", &r.name);
+        svg.text(area.left - label_w, top + 16.0, "end", "key", &r.name);
         if let Some(why) = &r.missing {
             svg.text(area.left + 6.0, top + 16.0, "start", "missing", why);
             continue;
