@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use super::chart::percentiles::{self, Curve};
 use super::chart::waterfall::{self, Row};
-use super::chart::{esc, fmt_num};
+use super::chart::{esc, fmt_num, shape_label};
 use super::data::percentile_points_of;
 use super::html::page_head;
 use crate::replay::summary::{ShapeRow, Summary};
@@ -87,19 +87,6 @@ fn ms(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{} ms", fmt_num(v)))
 }
 
-/// A shape's short name: its rank and first statement.
-fn name(i: usize, r: &ShapeRow) -> String {
-    let first: String = r
-        .statements
-        .first()
-        .map_or("-".into(), |t| t.chars().take(22).collect());
-    format!(
-        "#{} {first}{}",
-        i + 1,
-        if r.statements.len() > 1 { " …" } else { "" }
-    )
-}
-
 /// One row per shape: counts, recorded, predicted, now, and why a figure is missing.
 fn table(o: &mut String, shapes: &[ShapeRow], top: usize) {
     let _ = writeln!(
@@ -144,7 +131,7 @@ fn table(o: &mut String, shapes: &[ShapeRow], top: usize) {
             o,
             "<tr><td>{}<br>{}{note}</td><td class=\"num\">{:.2}</td><td class=\"num\">{} / {}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td>{now}</td><td class=\"num\">{ratio}</td></tr>",
-            esc(&name(i, r)),
+            esc(&shape_label(i, &r.statements)),
             statements.join("<br>"),
             r.round_trips,
             r.count_recorded,
@@ -173,7 +160,7 @@ fn bars(shapes: &[ShapeRow], added_rtt_ms: f64) -> String {
                 })
                 .collect();
             Row {
-                name: name(i, r),
+                name: shape_label(i, &r.statements),
                 bars,
                 missing: values
                     .iter()
@@ -216,7 +203,7 @@ fn distributions(o: &mut String, p: &Page) {
             let _ = writeln!(
                 o,
                 "<p class=\"missing\">{}: no distribution now (no transaction of this shape was replayed)</p>",
-                esc(&name(i, r))
+                esc(&shape_label(i, &r.statements))
             );
             continue;
         }
@@ -224,7 +211,7 @@ fn distributions(o: &mut String, p: &Page) {
             let _ = writeln!(
                 o,
                 "<p class=\"missing\">{}: not drawn: {} transaction(s) recorded, {} now (a distribution is drawn from {DISTRIBUTION_MIN} of each)</p>",
-                esc(&name(i, r)),
+                esc(&shape_label(i, &r.statements)),
                 r.count_recorded,
                 r.count_now
             );
@@ -241,7 +228,10 @@ fn distributions(o: &mut String, p: &Page) {
             },
         ];
         o.push_str(&percentiles::render(
-            &format!("{}: transaction time by percentile (log scale)", name(i, r)),
+            &format!(
+                "{}: transaction time by percentile (log scale)",
+                shape_label(i, &r.statements)
+            ),
             "transaction, ms",
             &curves,
         ));

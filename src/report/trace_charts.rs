@@ -13,7 +13,7 @@ use super::chart::lines::{self, Line, LineChart, Point};
 use super::chart::percentiles::{self, Curve};
 use super::chart::timeline::{self, Lane, Span, TimelineChart};
 use super::chart::waterfall::{self, Row};
-use super::chart::{color, esc};
+use super::chart::{color, esc, shape_label};
 use super::trace::ms;
 use crate::stats::app::{predict_shapes, Prediction};
 use connbench_trace::profile::Profile;
@@ -61,7 +61,7 @@ pub(super) fn distribution_chart(shapes: &[ShapeProfile]) -> String {
         .iter()
         .enumerate()
         .map(|(i, s)| Curve {
-            name: name(i, s),
+            name: shape_label(i, &s.statements),
             points: s.percentiles_ms.clone(),
         })
         .collect();
@@ -122,7 +122,7 @@ pub fn timeline(o: &mut String, p: &Profile) {
         .iter()
         .take(SHAPES_DRAWN)
         .enumerate()
-        .map(|(i, s)| (color(i), name(i, s)))
+        .map(|(i, s)| (color(i), shape_label(i, &s.statements)))
         .collect();
     if p.shapes.len() > SHAPES_DRAWN {
         keys.push((OTHER_SHAPES, "other shapes".into()));
@@ -200,19 +200,6 @@ fn table(o: &mut String, p: &Profile, top: usize) {
     o.push_str("</table>\n");
 }
 
-/// A shape's short name: its rank and first statement.
-fn name(i: usize, s: &ShapeProfile) -> String {
-    let first: String = s
-        .statements
-        .first()
-        .map_or("-".into(), |t| t.chars().take(22).collect());
-    format!(
-        "#{} {first}{}",
-        i + 1,
-        if s.statements.len() > 1 { " …" } else { "" }
-    )
-}
-
 /// Per shape, a bar of its steps as recorded and one at each added round trip.
 fn waterfall_chart(shapes: &[ShapeProfile], rtts: &[f64]) -> String {
     let longest = shapes.iter().map(|s| s.steps.len()).max().unwrap_or(0);
@@ -247,7 +234,7 @@ fn waterfall_chart(shapes: &[ShapeProfile], rtts: &[f64]) -> String {
                     .map(|&r| (format!("+{} ms", super::chart::fmt_num(r)), bar(r))),
             );
             Row {
-                name: name(i, s),
+                name: shape_label(i, &s.statements),
                 bars,
                 missing: s.steps.is_empty().then(|| "no steps (other shapes)".to_string()),
             }
@@ -282,7 +269,7 @@ fn lines_chart(p: &Profile, shapes: &[ShapeProfile], rtts: &[f64]) -> String {
                 });
             }
             Some(Line {
-                name: name(i, s),
+                name: shape_label(i, &s.statements),
                 color: color(i),
                 dash: "",
                 points,

@@ -47,6 +47,18 @@ pub fn esc(s: &str) -> String {
 
 /// A number for a tick or data label: at most three significant digits, `k`/`M` for
 /// large values, no trailing zeros.
+/// A transaction shape's short name in a chart: its rank and first statement.
+pub fn shape_label(i: usize, statements: &[String]) -> String {
+    let first: String = statements
+        .first()
+        .map_or("-".into(), |t| t.chars().take(22).collect());
+    format!(
+        "#{} {first}{}",
+        i + 1,
+        if statements.len() > 1 { " …" } else { "" }
+    )
+}
+
 pub fn fmt_num(v: f64) -> String {
     let a = v.abs();
     if a >= 1e6 {
