@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schedule::{Planned, Schedule, SessionPlan, Wire};
-use connbench_trace::housekeeping::{left_out_by_default, Kind, Session, COM_PING};
+use connbench_trace::housekeeping::{joined, left_out_by_default, Kind, Session, COM_PING};
 use connbench_trace::{fingerprint, Dialect};
 
 /// MySQL's COM_PING command byte.
@@ -127,10 +127,23 @@ pub fn apply(schedule: &mut Schedule, without: &[Without]) -> LeftOut {
                 p.statement.and_then(|i| schedule.statements.get(i))
             };
             let text = f.map(|f| f.text.as_str());
-            let kind = kinds.classify(text, com_ping, p.seen.place, p.work.runs());
+            // A group of several executions is read whole, as `trace` reads it.
+            let all = (p.runs.len() > 1).then(|| {
+                joined(p.runs.iter().map(|i| {
+                    i.and_then(|i| schedule.statements.get(i))
+                        .map(|f| f.text.as_str())
+                }))
+            });
+            let read = match &all {
+                Some(all) => all.as_deref(),
+                None => text,
+            };
+            let kind = kinds.classify(read, com_ping, p.seen.place, p.work.runs());
             let house = without.contains(&Without::Housekeeping)
-                && kind.is_some_and(|k| left_out_by_default(k, text.unwrap_or_default()));
-            let named = f.is_some_and(|f| without.contains(&Without::Fingerprint(f.id)));
+                && kind.is_some_and(|k| left_out_by_default(k, read.unwrap_or_default()));
+            // A group goes by a fingerprint only if every execution of it is that statement.
+            let named = f.is_some_and(|f| without.contains(&Without::Fingerprint(f.id)))
+                && p.runs.iter().all(|i| *i == p.statement);
             let drop = house || named;
             if let (Some(f), Some(k), false) = (f, kind, drop) {
                 if without.contains(&Without::Housekeeping) {

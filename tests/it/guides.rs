@@ -297,8 +297,9 @@ fn the_sidecar_guide_runs_as_written() {
 #[test]
 fn the_your_app_guide_records_traces_and_replays_as_written() {
     let r = run_recipe("your-app.md");
-    assert_eq!((r.ran, r.skipped), (6, 1), "{}", r.output);
+    assert_eq!((r.ran, r.skipped), (8, 1), "{}", r.output);
     let out = joined(&r);
+    pipelines_and_kills(&out);
     // The recorder's summary, the profile and its prediction, both replays.
     assert!(out.contains("asked for TLS and went on in plaintext"), "{out}");
     assert!(
@@ -322,8 +323,9 @@ fn the_your_app_guide_records_traces_and_replays_as_written() {
     assert!(out.contains("pre-ping"), "{out}");
     assert!(out.contains("without housekeeping"), "{out}");
     assert!(out.contains("(--without housekeeping;"), "{out}");
-    // Every recorded cancel replayed: psql sends one per SIGINT it handles, and on a busy
-    // machine it has printed "Cancel request sent" twice for one `timeout -s INT`.
+    // Every recorded cancel replayed: psql sends one per SIGINT it handles (the guide's
+    // `timeout --foreground` sends one; without `--foreground` GNU timeout signals its
+    // process group too, and psql has cancelled twice).
     let cancels = out
         .split("cancels ")
         .filter_map(|rest| rest.split(" recorded replayed").next())
@@ -351,6 +353,53 @@ fn the_your_app_guide_records_traces_and_replays_as_written() {
         "{out}"
     );
     assert!(out.contains("no pool distance=50ms (+50 ms): predicted"), "{out}");
+}
+
+/// The your-app guide's pipelined stand-in and the `mariadb` client's KILL, as recorded
+/// and replayed.
+fn pipelines_and_kills(out: &str) {
+    // Recorded: the teller's update pipelined behind each transfer, each Execute a call,
+    // each shape one round trip.
+    let batch = out
+        .split("batch.trace.gz: Postgres application")
+        .nth(1)
+        .expect("the pipelined stand-in's trace");
+    assert!(batch.contains("40 pipelined"), "{batch}");
+    assert!(
+        batch.contains("40 1.00") && batch.contains("BEGIN UPDATE pgbench_accounts"),
+        "the transfer's shape, 40 of one round trip: {batch}"
+    );
+    // Replayed pipelined: one group at a time, each session's 40 groups would take 40
+    // round trips of 50 ms, 2.0 s at the least; pipelined, 20 and a connect.
+    let took = seconds_after(
+        batch,
+        "replay of batch.trace.gz on tcp+50.0 ms, at the recorded pace: ",
+    );
+    assert!(took < 2.0, "the pipelined replay took {took} s: {batch}");
+    // The MySQL client's KILL replayed: the interrupted SLEEP(5) stopped again, failing
+    // as recorded.
+    let kill = out
+        .split("replay of report.trace.gz on mariadb_tcp")
+        .nth(1)
+        .expect("the KILL's replay");
+    assert!(kill.contains("cancels 1 of 1 recorded replayed"), "{kill}");
+    assert!(kill.contains("failed now but not when recorded 0"), "{kill}");
+    let took = seconds_after(kill, ", at the recorded pace: ");
+    assert!(
+        took < 2.5,
+        "the KILL's replay took {took} s, not the SLEEP's 5: {kill}"
+    );
+}
+
+/// The seconds printed after `prefix` in `text` (`1.28 s`).
+fn seconds_after(text: &str, prefix: &str) -> f64 {
+    let rest = text
+        .split(prefix)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{prefix:?} in {text}"));
+    let n = rest.split_whitespace().next().unwrap_or_default();
+    n.parse()
+        .unwrap_or_else(|_| panic!("seconds after {prefix:?}: {rest}"))
 }
 
 #[test]

@@ -99,7 +99,16 @@ pub fn classify(text: Option<&str>, com_ping: bool, alone: bool, at_connect: boo
     if t.contains("TYPEINFO_TREE") || is_asyncpg_type_by_name(&t) {
         return Some(Kind::Lookup);
     }
-    match classify_text(&t)? {
+    // Several statements (a simple Query's, a group's executions joined: [`joined`]) are
+    // housekeeping only if each is: asyncpg's reset is four resets, but `SELECT 1;
+    // UPDATE ...` is the application's work, and leaving it out would replay another
+    // application. The first statement names the kind.
+    let mut kinds = statements(&t).map(classify_text);
+    let first = kinds.next().flatten();
+    if kinds.any(|k| k.is_none()) {
+        return None;
+    }
+    match first? {
         k if alone => Some(k),
         k @ (Kind::SessionSetup | Kind::Lookup) if at_connect => Some(k),
         _ => None,
@@ -109,13 +118,34 @@ pub fn classify(text: Option<&str>, com_ping: bool, alone: bool, at_connect: boo
 /// Whether a normalised statement only opens or ends a transaction: neither the
 /// application's work nor housekeeping, it stands beside either.
 pub fn is_transaction_control(text: &str) -> bool {
-    let t = text.trim_start().to_ascii_uppercase();
-    ["BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "END"]
-        .iter()
-        .any(|w| {
-            t.strip_prefix(w)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ';']))
-        })
+    let t = text.to_ascii_uppercase();
+    let control = |s: &str| {
+        ["BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "END"]
+            .iter()
+            .any(|w| {
+                s.strip_prefix(w)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+            })
+    };
+    // Every statement of it: `BEGIN; UPDATE ...; COMMIT` in one Query is work.
+    let mut parts = statements(&t).peekable();
+    parts.peek().is_some() && parts.all(control)
+}
+
+/// The statements of a normalised text, split at its semicolons, trimmed, empty ones
+/// dropped. A normalised text holds no literal (each is a placeholder), so a semicolon
+/// separates statements; where one does not (a dollar-quoted body), a piece matches no
+/// pattern, which only makes a request the application's work.
+fn statements(t: &str) -> impl Iterator<Item = &str> {
+    t.split(';').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The text [`classify`] and [`is_transaction_control`] read for a request that runs
+/// several statements (a pipelined group's executions, in order): their normalised texts
+/// joined by semicolons; `None` when one of them is unknown to the trace.
+pub fn joined<'a>(texts: impl IntoIterator<Item = Option<&'a str>>) -> Option<String> {
+    let parts: Option<Vec<&str>> = texts.into_iter().collect();
+    parts.map(|p| p.join("; "))
 }
 
 /// One session's requests in order: their kinds, and whether the application has run a
@@ -193,7 +223,8 @@ fn is_asyncpg_type_by_name(t: &str) -> bool {
 /// is kept, because it changes how the session behaves (its encoding, autocommit, time
 /// zone, search path): without it the replay would be of another application.
 pub fn left_out_by_default(kind: Kind, text: &str) -> bool {
-    !(kind == Kind::SessionSetup && text.trim_start().to_ascii_uppercase().starts_with("SET "))
+    let t = text.to_ascii_uppercase();
+    !(kind == Kind::SessionSetup && statements(&t).any(|s| s.starts_with("SET ")))
 }
 
 /// One kind and fingerprint of housekeeping, as recorded.
@@ -314,7 +345,7 @@ impl Tally {
         let Some(s) = self.open.get_mut(&r.session) else {
             return;
         };
-        let sql = sql_of(&r.op, &mut s.names);
+        let (sql, several) = sql_of(&r.op, &mut s.names, self.dialect);
         note_prepared(r, &mut s.names);
         let ping = matches!(r.op, Op::ComPing);
         let f = if ping {
@@ -331,7 +362,10 @@ impl Tally {
             sql.map(|q| fingerprint(&q, self.dialect))
         };
         let place = s.boundaries.recorded(r);
-        let text = f.as_ref().map(|f| f.text.as_str());
+        let text = match &several {
+            Some(all) => all.as_deref(),
+            None => f.as_ref().map(|f| f.text.as_str()),
+        };
         let at_connect = s.kinds.at_connect();
         let kind = s.kinds.classify(text, ping, place, Work::of(&r.op).runs());
         if let Some(p) = place {
@@ -409,10 +443,25 @@ impl Tally {
     }
 }
 
-/// The SQL a request runs or prepares: the first it executes, or the one it prepares.
-fn sql_of(op: &Op, names: &mut HashMap<String, String>) -> Option<String> {
+/// The SQL a request runs or prepares (the first it executes, or the one it prepares),
+/// which names its row; and, for a request that executes several statements, their
+/// normalised texts [`joined`], which its kind is read from (`Some(None)`: one of them is
+/// unknown).
+fn sql_of(
+    op: &Op,
+    names: &mut HashMap<String, String>,
+    dialect: Dialect,
+) -> (Option<String>, Option<Option<String>>) {
     let e = Executions::of(op, names);
-    e.sqls.into_iter().flatten().next().or(e.parsed)
+    let several = (e.sqls.len() > 1).then(|| {
+        let texts: Vec<Option<String>> = e
+            .sqls
+            .iter()
+            .map(|q| q.as_deref().map(|q| fingerprint(q, dialect).text))
+            .collect();
+        joined(texts.iter().map(Option::as_deref))
+    });
+    (e.sqls.into_iter().flatten().next().or(e.parsed), several)
 }
 
 #[cfg(test)]
@@ -529,6 +578,48 @@ mod tests {
         ));
         assert!(left_out_by_default(Kind::Reset, &pg("DISCARD ALL")));
         assert!(left_out_by_default(Kind::Ping, COM_PING));
+    }
+
+    /// Several statements in one request (a simple Query's, or a pipelined group's
+    /// executions [`joined`]) are housekeeping only if each is, and transaction control
+    /// only if each is. Reading the first alone made a pipelined `BEGIN; UPDATE; END`
+    /// "transaction control", so `trace` counted no application transaction in it, and
+    /// would have let `--without housekeeping` drop `SELECT 1; UPDATE ...` whole.
+    #[test]
+    fn several_statements_are_housekeeping_only_if_each_is() {
+        let group = |sqls: &[&str]| {
+            joined(
+                sqls.iter()
+                    .map(|q| Some(pg(q)))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(Option::as_deref),
+            )
+            .unwrap()
+        };
+        let work = group(&["BEGIN", "UPDATE t SET a = 1 WHERE id = 2", "END"]);
+        assert!(!is_transaction_control(&work));
+        assert_eq!(classify(Some(&work), false, true, false), None);
+        assert!(is_transaction_control(&group(&["BEGIN", "COMMIT"])));
+        assert!(!is_transaction_control(&pg(
+            "BEGIN; INSERT INTO t VALUES (1); COMMIT"
+        )));
+        let ping_then_work = group(&["SELECT 1", "UPDATE t SET a = 1"]);
+        assert_eq!(classify(Some(&ping_then_work), false, true, false), None);
+        assert_eq!(
+            classify(Some(&pg("SELECT 1; DELETE FROM t")), false, true, false),
+            None
+        );
+        let setup = group(&["SHOW server_version", "SET search_path = app"]);
+        assert_eq!(
+            classify(Some(&setup), false, true, true),
+            Some(Kind::SessionSetup)
+        );
+        assert!(
+            !left_out_by_default(Kind::SessionSetup, &setup),
+            "a SET among them is kept"
+        );
+        assert_eq!(joined([Some("SELECT 1"), None]), None, "an unknown execution");
     }
 
     fn event(json: &str) -> Event {
