@@ -4,9 +4,10 @@
 //!
 //! Why not the relay (`net::relay`): the relay shapes traffic (delay, jitter, faults)
 //! and must not look inside it; the recorder adds no delay and must see every byte in
-//! order, answer a PostgreSQL client's TLS request itself (with `N`: a recorder cannot
-//! read TLS) and withdraw MySQL's TLS offer from the server's greeting. So its copy loop
-//! is its own and small.
+//! order, so it answers a PostgreSQL client's TLS request itself: `N` (and withdraws
+//! MySQL's TLS offer from the server's greeting), or with `--listen-tls` `S` and a TLS
+//! handshake of its own ([`tls`]), decoding the plaintext inside. So its copy loop is
+//! its own and small.
 //!
 //! Out of the application's way: the hop copies each chunk it reads, with the time it
 //! was read (so the trace's times are the wire's, not the decoder's), to the writer
@@ -40,11 +41,15 @@ use crate::net::relay::{strip_channel_binding, Addr};
 use crate::net::transport::TlsSetup;
 use crate::targets::Engine;
 use connbench_trace::{
-    ClosedBy, DecodeOptions, Decoder, Direction, Event, Header, RecordOptions, SessionMeta, TraceWriter,
-    Transport,
+    ClosedBy, DecodeOptions, Decoder, Direction, Event, Header, RecordOptions, SessionMeta, TlsAccepted,
+    TraceWriter, Transport,
 };
 
-/// PostgreSQL's SSLRequest and GSSENCRequest: the recorder answers both `N`.
+pub mod tls;
+use tls::ListenTls;
+
+/// PostgreSQL's SSLRequest and GSSENCRequest: the recorder answers both `N`, or an
+/// SSLRequest `S` with `--listen-tls`.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
 const GSSENC_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x30];
 
@@ -67,6 +72,11 @@ enum Msg {
         at_ns: u64,
         bytes: Vec<u8>,
     },
+    /// The recorder's TLS handshake with the client (`--listen-tls`), after its request.
+    Tls {
+        session: u64,
+        result: Result<TlsAccepted, String>,
+    },
     /// The connection ended.
     Close { session: u64, at_ns: u64, by: ClosedBy },
 }
@@ -81,6 +91,11 @@ pub struct Settings {
     pub engine: Engine,
     pub out: PathBuf,
     pub decode: DecodeOptions,
+    /// `--listen-tls`: the recorder's own TLS toward the application.
+    pub listen_tls: Option<ListenTls>,
+    /// MySQL with `--listen-tls`: the TLS the recorder opens to the server when the
+    /// application asks for TLS (its SSLRequest passed on).
+    pub onward_tls: Option<TlsSetup>,
 }
 
 /// What a recording counted, read live (for progress) and at its end.
@@ -97,6 +112,11 @@ pub struct Counts {
     /// Sessions that closed after the recorder's `N` without going on: the application
     /// requires TLS (sslmode=require or stricter).
     pub tls_insisted: AtomicU64,
+    /// `--listen-tls`: handshakes with applications done and failed; MySQL's onward
+    /// handshakes with the server that failed.
+    pub tls_accepted: AtomicU64,
+    pub tls_failed: AtomicU64,
+    pub tls_onward_failed: AtomicU64,
     pub undecoded: AtomicU64,
 }
 
@@ -112,6 +132,8 @@ pub struct Recorded {
 /// A recording in progress: its address (with the port picked) and its counts.
 pub struct Recorder {
     pub addr: String,
+    /// `--listen-tls` with a generated certificate: where its CA's certificate was written.
+    pub ca_file: Option<PathBuf>,
     pub counts: Arc<Counts>,
     done: tokio::task::JoinHandle<Result<Recorded>>,
 }
@@ -128,15 +150,30 @@ impl Recorder {
                 listen: Some(s.listen.to_string()),
                 upstream: Some(s.upstream.to_string()),
                 upstream_tls: s.upstream_tls.is_some(),
+                listen_tls: s.listen_tls.is_some(),
             },
         );
+        // Listening first: a port in use leaves no file behind.
+        let listener = Listener::bind(&s.listen).await?;
         let writer = TraceWriter::create(&s.out, &header).with_context(|| {
             format!(
                 "--out {}: cannot create the trace (an existing file is never overwritten)",
                 s.out.display()
             )
         })?;
-        let listener = Listener::bind(&s.listen).await?;
+        let ca_file = match s.listen_tls.as_ref().filter(|t| t.ca_pem.is_some()) {
+            Some(t) => {
+                let path = tls::ca_path(&s.out);
+                if let Err(e) = t.write_ca(&path) {
+                    // The trace was made a moment ago, by this run: it goes with the run.
+                    drop(writer);
+                    let _ = std::fs::remove_file(&s.out);
+                    return Err(e);
+                }
+                Some(path)
+            }
+            None => None,
+        };
         let addr = listener.addr();
         let counts = Arc::new(Counts::default());
         let (tx, rx) = mpsc::unbounded_channel::<Msg>();
@@ -169,7 +206,12 @@ impl Recorder {
                 duration: started.elapsed(),
             })
         });
-        Ok(Recorder { addr, counts, done })
+        Ok(Recorder {
+            addr,
+            ca_file,
+            counts,
+            done,
+        })
     }
 
     /// Waits for the recording to end (after `stop`), every session closed in the trace
@@ -207,6 +249,11 @@ fn write_events(
                         d.feed(dir, at_ns, &bytes, &mut out);
                     }
                     budget.add_permits(bytes.len().min(IN_FLIGHT));
+                }
+                Msg::Tls { session, result } => {
+                    if let Some(d) = decoders.get_mut(&session) {
+                        d.tls_accepted(result, &mut out);
+                    }
                 }
                 Msg::Close { session, at_ns, by } => {
                     if let Some(mut d) = decoders.remove(&session) {
@@ -341,11 +388,11 @@ async fn connect(upstream: &Addr, tls: Option<&TlsSetup>) -> io::Result<Box<dyn 
 
 /// One connection, from the client's accept to both ends' close.
 async fn session(
-    (mut client, transport): (Box<dyn Conn>, Transport),
+    (client, transport): (Box<dyn Conn>, Transport),
     id: u64,
     s: Settings,
     hub: Hub,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
 ) {
     let counts = hub.counts.clone();
     let open_ns = since(hub.started);
@@ -361,18 +408,21 @@ async fn session(
         open_ns,
         transport,
         connect_ns: Some(since(hub.started) - open_ns),
+        tls_terminated: s.listen_tls.is_some(),
     };
     // The writer ends only after every sender is gone: a send cannot fail before.
     let _ = hub.tx.send(Msg::Open(meta));
     let tap = Tap { session: id, hub };
-    let by = relay(
-        &mut client,
-        server,
-        &tap,
-        (s.engine, s.upstream_tls.is_some()),
-        stop,
-    )
-    .await;
+    // The set-up under the stop too: a client that connects and never sends its first
+    // bytes (or stalls in its handshake) must not hold the recording's end.
+    let set_up = tokio::select! {
+        r = preamble(client, server, &tap, &s) => r,
+        _ = stop.wait_for(|s| *s) => Err(ClosedBy::Recorder),
+    };
+    let by = match set_up {
+        Ok((client, server)) => relay(client, server, &tap, &s, stop).await,
+        Err(by) => by,
+    };
     let _ = tap.hub.tx.send(Msg::Close {
         session: id,
         at_ns: since(tap.hub.started),
@@ -408,35 +458,80 @@ impl Tap {
             bytes: bytes.to_vec(),
         });
     }
+
+    /// The recorder's handshake with the client, `--listen-tls`: held with `listen`,
+    /// begun at `began`, told to the decoder and counted; the encrypted stream.
+    async fn accept_tls(
+        &self,
+        listen: &ListenTls,
+        client: Box<dyn Conn>,
+        began: Instant,
+    ) -> io::Result<Box<dyn Conn>> {
+        let counts = &self.hub.counts;
+        let (result, stream) = match listen.accept(client, began).await {
+            Ok((stream, accepted)) => {
+                counts.tls_accepted.fetch_add(1, Ordering::Relaxed);
+                (Ok(accepted), Ok(Box::new(stream) as Box<dyn Conn>))
+            }
+            Err(e) => {
+                counts.tls_failed.fetch_add(1, Ordering::Relaxed);
+                (Err(e.to_string()), Err(e))
+            }
+        };
+        let _ = self.hub.tx.send(Msg::Tls {
+            session: self.session,
+            result,
+        });
+        stream
+    }
+}
+
+/// What comes before the copy loop: PostgreSQL's encryption requests answered (and the
+/// app's TLS terminated with `--listen-tls`), the server's first answer over
+/// `--upstream-tls`; MySQL's TLS with `--listen-tls`. The two ends to copy between, or
+/// who ended the session first.
+async fn preamble(
+    client: Box<dyn Conn>,
+    mut server: Box<dyn Conn>,
+    tap: &Tap,
+    s: &Settings,
+) -> Result<(Box<dyn Conn>, Box<dyn Conn>), ClosedBy> {
+    match s.engine {
+        Engine::Postgres => {
+            let mut client = answer_tls_request(client, &mut server, tap, s.listen_tls.as_ref())
+                .await
+                .map_err(|_| ClosedBy::Client)?;
+            if s.upstream_tls.is_some() {
+                first_answer(&mut server, &mut client, tap)
+                    .await
+                    .map_err(|_| ClosedBy::Server)?;
+            }
+            Ok((client, server))
+        }
+        Engine::Mysql => match (&s.listen_tls, &s.onward_tls) {
+            (Some(listen), Some(onward)) => mysql_tls(client, server, tap, (listen, onward)).await,
+            _ => Ok((client, server)),
+        },
+    }
 }
 
 /// Copies both ways through the tap until both ends are done (or the recording stops);
 /// who closed first.
 async fn relay(
-    client: &mut Box<dyn Conn>,
-    mut server: Box<dyn Conn>,
+    client: Box<dyn Conn>,
+    server: Box<dyn Conn>,
     tap: &Tap,
-    (engine, upstream_tls): (Engine, bool),
+    s: &Settings,
     mut stop: watch::Receiver<bool>,
 ) -> ClosedBy {
-    if engine == Engine::Postgres && answer_tls_request(client, &mut server, tap).await.is_err() {
-        return ClosedBy::Client;
-    }
-    if upstream_tls && first_answer(&mut server, client, tap).await.is_err() {
-        return ClosedBy::Server;
-    }
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut sr, mut sw) = tokio::io::split(server);
     let first: Mutex<Option<ClosedBy>> = Mutex::new(None);
+    // Without --listen-tls a MySQL server's TLS offer is withdrawn from its greeting: the
+    // recorder could not read past a client's TLS. With it, `mysql_tls` passed it on.
+    let withdraw = s.engine == Engine::Mysql && s.listen_tls.is_none();
     let up = pipe(&mut cr, &mut sw, Direction::ToServer, tap, false, &first);
-    let down = pipe(
-        &mut sr,
-        &mut cw,
-        Direction::ToClient,
-        tap,
-        engine == Engine::Mysql,
-        &first,
-    );
+    let down = pipe(&mut sr, &mut cw, Direction::ToClient, tap, withdraw, &first);
     tokio::select! {
         _ = async { tokio::join!(up, down) } => {}
         _ = stop.wait_for(|s| *s) => return ClosedBy::Recorder,
@@ -445,15 +540,18 @@ async fn relay(
     by
 }
 
-/// PostgreSQL: a client's SSLRequest or GSSENCRequest is answered `N` here (the
-/// recorder reads only plaintext; libpq's sslmode=prefer then goes on in plaintext),
-/// and both the request and the answer are fed to the decoder as the sides saw them.
+/// PostgreSQL: a client's SSLRequest is answered `S` and its TLS terminated here with
+/// `--listen-tls` (the StartupMessage then read inside), else `N`, as is a GSSENCRequest
+/// (the recorder reads only plaintext; libpq's sslmode=prefer then goes on in
+/// plaintext); both the request and the answer are fed to the decoder as the sides saw
+/// them. The client's stream from then on: encrypted or not.
 async fn answer_tls_request(
-    client: &mut Box<dyn Conn>,
+    mut client: Box<dyn Conn>,
     server: &mut Box<dyn Conn>,
     tap: &Tap,
-) -> io::Result<()> {
-    let mut refused = false;
+    listen: Option<&ListenTls>,
+) -> io::Result<Box<dyn Conn>> {
+    let (mut refused, mut encrypted) = (false, false);
     loop {
         let mut head = [0u8; 8];
         if let Err(e) = client.read_exact(&mut head).await {
@@ -461,6 +559,14 @@ async fn answer_tls_request(
                 tap.hub.counts.tls_insisted.fetch_add(1, Ordering::Relaxed);
             }
             return Err(e);
+        }
+        if let (true, false, Some(listen)) = (head == SSL_REQUEST, encrypted, listen) {
+            tap.read(Direction::ToServer, &head).await;
+            tap.read(Direction::ToClient, b"S").await;
+            client.write_all(b"S").await?;
+            client = tap.accept_tls(listen, client, Instant::now()).await?;
+            encrypted = true;
+            continue;
         }
         if head == SSL_REQUEST || head == GSSENC_REQUEST {
             tap.read(Direction::ToServer, &head).await;
@@ -478,8 +584,72 @@ async fn answer_tls_request(
             client.read_exact(&mut msg[8..]).await?;
         }
         tap.read(Direction::ToServer, &msg).await;
-        return server.write_all(&msg).await;
+        server.write_all(&msg).await?;
+        return Ok(client);
     }
+}
+
+/// MySQL with `--listen-tls`: the server's greeting passes with its TLS offer kept; a
+/// client's SSLRequest (sequence 1) is passed on to the server, and the recorder holds
+/// two handshakes at once, the application's (its certificate) and its own with the
+/// server (a TLS client, sslmode=require's checks: encrypted, not verified), then copies
+/// the plaintext between them.
+///
+/// Why TLS onward rather than plaintext to the server with the handshake's sequence
+/// numbers rewritten (the client's response inside TLS is 2, a server that saw no
+/// SSLRequest expects 1, and every auth packet after it one less): the server then sees
+/// the session the application meant, a TLS one. caching_sha2_password's full
+/// authentication sends the password in clear only over a connection the server knows
+/// is secure (over plaintext it wants RSA, which a client on TLS will not do),
+/// mysql_clear_password and `REQUIRE SSL` accounts likewise; and a password the
+/// application sent encrypted never crosses the network in clear. The cost: a server
+/// that offers no TLS gets no TLS from the recorder either; its greeting passes as it
+/// is, and the application decides, as it would without the recorder.
+async fn mysql_tls(
+    mut client: Box<dyn Conn>,
+    mut server: Box<dyn Conn>,
+    tap: &Tap,
+    (listen, onward): (&ListenTls, &TlsSetup),
+) -> Result<(Box<dyn Conn>, Box<dyn Conn>), ClosedBy> {
+    let greeting = read_packet(&mut server).await.map_err(|_| ClosedBy::Server)?;
+    tap.read(Direction::ToClient, &greeting).await;
+    client.write_all(&greeting).await.map_err(|_| ClosedBy::Client)?;
+    if !connbench_trace::mysql::offers_tls(&greeting) {
+        return Ok((client, server));
+    }
+    let first = read_packet(&mut client).await.map_err(|_| ClosedBy::Client)?;
+    let began = Instant::now();
+    tap.read(Direction::ToServer, &first).await;
+    server.write_all(&first).await.map_err(|_| ClosedBy::Server)?;
+    if !connbench_trace::mysql::is_ssl_request(&first) {
+        return Ok((client, server));
+    }
+    let connector = tokio_rustls::TlsConnector::from(onward.config.clone());
+    let (client, server) = tokio::join!(
+        tap.accept_tls(listen, client, began),
+        connector.connect(onward.server_name.clone(), server)
+    );
+    let Ok(server) = server else {
+        tap.hub.counts.tls_onward_failed.fetch_add(1, Ordering::Relaxed);
+        return Err(ClosedBy::Server);
+    };
+    let client = client.map_err(|_| ClosedBy::Client)?;
+    Ok((client, Box::new(server)))
+}
+
+/// One whole MySQL packet, header included (a greeting or a client's first packet: far
+/// under the cap, which keeps a peer from making the recorder hold more).
+async fn read_packet(from: &mut Box<dyn Conn>) -> io::Result<Vec<u8>> {
+    let mut head = [0u8; 4];
+    from.read_exact(&mut head).await?;
+    let len = u32::from_le_bytes([head[0], head[1], head[2], 0]) as usize;
+    if len > 1 << 20 {
+        return Err(io::Error::other("a handshake packet over 1 MiB"));
+    }
+    let mut packet = head.to_vec();
+    packet.resize(4 + len, 0);
+    from.read_exact(&mut packet[4..]).await?;
+    Ok(packet)
 }
 
 /// With TLS upstream, the server's first answer. Over TLS PostgreSQL offers

@@ -11,8 +11,14 @@ Examples:
   connbench record --listen /tmp/app/.s.PGSQL.5432 --upstream tcp --out app.trace   # in front of the sandbox's PostgreSQL (mkdir -p /tmp/app first)
   connbench record --listen 127.0.0.1:6543 --upstream db.example.com:5432 --upstream-tls --out app.trace.gz
   connbench record --engine mysql --listen 127.0.0.1:3307 --upstream 127.0.0.1:3306 --out shop.trace.gz --redact-values
-Then point the application at --listen (sslmode=prefer or disable: the recorder reads plaintext),
-stop with Ctrl-C, and read it with `connbench trace FILE`.";
+  connbench record --listen 127.0.0.1:6543 --upstream tcp --listen-tls --out app.trace.gz   # the app keeps sslmode=require
+  connbench record --listen db.local:6543 --upstream db:5432 --listen-cert app.crt --listen-key app.key --out app.trace.gz
+Then point the application at --listen (only its address changes), stop with Ctrl-C, and read it
+with `connbench trace FILE`. Without --listen-tls the recorder reads plaintext only: an application
+asking for TLS is answered N (sslmode=prefer goes on in plaintext; require fails). With it, the
+recorder answers TLS with a certificate of its own: generated, signed by a CA it writes to
+FILE.ca.crt beside the trace (sslmode=verify-full sslrootcert=FILE.ca.crt, mariadb --ssl-ca), or
+--listen-cert/--listen-key; the private key is never written.";
 
 pub const TRACE_EXAMPLES: &str = "\
 Examples:
@@ -44,6 +50,23 @@ pub struct RecordArgs {
     /// database requires TLS is recorded (the app connects with sslmode=prefer/disable).
     #[arg(long)]
     pub upstream_tls: bool,
+    /// TLS from the application, terminated by the recorder with a certificate of its own
+    /// (generated for the --listen host and localhost, signed by a CA it generates and
+    /// writes beside the trace as OUT.ca.crt, never over a file), so an application that
+    /// requires TLS (sslmode=require or verify-full, ssl-mode=REQUIRED) is recorded as it
+    /// runs; the plaintext inside is decoded. PostgreSQL: its SSLRequest is answered S,
+    /// the upstream stays as configured (plaintext, or --upstream-tls). MySQL/MariaDB: the
+    /// server's TLS offer is kept and an application's TLS is carried on to the server
+    /// (the recorder a TLS client to it, not verifying its certificate).
+    #[arg(long)]
+    pub listen_tls: bool,
+    /// With --listen-tls: the recorder's certificate (PEM, the chain after it) instead of
+    /// a generated one; needs --listen-key. Implies --listen-tls.
+    #[arg(long, value_name = "FILE")]
+    pub listen_cert: Option<PathBuf>,
+    /// The private key (PEM) of --listen-cert's certificate; read, never written anywhere.
+    #[arg(long, value_name = "FILE")]
+    pub listen_key: Option<PathBuf>,
     /// The trace to write (JSON Lines; gzip when it ends in .gz). Never overwritten.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

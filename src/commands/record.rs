@@ -5,8 +5,9 @@ use anyhow::Result;
 
 use crate::cli::record::{EngineArg, RecordArgs};
 use crate::exit::Exit;
-use crate::recorder::{Recorder, Settings};
-use crate::setup::targets::{sandbox_target, upstream_addr, upstream_tls};
+use crate::recorder::tls::ListenTls;
+use crate::recorder::{Counts, Recorder, Settings};
+use crate::setup::targets::{onward_tls, sandbox_target, upstream_addr, upstream_tls};
 use crate::setup::{emit, stop_on_signals};
 use crate::targets::Engine;
 use connbench_trace::DecodeOptions;
@@ -15,6 +16,7 @@ pub async fn run_record(args: RecordArgs) -> Result<Exit> {
     let settings = settings(&args)?;
     let out = settings.out.clone();
     let (upstream, engine) = (settings.upstream.to_string(), settings.engine);
+    let names = settings.listen_tls.as_ref().map(|t| t.names.join(", "));
     let stop = stop_on_signals();
     let r = Recorder::start(settings, stop.clone()).await?;
     eprintln!(
@@ -27,31 +29,20 @@ pub async fn run_record(args: RecordArgs) -> Result<Exit> {
         out.display(),
         r.addr
     );
+    match (&r.ca_file, &names, &args.listen_cert) {
+        (Some(ca), Some(names), _) => eprintln!(
+            "record: --listen-tls: the recorder's certificate names {names}, signed by a CA of its own written \
+             to {}: an application that verifies trusts that file (sslrootcert=, mariadb --ssl-ca=)",
+            ca.display()
+        ),
+        (_, _, Some(cert)) => eprintln!("record: --listen-tls with {}", cert.display()),
+        _ => {}
+    }
     let counts = r.counts.clone();
+    let ca_file = r.ca_file.clone();
     let done = r.finish().await?;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    let mut notes = Vec::new();
-    for (n, what) in [
-        (load(&counts.upstream_failures), "could not reach the upstream"),
-        (
-            load(&counts.tls_refused),
-            "asked for TLS and went on in plaintext",
-        ),
-        (
-            load(&counts.tls_insisted),
-            "required TLS and closed after the recorder's N: the recorder reads plaintext \
-             only; connect the application to it with sslmode=prefer or disable, and record \
-             with --upstream-tls for a server that requires TLS",
-        ),
-        (
-            load(&counts.undecoded),
-            "were not decoded to their end (see session_close's decode_error)",
-        ),
-    ] {
-        if n > 0 {
-            notes.push(format!("{n} session(s) {what}"));
-        }
-    }
+    let notes = notes(&counts, ca_file.as_deref());
     emit(&format!(
         "record: {} session(s), {} request(s) in {:.1} s; {} up, {} down; {} events ({} uncompressed) in {}{}\n",
         load(&counts.sessions),
@@ -65,6 +56,49 @@ pub async fn run_record(args: RecordArgs) -> Result<Exit> {
         if notes.is_empty() { String::new() } else { format!("\n  {}", notes.join("\n  ")) }
     ));
     Ok(Exit::Interrupted)
+}
+
+/// What the summary says of the sessions besides their count: TLS answered or
+/// terminated, upstreams not reached, sessions not decoded to their end.
+fn notes(counts: &Counts, ca_file: Option<&std::path::Path>) -> Vec<String> {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let trust = match ca_file {
+        Some(ca) => format!("an application that verifies must trust {}", ca.display()),
+        None => "an application that verifies must trust --listen-cert's issuer".to_string(),
+    };
+    let failed = format!("failed the TLS handshake with the recorder ({trust})");
+    let mut notes = Vec::new();
+    for (n, what) in [
+        (load(&counts.upstream_failures), "could not reach the upstream"),
+        (
+            load(&counts.tls_refused),
+            "asked for TLS and went on in plaintext",
+        ),
+        (
+            load(&counts.tls_insisted),
+            "required TLS and closed after the recorder's N: record with --listen-tls (the recorder \
+             terminates the application's TLS with a certificate of its own), or connect the \
+             application with sslmode=prefer or disable",
+        ),
+        (
+            load(&counts.tls_accepted),
+            "used TLS, terminated by the recorder (--listen-tls) and decoded inside",
+        ),
+        (load(&counts.tls_failed), failed.as_str()),
+        (
+            load(&counts.tls_onward_failed),
+            "asked for TLS, and the server's TLS handshake with the recorder failed",
+        ),
+        (
+            load(&counts.undecoded),
+            "were not decoded to their end (see session_close's decode_error)",
+        ),
+    ] {
+        if n > 0 {
+            notes.push(format!("{n} session(s) {what}"));
+        }
+    }
+    notes
 }
 
 /// The validated settings: addresses parsed, the engine from the flag or the sandbox
@@ -86,6 +120,11 @@ fn settings(args: &RecordArgs) -> Result<Settings> {
         anyhow::bail!("--upstream-tls: the recorder opens TLS to PostgreSQL only; record a MySQL application with the server's TLS optional");
     }
     let upstream_tls = upstream_tls(&upstream, args.upstream_tls)?;
+    let listen_tls = listen_tls(args, &listen)?;
+    let onward_tls = match (&listen_tls, engine) {
+        (Some(_), Engine::Mysql) => Some(onward_tls(&upstream)?),
+        _ => None,
+    };
     Ok(Settings {
         listen,
         upstream,
@@ -96,5 +135,38 @@ fn settings(args: &RecordArgs) -> Result<Settings> {
             redact_values: args.redact_values,
             ..DecodeOptions::default()
         },
+        listen_tls,
+        onward_tls,
     })
+}
+
+/// `--listen-tls`, `--listen-cert`, `--listen-key`: the recorder's TLS identity toward
+/// the application, generated for the --listen host or read from the user's files.
+fn listen_tls(args: &RecordArgs, listen: &crate::net::relay::Addr) -> Result<Option<ListenTls>> {
+    let on = args.listen_tls || args.listen_cert.is_some() || args.listen_key.is_some();
+    if !on {
+        return Ok(None);
+    }
+    let host = match listen {
+        crate::net::relay::Addr::Tcp(a) => a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h),
+        crate::net::relay::Addr::Unix(p) => anyhow::bail!(
+            "--listen-tls with --listen {}: a Unix socket carries no TLS (libpq never asks for it there, nor \
+             do MySQL's clients); listen on host:port for the application's TLS",
+            p.display()
+        ),
+    };
+    match (&args.listen_cert, &args.listen_key) {
+        (None, None) => ListenTls::generate(host).map(Some),
+        (Some(c), Some(k)) => ListenTls::from_files(c, k).map(Some),
+        (Some(c), None) => anyhow::bail!(
+            "--listen-cert {} needs --listen-key, the certificate's private key (PEM): give both, or \
+             neither to let the recorder generate its own",
+            c.display()
+        ),
+        (None, Some(k)) => anyhow::bail!(
+            "--listen-key {} needs --listen-cert, the certificate it goes with (PEM): give both, or neither \
+             to let the recorder generate its own",
+            k.display()
+        ),
+    }
 }

@@ -143,6 +143,26 @@ pub fn upstream_tls(
     }
 }
 
+/// MySQL with `record --listen-tls`: the TLS the recorder opens to the server when an
+/// application asks for TLS (sslmode=require's checks: encrypted, the server's
+/// certificate not verified, as `--upstream-tls`; the name sent is the upstream's host,
+/// localhost for a Unix socket).
+pub fn onward_tls(upstream: &crate::net::relay::Addr) -> Result<crate::net::transport::TlsSetup> {
+    let host = match upstream {
+        crate::net::relay::Addr::Tcp(a) => a
+            .rsplit_once(':')
+            .map_or(a.as_str(), |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        crate::net::relay::Addr::Unix(_) => "localhost".to_string(),
+    };
+    let t = Target::parse(&format!("host={host} port=3306 sslmode=require")).context("--listen-tls")?;
+    crate::net::transport::TlsSetup::for_target(&t)
+        .map_err(|e| anyhow::anyhow!("--listen-tls: TLS to the server {host}: {e}"))?
+        .context("--listen-tls: no TLS set-up to the server")
+}
+
 /// `--upstream`: host:port, a socket path, or a running sandbox's target by name (`tcp`,
 /// `unix@b`): the address of that target's server.
 pub fn upstream_addr(text: &str) -> Result<crate::net::relay::Addr> {

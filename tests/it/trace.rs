@@ -126,6 +126,7 @@ fn relay(
         open_ns,
         transport: Transport::Tcp,
         connect_ns: Some(now(start) - open_ns),
+        tls_terminated: false,
     };
     let decoder = Arc::new(Mutex::new(Decoder::new(engine, meta, options)));
     let feed = |dir: Direction, bytes: &[u8]| {
@@ -844,7 +845,7 @@ fn connbench_record_upstream_tls_carries_plaintext_inside_tls() {
     assert!(said.contains("record: 2 session(s)"), "{said}");
     assert!(
         said.contains("1 session(s) required TLS and closed after the recorder's N")
-            && said.contains("--upstream-tls"),
+            && said.contains("--listen-tls"),
         "{said}"
     );
     let mut reader = TraceReader::open(&out).unwrap();

@@ -12,7 +12,7 @@
 use super::event::{ClosedBy, Event, ServerError, SessionOpen};
 use super::frame::Framer;
 use super::session::Exchanges;
-use super::{DecodeOptions, Direction, SessionMeta};
+use super::{DecodeOptions, Direction, SessionMeta, TlsAccepted};
 
 /// One connection's protocol-independent state.
 #[derive(Debug)]
@@ -99,6 +99,17 @@ impl Connection {
 
     /// Decoding stops for `reason` (the first reason is the one kept); the decoder then
     /// lets the rest through and writes what awaited answers as unanswered.
+    /// The recorder's handshake with the client: its figures into `session_open`, or
+    /// why it failed (for the decoder to stop with).
+    pub(super) fn tls_accepted(&mut self, tls: Result<TlsAccepted, String>) -> Result<(), String> {
+        let t = tls.map_err(|e| format!("the TLS handshake with the application failed: {e}"))?;
+        self.open.tls = true;
+        self.open.tls_version = t.version;
+        self.open.phases.tls_handshake_ns = Some(t.handshake_ns);
+        self.open.phases.tls_handshake_round_trips = Some(t.round_trips);
+        Ok(())
+    }
+
     pub(super) fn stop(&mut self, reason: String) {
         self.decode_error.get_or_insert(reason);
     }

@@ -97,6 +97,10 @@ pub struct RecordOptions {
     /// The recorder opened TLS to the upstream itself (the app's side is plaintext).
     #[serde(default)]
     pub upstream_tls: bool,
+    /// The recorder terminated the application's TLS with a certificate of its own
+    /// (`record --listen-tls`): a session's `tls` says which used it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub listen_tls: bool,
 }
 
 /// How the client reached the recorder.
@@ -123,6 +127,13 @@ pub struct SessionOpen {
     /// The client's bytes went on encrypted, so nothing after the request was decoded.
     #[serde(default, skip_serializing_if = "is_false")]
     pub encrypted: bool,
+    /// The application's connection was TLS, which the recorder terminated (`record
+    /// --listen-tls`): what is inside was decoded. Its handshake is in `phases`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tls: bool,
+    /// The TLS version negotiated with the application (`TLSv1.3`), when `tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_version: Option<String>,
     /// A PostgreSQL CancelRequest connection (its secret key is never written).
     #[serde(default, skip_serializing_if = "is_false")]
     pub cancel_request: bool,
@@ -171,6 +182,14 @@ pub struct Phases {
     pub auth_round_trips: Option<u32>,
     /// PostgreSQL: AuthenticationOk to ReadyForQuery.
     pub ready_ns: Option<u64>,
+    /// The application's TLS handshake with the recorder (`tls`): from its start
+    /// (PostgreSQL: the `S` sent; MySQL: the SSLRequest read) to the client's Finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_ns: Option<u64>,
+    /// The handshake's round trips: the recorder's flights the client waited for (TLS
+    /// 1.3: 1, TLS 1.2: 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_round_trips: Option<u32>,
 }
 
 /// One request and its response.

@@ -84,6 +84,23 @@ pub struct SessionMeta {
     pub transport: Transport,
     /// How long the relay's own connect to the upstream took.
     pub connect_ns: Option<u64>,
+    /// The recorder answers the client's TLS itself (`record --listen-tls`) and feeds
+    /// what is inside: an accepted encryption request is followed by plaintext, not by
+    /// bytes the decoder cannot read.
+    pub tls_terminated: bool,
+}
+
+/// The application's TLS handshake as the recorder that terminated it measured it: from
+/// its start (PostgreSQL: the recorder's `S` written; MySQL: the client's SSLRequest
+/// read) to the client's Finished read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsAccepted {
+    /// `TLSv1.3`, `TLSv1.2`.
+    pub version: Option<String>,
+    pub handshake_ns: u64,
+    /// The recorder's flights the client waited for (TLS 1.3: 1; 1.2: 2; a
+    /// HelloRetryRequest adds one).
+    pub round_trips: u32,
 }
 
 /// How decoders treat what they see.
@@ -142,7 +159,19 @@ impl Decoder {
         }
     }
 
-    /// The client asked for TLS (the recorder cannot read past it).
+    /// The recorder's TLS handshake with the client (`SessionMeta::tls_terminated`):
+    /// done, or failed and why (decoding stops with the reason, said at the close). Call
+    /// it after feeding the encryption request (and PostgreSQL's `S`), before the
+    /// plaintext from inside.
+    pub fn tls_accepted(&mut self, tls: Result<TlsAccepted, String>, out: &mut Vec<Event>) {
+        match self {
+            Decoder::Postgres(d) => d.tls_accepted(tls, out),
+            Decoder::Mysql(d) => d.tls_accepted(tls, out),
+        }
+    }
+
+    /// The client asked for TLS (the recorder cannot read past it unless it terminates
+    /// it).
     pub fn tls_requested(&self) -> bool {
         match self {
             Decoder::Postgres(d) => d.tls_requested(),

@@ -134,6 +134,14 @@ impl Decoder {
         self.c.open.tls_requested
     }
 
+    /// The recorder's handshake with the client after its SSLRequest: the handshake
+    /// response follows inside, or decoding stops with why it failed.
+    pub fn tls_accepted(&mut self, tls: Result<super::TlsAccepted, String>, out: &mut Vec<Event>) {
+        if let Err(e) = self.c.tls_accepted(tls) {
+            self.fail(e, out);
+        }
+    }
+
     pub fn buffered(&self) -> usize {
         self.c.buffered()
     }
@@ -252,6 +260,11 @@ impl Decoder {
         self.c.open.client_capabilities = Some(u64::from(r.caps) | (u64::from(r.ext_caps) << 32));
         if r.ssl_request {
             self.c.open.tls_requested = true;
+            if self.c.meta.tls_terminated {
+                // The recorder terminates the client's TLS: the handshake response (its
+                // sequence number 2) comes next, in plaintext.
+                return Ok(());
+            }
             self.c.open.encrypted = true;
             self.fail(TLS_ADVICE.to_string(), out);
             return Ok(());
@@ -616,6 +629,31 @@ impl Decoder {
 /// it on, as it answers PostgreSQL's SSLRequest with `N`. Returns `false`, leaving the
 /// bytes as they are, when `packet` is not one whole protocol-10 greeting.
 pub fn withdraw_tls_offer(packet: &mut [u8]) -> bool {
+    let Some(at) = greeting_caps_at(packet) else {
+        return false;
+    };
+    let caps = u16::from_le_bytes([packet[at], packet[at + 1]]) & !(CLIENT_SSL as u16);
+    packet[at..at + 2].copy_from_slice(&caps.to_le_bytes());
+    true
+}
+
+/// Whether the server's greeting (one whole packet, header included) offers TLS
+/// (CLIENT_SSL): `record --listen-tls` keeps the offer and carries TLS on to the server.
+pub fn offers_tls(packet: &[u8]) -> bool {
+    greeting_caps_at(packet)
+        .is_some_and(|at| u16::from_le_bytes([packet[at], packet[at + 1]]) & CLIENT_SSL as u16 != 0)
+}
+
+/// Whether the client's first packet (header included) is an SSLRequest: the 32 bytes of
+/// a handshake response's fixed part with CLIENT_SSL set, and nothing after, sequence 1.
+pub fn is_ssl_request(packet: &[u8]) -> bool {
+    packet.len() == 4 + 32
+        && packet[..4] == [32, 0, 0, 1]
+        && u32::from_le_bytes([packet[4], packet[5], packet[6], packet[7]]) & CLIENT_SSL != 0
+}
+
+/// Where a whole protocol-10 greeting's capabilities' lower half is.
+fn greeting_caps_at(packet: &[u8]) -> Option<usize> {
     let len = u32::from_le_bytes([
         packet.first().copied().unwrap_or(0),
         *packet.get(1).unwrap_or(&0),
@@ -623,20 +661,13 @@ pub fn withdraw_tls_offer(packet: &mut [u8]) -> bool {
         0,
     ]);
     if packet.len() < 5 || len as usize != packet.len() - 4 || packet[4] != 10 {
-        return false;
+        return None;
     }
-    let Some(nul) = packet[5..].iter().position(|&b| b == 0) else {
-        return false;
-    };
+    let nul = packet[5..].iter().position(|&b| b == 0)?;
     // After the version: its NUL, the thread id (4), the scramble's first part (8) and a
     // filler (1), then the capabilities' lower half.
     let at = 5 + nul + 1 + 4 + 8 + 1;
-    if packet.len() < at + 2 {
-        return false;
-    }
-    let caps = u16::from_le_bytes([packet[at], packet[at + 1]]) & !(CLIENT_SSL as u16);
-    packet[at..at + 2].copy_from_slice(&caps.to_le_bytes());
-    true
+    (packet.len() >= at + 2).then_some(at)
 }
 
 /// How the response to a command starts.
@@ -946,6 +977,52 @@ mod tests {
         }
     }
 
+    /// `record --listen-tls`: the client's SSLRequest (sequence 1) then, inside the TLS
+    /// the recorder terminates, its handshake response (sequence 2): decoded as the
+    /// plaintext session it is, the handshake in `session_open`.
+    #[test]
+    fn tls_the_recorder_terminates_is_decoded_inside() {
+        let caps = BASE_CAPS | CLIENT_SSL;
+        let mut ssl = caps.to_le_bytes().to_vec();
+        ssl.extend_from_slice(&[0; 28]);
+        // MariaDB's metadata cache: the result set below carries no column definitions.
+        let ext = MARIADB_CLIENT_CACHE_METADATA;
+        let mut response = handshake_response(caps, ext);
+        response[3] = 2;
+        let tls_meta = SessionMeta {
+            tls_terminated: true,
+            ..meta()
+        };
+        let mut d = Decoder::new(tls_meta, DecodeOptions::default());
+        let mut events = Vec::new();
+        d.feed(Down, 2_000, &greeting(caps, ext), &mut events);
+        d.feed(Up, 3_000, &my(1, &ssl), &mut events);
+        let accepted = super::super::TlsAccepted {
+            version: Some("TLSv1.3".into()),
+            handshake_ns: 900_000,
+            round_trips: 1,
+        };
+        d.tls_accepted(Ok(accepted), &mut events);
+        d.feed(Up, 903_000, &response, &mut events);
+        d.feed(Down, 904_000, &ok(3, 0, 2), &mut events);
+        d.feed(Up, 905_000, &my(0, b"\x03SELECT 1"), &mut events);
+        d.feed(
+            Down,
+            906_000,
+            &[my(1, b"\x01\x00"), eof(2, 2), my(3, b"\x011"), eof(4, 2)].concat(),
+            &mut events,
+        );
+        d.close(907_000, ClosedBy::Client, &mut events);
+        let o = open_of(&events);
+        assert!(o.tls && o.tls_requested && o.ready && !o.encrypted, "{o:?}");
+        assert_eq!(o.user.as_deref(), Some("app"));
+        assert_eq!(o.phases.tls_handshake_ns, Some(900_000));
+        assert_eq!(requests(&events)[0].rows, 1);
+        assert!(close_of(&events).decode_error.is_none());
+        let text = format!("{events:?}");
+        assert!(!text.contains("AUTHSECRET"), "{text}");
+    }
+
     #[test]
     fn tls_auth_switches_and_mariadb_metadata_caching_are_followed() {
         let caps = BASE_CAPS | CLIENT_SSL;
@@ -991,6 +1068,12 @@ mod tests {
     #[test]
     fn the_tls_offer_is_withdrawn_from_a_whole_greeting_only() {
         let mut g = greeting(BASE_CAPS | CLIENT_SSL, 0);
+        assert!(offers_tls(&g) && !offers_tls(&greeting(BASE_CAPS, 0)));
+        let mut ssl = (BASE_CAPS | CLIENT_SSL).to_le_bytes().to_vec();
+        ssl.extend_from_slice(&[0; 28]);
+        assert!(
+            is_ssl_request(&my(1, &ssl)) && !is_ssl_request(&handshake_response(BASE_CAPS | CLIENT_SSL, 0))
+        );
         assert!(withdraw_tls_offer(&mut g));
         let parsed = packet::greeting(&g[4..]).unwrap();
         assert_eq!(parsed.caps, BASE_CAPS);

@@ -102,6 +102,14 @@ impl Decoder {
         self.c.open.tls_requested
     }
 
+    /// The recorder's handshake with the client after its `S`: the plaintext inside
+    /// follows (a StartupMessage), or decoding stops with why it failed.
+    pub fn tls_accepted(&mut self, tls: Result<super::TlsAccepted, String>, out: &mut Vec<Event>) {
+        if let Err(e) = self.c.tls_accepted(tls) {
+            self.fail(e, out);
+        }
+    }
+
     pub fn buffered(&self) -> usize {
         self.c.buffered() + self.group.as_ref().map_or(0, |g| g.req.request_bytes as usize)
     }
@@ -174,6 +182,9 @@ impl Decoder {
         self.c.open.phases.tls_ns = Some(at_ns.saturating_sub(self.encryption_request_ns));
         match answer {
             b'N' => self.state = State::Startup,
+            // The recorder terminates the client's TLS and feeds what is inside: the
+            // StartupMessage comes next, in plaintext.
+            b'S' if self.c.meta.tls_terminated && self.c.open.tls_requested => self.state = State::Startup,
             b'S' | b'G' => {
                 self.c.open.encrypted = true;
                 self.fail(TLS_ADVICE.to_string(), out);
@@ -1156,6 +1167,63 @@ mod tests {
         assert_eq!(rs.iter().map(|r| r.round_trips()).sum::<u64>(), 2);
         // The second starts at its Parse, after the answer, not at the Flush before it.
         assert_eq!(rs[1].at_ns, rs[0].at_ns + 2_000);
+    }
+
+    /// `record --listen-tls`: the recorder answers the SSLRequest `S`, terminates the
+    /// client's TLS and feeds what is inside, so the session decodes as plaintext, with
+    /// its handshake in `session_open`; a failed handshake stops decoding with why.
+    #[test]
+    fn tls_the_recorder_terminates_is_decoded_inside() {
+        let tls_meta = SessionMeta {
+            tls_terminated: true,
+            ..meta()
+        };
+        let mut script = scram_session();
+        let inside = script.split_off(2);
+        script[1] = (Down, b"S".to_vec());
+        let (mut d, mut events) = (Decoder::new(tls_meta, DecodeOptions::default()), Vec::new());
+        for (i, (dir, bytes)) in script.iter().enumerate() {
+            d.feed(*dir, 2_000 + 1_000 * i as u64, bytes, &mut events);
+        }
+        let accepted = super::super::TlsAccepted {
+            version: Some("TLSv1.3".into()),
+            handshake_ns: 700_000,
+            round_trips: 1,
+        };
+        d.tls_accepted(Ok(accepted), &mut events);
+        for (i, (dir, bytes)) in inside.iter().enumerate() {
+            d.feed(*dir, 10_000 + 1_000 * i as u64, bytes, &mut events);
+        }
+        d.close(50_000, ClosedBy::Client, &mut events);
+        let o = open_of(&events);
+        assert!(o.tls && o.tls_requested && o.ready && !o.encrypted, "{o:?}");
+        assert_eq!(o.tls_version.as_deref(), Some("TLSv1.3"));
+        assert_eq!(
+            (o.phases.tls_handshake_ns, o.phases.tls_handshake_round_trips),
+            (Some(700_000), Some(1))
+        );
+        assert_eq!(o.auth_method.as_deref(), Some("SCRAM-SHA-256"));
+        assert_eq!(requests(&events).len(), 3);
+        assert!(close_of(&events).decode_error.is_none());
+        // Without the recorder's termination an `S` is still encryption it cannot read.
+        let (events, _) = run(Engine::Postgres, DecodeOptions::default(), &script, |_, _| vec![]);
+        assert!(open_of(&events).encrypted);
+        let mut d = Decoder::new(tls_meta, DecodeOptions::default());
+        let mut events = Vec::new();
+        for (dir, bytes) in &script {
+            d.feed(*dir, 2_000, bytes, &mut events);
+        }
+        d.tls_accepted(Err("no shared cipher".into()), &mut events);
+        d.close(9_000, ClosedBy::Client, &mut events);
+        let c = close_of(&events);
+        assert!(
+            c.decode_error
+                .as_deref()
+                .unwrap()
+                .contains("TLS handshake with the application failed: no shared cipher"),
+            "{c:?}"
+        );
+        assert!(!open_of(&events).tls);
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub struct Connections {
     /// Round trips of the setup beyond the TCP connect (startup and authentication).
     pub setup_round_trips: Option<f64>,
     pub tls_requested: u64,
+    /// Connections whose TLS the recorder terminated (`record --listen-tls`), and their
+    /// handshakes as measured there: time, and the round trips the client waited for.
+    pub tls: u64,
+    pub tls_handshake_ms: Spread,
+    pub tls_handshake_round_trips: Option<f64>,
     /// Authentication methods by name, and how many sessions used each.
     pub auth_methods: Vec<(String, u64)>,
 }
@@ -170,6 +175,9 @@ pub struct Profiler {
     setup: Vec<f64>,
     setup_rts: (f64, u64),
     tls_requested: u64,
+    /// Handshakes the recorder terminated: their times (ms), and their round trips.
+    tls_handshakes: Vec<f64>,
+    tls_round_trips: u64,
     auth: HashMap<String, u64>,
     sessions: u64,
     requests: u64,
@@ -205,6 +213,8 @@ impl Profiler {
             setup: Vec::new(),
             setup_rts: (0.0, 0),
             tls_requested: 0,
+            tls_handshakes: Vec::new(),
+            tls_round_trips: 0,
             auth: HashMap::new(),
             sessions: 0,
             requests: 0,
@@ -271,6 +281,10 @@ impl Profiler {
         }
         if o.tls_requested {
             self.tls_requested += 1;
+        }
+        if let (true, Some(ns)) = (o.tls, p.tls_handshake_ns) {
+            self.tls_handshakes.push(ns as f64 / 1e6);
+            self.tls_round_trips += u64::from(p.tls_handshake_round_trips.unwrap_or(0));
         }
         if let Some(m) = &o.auth_method {
             *self.auth.entry(m.clone()).or_default() += 1;
@@ -479,6 +493,9 @@ impl Profiler {
                 setup_ms: Spread::of(self.setup),
                 setup_round_trips: (self.setup_rts.1 > 0).then(|| self.setup_rts.0 / self.setup_rts.1 as f64),
                 tls_requested: self.tls_requested,
+                tls: self.tls_handshakes.len() as u64,
+                tls_handshake_round_trips: ratio(self.tls_round_trips, self.tls_handshakes.len() as u64),
+                tls_handshake_ms: Spread::of(std::mem::take(&mut self.tls_handshakes)),
                 auth_methods: sorted(self.auth),
             },
             requests: Requests {

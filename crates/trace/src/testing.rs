@@ -46,6 +46,7 @@ pub fn meta() -> SessionMeta {
         open_ns: 1_000,
         transport: Transport::Tcp,
         connect_ns: Some(100),
+        tls_terminated: false,
     }
 }
 
