@@ -27,7 +27,10 @@ pub const METHOD: &str = "measured at the recorder, which stands beside the appl
 time is its last byte to its response's last byte (the network to the server and back, and the \
 server's work); think time is a response's end to the next request; the network's share is round \
 trips × the recorder's own TCP connect to the server (an estimate); predictions are the round-trip \
-model: recorded time + added RTT × round trips counted";
+model: recorded time + added RTT × round trips counted; over TLS, a connect pays the TLS handshake \
+the trace recorded when the recorder terminated the application's TLS (record --listen-tls: its time \
+at the recorder and its round trips at the server's distance), else the round trips of TLS 1.3 \
+(and PostgreSQL's SSLRequest) assumed, without their CPU";
 
 pub(super) fn ms(v: Option<f64>) -> String {
     match v {
@@ -75,10 +78,11 @@ pub fn text(
         if p.redacted { ", values redacted" } else { "" }
     ));
     o.push_str(&format!(
-        "connections  {} ({} /s); lifetime {}\n",
+        "connections  {} ({} /s); lifetime {}{}\n",
         c.sessions,
         num(c.per_s),
-        spread(&c.lifetime_ms)
+        spread(&c.lifetime_ms),
+        tls_used(c)
     ));
     o.push_str(&format!(
         "  connect    TCP to the server {}; startup and authentication {} ({} round trips){}{}\n",
@@ -305,4 +309,18 @@ fn statements_text(p: &Profile, top: usize) -> String {
         }
     }
     o
+}
+
+/// The connections' TLS that the recorder terminated (`record --listen-tls`), for the
+/// connections line: empty when none used it.
+pub fn tls_used(c: &connbench_trace::profile::Connections) -> String {
+    if c.tls == 0 {
+        return String::new();
+    }
+    format!(
+        "; {} over TLS (terminated by the recorder: handshake {} mean, {} round trips)",
+        c.tls,
+        ms(c.tls_handshake_ms.mean),
+        num(c.tls_handshake_round_trips)
+    )
 }

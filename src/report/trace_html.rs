@@ -42,7 +42,10 @@ fn shape(o: &mut String, p: &Profile) {
     let auth: Vec<String> = c.auth_methods.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let errors: Vec<String> = r.errors_by_code.iter().map(|(k, n)| format!("{k} {n}")).collect();
     let rows = [
-        ("connections", format!("{} ({} /s)", c.sessions, num(c.per_s))),
+        (
+            "connections",
+            format!("{} ({} /s){}", c.sessions, num(c.per_s), super::trace::tls_used(c)),
+        ),
         ("connection lifetime", spread(&c.lifetime_ms)),
         (
             "connect",

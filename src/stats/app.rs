@@ -11,15 +11,22 @@
 //! connects, never a transaction's own time; a shape's "with connects" figure carries
 //! the application's connects per transaction, as the whole's does.
 //!
+//! TLS: when the recorder terminated the application's TLS (`record --listen-tls`), the
+//! trace holds each handshake's time and round trips, and "over TLS" (and the recorded
+//! connects' own figure at a distance) uses them: its time as measured (CPU included),
+//! its round trips at the server's distance. Otherwise the model assumes TLS 1.3's one
+//! round trip (and PostgreSQL's SSLRequest) and says its CPU is not in the trace.
+//!
 //! What it cannot predict it says: a PgBouncer's own connect cost is not in a trace of
-//! an application that did not use one, and TLS's local cost (the handshake's CPU) is
-//! not either; those figures are `null` with the reason.
+//! an application that did not use one, and TLS's local cost without a recorded
+//! handshake is not either; those figures are `null` with the reason.
 
 use super::housekeeping::Without;
 use super::model::at_distance;
 use connbench_trace::housekeeping::Housekeeping;
 use connbench_trace::profile::Profile;
 use connbench_trace::shapes::ShapeProfile;
+use connbench_trace::Engine;
 
 /// One "what if", per transaction and per connect, ms.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -107,12 +114,16 @@ pub fn with_housekeeping(predictions: &mut [Prediction], p: &Profile, h: &Housek
 fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) -> Vec<Prediction> {
     let r = &p.requests;
     let c = &p.connections;
+    let tls = Tls::of(p);
     // The TCP connect is one round trip, then the startup and authentication's.
     let connect_rts = c.setup_round_trips.map(|s| 1.0 + s);
-    let connect_local = match (c.upstream_connect_ms.p50, c.setup_ms.mean) {
+    // Without the TLS the recorder terminated: a connect's own time and round trips.
+    let plain_local = match (c.upstream_connect_ms.p50, c.setup_ms.mean) {
         (Some(tcp), Some(setup)) => Some(tcp + setup),
         _ => None,
     };
+    // As recorded: with the handshakes of the connects that had one.
+    let connect_local = plain_local.map(|l| l + tls.recorded.map_or(0.0, |(h, _)| tls.share * h));
     let per_tx =
         |tx: Option<f64>, connect: Option<f64>, pooled: bool| match (tx, connect, r.transactions_per_session)
         {
@@ -131,28 +142,38 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
         how: "measured in the trace".into(),
         not_predicted: None,
     }];
-    // The recorder answers a client's SSLRequest `N` itself, next to the application, so
-    // that exchange is in no recorded round trip; at a server N ms away the application
-    // (sslmode=prefer) pays it there: one round trip more for each connect that asked.
-    let asked = if c.sessions > 0 {
-        c.tls_requested as f64 / c.sessions as f64
-    } else {
-        0.0
-    };
     for &n in rtts_ms {
+        // The recorder stood beside the application: what it answered itself (an `N`, a
+        // TLS handshake) pays the whole distance to the server at +N ms.
         let rtt = n + c.upstream_connect_ms.p50.unwrap_or(0.0);
         let t = tx.zip(rts).map(|(t, k)| at_distance(t, n, k));
-        let connect = connect_local
-            .zip(connect_rts)
-            .map(|(l, k)| at_distance(l, n, k) + asked * rtt);
+        let base = plain_local.zip(connect_rts).map(|(l, k)| at_distance(l, n, k));
+        let recorded_tls = tls
+            .recorded
+            .map_or((0.0, 0.0), |(h, k)| (tls.share * h, tls.share * k * rtt));
+        let connect = base.map(|b| b + tls.asked * rtt + recorded_tls.0 + recorded_tls.1);
         let terms = format!(
             "{} + {n} ms × {} round trips a transaction; a connect {} + {n} ms × {} round trips (TCP's \
              handshake, the startup and authentication)",
             opt(tx),
             opt(rts),
-            opt(connect_local),
+            opt(plain_local),
             opt(connect_rts)
         );
+        let mut how = terms.clone();
+        if tls.asked > 0.0 {
+            how.push_str(&format!(
+                "; and the SSLRequest's N from the server, for the {:.0}% of connects that asked",
+                tls.asked * 100.0
+            ));
+        }
+        if let Some((h, k)) = tls.recorded {
+            how.push_str(&format!(
+                "; and the recorded TLS handshake ({h:.3} ms, {k} round trips at {rtt:.3} ms) for the {:.0}% of \
+                 connects that used TLS",
+                tls.share * 100.0
+            ));
+        }
         out.push(Prediction {
             scenario: format!("+{n} ms"),
             extra_rtt_ms: n,
@@ -161,14 +182,7 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             per_transaction_ms: per_tx(t, connect, false),
             application_transaction_ms: None,
             without_housekeeping_ms: None,
-            how: if asked > 0.0 {
-                format!(
-                    "{terms}; and the SSLRequest's N from the server, for the {:.0}% of connects that asked",
-                    asked * 100.0
-                )
-            } else {
-                terms.clone()
-            },
+            how,
             not_predicted: None,
         });
         out.push(Prediction {
@@ -182,11 +196,7 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             how: format!("{terms}; the pool's connects opened before the work, none a transaction"),
             not_predicted: None,
         });
-        // TLS adds the SSLRequest's exchange and TLS 1.3's handshake: two round trips,
-        // each the recorded one (the recorder's TCP connect) plus the added distance; the
-        // SSLRequest's is already in `connect` for the connects that asked.
-        let tls_extra = 2.0 - asked;
-        let tls_connect = connect.map(|cn| cn + tls_extra * rtt);
+        let (tls_connect, tls_how, tls_not) = tls.every_connect(base, rtt);
         out.push(Prediction {
             scenario: format!("+{n} ms, over TLS"),
             extra_rtt_ms: n,
@@ -195,8 +205,8 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
             per_transaction_ms: per_tx(t, tls_connect, false),
             application_transaction_ms: None,
             without_housekeeping_ms: None,
-            how: format!("{terms}; TLS: {tls_extra} more round trips a connect (SSLRequest, TLS 1.3)"),
-            not_predicted: Some("the TLS handshake's own CPU time is not in the trace (not added)".into()),
+            how: format!("{terms}; {tls_how}"),
+            not_predicted: tls_not,
         });
         out.push(Prediction {
             scenario: format!("+{n} ms, PgBouncer near the database"),
@@ -215,6 +225,81 @@ fn scenarios(p: &Profile, tx: Option<f64>, rts: Option<f64>, rtts_ms: &[f64]) ->
         });
     }
     out
+}
+
+/// What a trace says of its connects' TLS, for the model.
+struct Tls {
+    postgres: bool,
+    /// The share of connects whose PostgreSQL SSLRequest the recorder answered `N`: at a
+    /// server N ms away the application (sslmode=prefer) pays that round trip there.
+    /// MySQL's SSLRequest has no answer, so none.
+    asked: f64,
+    /// The share of connects whose TLS the recorder terminated (`record --listen-tls`).
+    share: f64,
+    /// Their handshake as recorded: mean time (ms) and round trips, PostgreSQL's
+    /// SSLRequest and `S` among them.
+    recorded: Option<(f64, f64)>,
+}
+
+impl Tls {
+    fn of(p: &Profile) -> Tls {
+        let c = &p.connections;
+        let postgres = p.engine == Engine::Postgres;
+        let per = |n: u64| {
+            if c.sessions > 0 {
+                n as f64 / c.sessions as f64
+            } else {
+                0.0
+            }
+        };
+        let request = if postgres { 1.0 } else { 0.0 };
+        Tls {
+            postgres,
+            asked: if postgres {
+                per(c.tls_requested.saturating_sub(c.tls))
+            } else {
+                0.0
+            },
+            share: per(c.tls),
+            recorded: c
+                .tls_handshake_ms
+                .mean
+                .zip(c.tls_handshake_round_trips)
+                .filter(|_| c.tls > 0)
+                .map(|(h, k)| (h, k + request)),
+        }
+    }
+
+    /// Every connect over TLS, from `base` (a plaintext connect at the distance, whose
+    /// round trips cost `rtt` each beyond it): the connect, how, and what is left out.
+    /// The recorded handshake when the trace has one (its time at the recorder, CPU
+    /// included, and its round trips at the server's distance); else the model's
+    /// assumption, TLS 1.3's one round trip (and PostgreSQL's SSLRequest), without its
+    /// CPU.
+    fn every_connect(&self, base: Option<f64>, rtt: f64) -> (Option<f64>, String, Option<String>) {
+        if let Some((h, k)) = self.recorded {
+            return (
+                base.map(|b| b + h + k * rtt),
+                format!(
+                    "TLS: the handshake recorded (record --listen-tls, {:.0}% of connects), {h:.3} ms at the \
+                     recorder and {k} round trips a connect{}",
+                    self.share * 100.0,
+                    if self.postgres { " (the SSLRequest's among them)" } else { "" }
+                ),
+                None,
+            );
+        }
+        let (extra, what) = if self.postgres {
+            (2.0 - self.asked, "SSLRequest, TLS 1.3")
+        } else {
+            (1.0, "TLS 1.3; MySQL's SSLRequest waits for no answer")
+        };
+        (
+            base.map(|b| b + self.asked * rtt + extra * rtt),
+            format!("TLS: {extra} more round trips a connect ({what})"),
+            Some("the TLS handshake's own CPU time is not in the trace (not added)".into()),
+        )
+    }
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -286,6 +371,36 @@ mod tests {
         assert!((plain - 50.2).abs() < 1e-9, "{plain}");
         let tls2 = pr2[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
         assert!((tls2 - 2.0 * 50.2).abs() < 1e-9, "{tls2}");
+    }
+
+    /// A trace whose connects used TLS the recorder terminated: "over TLS" takes the
+    /// recorded handshake (4 ms, TLS 1.3's one round trip and the SSLRequest's), not the
+    /// assumption, and the recorded connects at +50 ms pay it too; the method says so.
+    #[test]
+    fn a_recorded_tls_handshake_replaces_the_assumption() {
+        let mut p = profile(1);
+        p.connections.tls = 1;
+        p.connections.tls_handshake_ms = Spread {
+            n: 1,
+            mean: Some(4.0),
+            p50: Some(4.0),
+            ..Spread::default()
+        };
+        p.connections.tls_handshake_round_trips = Some(1.0);
+        let pr = predict(&p, &[50.0]);
+        assert_eq!(pr[0].connect_ms, Some(0.2 + 3.1 + 4.0));
+        let plain = 0.2 + 3.1 + 50.0 * 4.0;
+        let tls = plain + 4.0 + 2.0 * 50.2;
+        assert!((pr[3].connect_ms.unwrap() - tls).abs() < 1e-9, "{:?}", pr[3]);
+        assert!((pr[1].connect_ms.unwrap() - tls).abs() < 1e-9, "{:?}", pr[1]);
+        assert!(pr[3].how.contains("the handshake recorded"), "{}", pr[3].how);
+        assert_eq!(pr[3].not_predicted, None);
+        // MySQL's SSLRequest waits for no answer: the assumption is TLS 1.3's one.
+        let mut my = profile(0);
+        my.engine = Engine::Mysql;
+        let pr = predict(&my, &[50.0]);
+        let extra = pr[3].connect_ms.unwrap() - pr[1].connect_ms.unwrap();
+        assert!((extra - 50.2).abs() < 1e-9, "{extra}");
     }
 
     fn shape(id: &str, count: u64, mean: f64, round_trips: f64) -> ShapeProfile {
