@@ -29,14 +29,20 @@ pub async fn run_record(args: RecordArgs) -> Result<Exit> {
         out.display(),
         r.addr
     );
-    match (&r.ca_file, &names, &args.listen_cert) {
-        (Some(ca), Some(names), _) => eprintln!(
+    // Not eprintln!: a caller that read the first line and closed the pipe (a test's
+    // spawn, `| head -1`) must not take the recording down with a panic on EPIPE.
+    let tls_line = match (&r.ca_file, &names, &args.listen_cert) {
+        (Some(ca), Some(names), _) => Some(format!(
             "record: --listen-tls: the recorder's certificate names {names}, signed by a CA of its own written \
              to {}: an application that verifies trusts that file (sslrootcert=, mariadb --ssl-ca=)",
             ca.display()
-        ),
-        (_, _, Some(cert)) => eprintln!("record: --listen-tls with {}", cert.display()),
-        _ => {}
+        )),
+        (_, _, Some(cert)) => Some(format!("record: --listen-tls with {}", cert.display())),
+        _ => None,
+    };
+    if let Some(line) = tls_line {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{line}");
     }
     let counts = r.counts.clone();
     let ca_file = r.ca_file.clone();

@@ -26,6 +26,7 @@ mod pgbench_log;
 mod pgbench_script;
 mod pgbench_tap;
 mod readme;
+mod record_tls;
 mod relay;
 mod replay;
 mod replay_cancel;

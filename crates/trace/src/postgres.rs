@@ -1226,6 +1226,45 @@ mod tests {
         assert!(!open_of(&events).tls);
     }
 
+    /// Inside the TLS the recorder terminates a client may send its password in clear
+    /// (the `password` method): the PasswordMessage is counted, never kept.
+    #[test]
+    fn a_cleartext_password_inside_terminated_tls_is_not_kept() {
+        let tls_meta = SessionMeta {
+            tls_terminated: true,
+            ..meta()
+        };
+        let mut d = Decoder::new(tls_meta, DecodeOptions::default());
+        let mut events = Vec::new();
+        d.feed(Up, 2_000, &pg_untyped(&SSL_REQUEST.to_be_bytes()), &mut events);
+        d.feed(Down, 2_100, b"S", &mut events);
+        let accepted = super::super::TlsAccepted {
+            version: Some("TLSv1.2".into()),
+            handshake_ns: 1_000,
+            round_trips: 2,
+        };
+        d.tls_accepted(Ok(accepted), &mut events);
+        let script = [
+            (Up, startup(&["user", "app", "database", "shop"])),
+            (Down, r(3, b"")),
+            (Up, pg(b'p', b"CLEARTEXTSECRET\0")),
+            (Down, [r(0, b""), z(b'I')].concat()),
+            (Up, pg(b'Q', b"SELECT 1\0")),
+            (Down, z(b'I')),
+        ];
+        for (i, (dir, bytes)) in script.iter().enumerate() {
+            d.feed(*dir, 3_000 + 1_000 * i as u64, bytes, &mut events);
+        }
+        d.close(20_000, ClosedBy::Client, &mut events);
+        let o = open_of(&events);
+        assert!(o.tls && o.ready, "{o:?}");
+        assert_eq!(o.auth_method.as_deref(), Some("cleartext"));
+        assert_eq!(o.phases.tls_handshake_round_trips, Some(2));
+        assert_eq!(requests(&events).len(), 1);
+        let text = format!("{events:?}");
+        assert!(!text.contains("CLEARTEXTSECRET"), "{text}");
+    }
+
     #[test]
     fn encryption_or_garbage_stops_decoding_with_a_reason_and_keeps_what_came_before() {
         let script = vec![
