@@ -35,12 +35,52 @@ fn every(v: &serde_json::Value, name: &str) -> Vec<f64> {
         .collect()
 }
 
-/// The databases connbench's restores make on the shared sandbox.
-fn copies_left() -> String {
+/// The databases connbench's restores made of database `db` on the shared sandbox (other
+/// tests' copies, of their own databases, are not this one's business).
+fn copies_left(db: &str) -> String {
     psql(
         "postgres",
-        "SELECT string_agg(datname, ',') FROM pg_database WHERE datname LIKE 'connbench_restore_%'",
+        &format!(
+            "SELECT coalesce(string_agg(datname, ','), '') FROM pg_database WHERE datname LIKE \
+             'connbench_restore_%' AND shobj_description(oid, 'pg_database') LIKE '%a copy of {db} %'"
+        ),
     )
+}
+
+/// Database `db` of the shared sandbox with pgbench's tables, and pgbench's TPC-B-like
+/// script recorded on it into `dir/app.trace.gz`, after two statements that fail unless
+/// `pgbench_history` is empty and every balance 0; the tables then made again, as the
+/// recording found them.
+fn record_tpcb(db: &str, dir: &std::path::Path) {
+    let _ = sandbox();
+    psql("postgres", &format!("DROP DATABASE IF EXISTS {db}"));
+    psql("postgres", &format!("CREATE DATABASE {db}"));
+    let conn = with_dbname(&conninfo("unix"), db);
+    let init = || {
+        let o = Command::new("pgbench")
+            .args(["-i", "-q", "-s", "1", &conn])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "pgbench -i: {}", stderr(&o));
+    };
+    init();
+    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
+    let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], &dir.join("app.trace.gz"));
+    let through = through_port(&port, db, "disable");
+    let o = Command::new("psql")
+        .args([through.as_str(), "-Atc"])
+        .arg("SELECT 1/(count(*) = 0)::int FROM pgbench_history")
+        .args(["-c", "SELECT 1/(sum(abalance) = 0)::int FROM pgbench_accounts"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "the checks, recorded: {}", stderr(&o));
+    let o = Command::new("pgbench")
+        .args(["-n", "-c", "1", "-t", "5", &through])
+        .output()
+        .unwrap();
+    stop_recorder(child);
+    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
+    init();
 }
 
 const DISTANCE: &str = r#"
@@ -69,37 +109,8 @@ distance = ["0ms", "20ms"]
 /// after the first start from the rows the ones before left, and fail the check.
 #[test]
 fn a_writing_trace_restored_on_your_own_database_starts_each_repetition_from_the_same_rows() {
-    let _ = sandbox();
-    psql("postgres", "DROP DATABASE IF EXISTS cbrestore");
-    psql("postgres", "CREATE DATABASE cbrestore");
-    let db = with_dbname(&conninfo("unix"), "cbrestore");
-    let init = || {
-        let o = Command::new("pgbench")
-            .args(["-i", "-q", "-s", "1", &db])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "pgbench -i: {}", stderr(&o));
-    };
-    init();
     let dir = scratch("restore-pg");
-    let upstream = format!("127.0.0.1:{}", sandbox().postgres_port);
-    let (child, port) = start_recorder(&upstream, &["--engine", "postgres"], &dir.join("app.trace.gz"));
-    let through = through_port(&port, "cbrestore", "disable");
-    let o = Command::new("psql")
-        .args([through.as_str(), "-Atc"])
-        .arg("SELECT 1/(count(*) = 0)::int FROM pgbench_history")
-        .args(["-c", "SELECT 1/(sum(abalance) = 0)::int FROM pgbench_accounts"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "the checks, recorded: {}", stderr(&o));
-    let o = Command::new("pgbench")
-        .args(["-n", "-c", "1", "-t", "5", &through])
-        .output()
-        .unwrap();
-    stop_recorder(child);
-    assert!(o.status.success(), "pgbench through the recorder: {}", stderr(&o));
-    // The data the recording started from.
-    init();
+    record_tpcb("cbrestore", &dir);
     std::fs::write(dir.join("s.toml"), DISTANCE).unwrap();
     let args = |extra: &[&str]| {
         let mut a: Vec<String> = [
@@ -139,7 +150,7 @@ fn a_writing_trace_restored_on_your_own_database_starts_each_repetition_from_the
         "0",
         "left as found"
     );
-    assert_eq!(copies_left(), "", "connbench's copy is dropped");
+    assert_eq!(copies_left("cbrestore"), "", "connbench's copy is dropped");
 
     // The control: nothing restored, and the check fails from the second repetition on.
     let o = run(&args(&["--restore", "none"]));
@@ -154,6 +165,47 @@ fn a_writing_trace_restored_on_your_own_database_starts_each_repetition_from_the
         .unwrap();
     assert!(rows >= 30 && rows % 5 == 0, "{rows}");
     psql("postgres", "DROP DATABASE cbrestore");
+}
+
+/// Ctrl-C in the middle of a restoring run: the run stops as interrupted, and still puts
+/// the database back as it found it and drops connbench's copy.
+#[test]
+fn a_restoring_run_stopped_by_ctrl_c_leaves_no_copy_and_the_database_as_found() {
+    let dir = scratch("restore-int");
+    record_tpcb("cbrestoreint", &dir);
+    std::fs::write(
+        dir.join("s.toml"),
+        DISTANCE.replace("repetitions = 3", "repetitions = 40"),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["run", dir.join("s.toml").to_str().unwrap(), "--store"])
+        .arg(dir.join("r.sqlite"))
+        .arg("--target")
+        .arg(format!("tcp={}", with_dbname(&conninfo("tcp"), "cbrestoreint")))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the copy is there, and a few repetitions later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while copies_left("cbrestoreint").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no copy was made");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("put back as the run found it and the copy dropped"),
+        "{err}"
+    );
+    assert_eq!(copies_left("cbrestoreint"), "", "{err}");
+    assert_eq!(psql("cbrestoreint", "SELECT count(*) FROM pgbench_history"), "0");
+    psql("postgres", "DROP DATABASE cbrestoreint");
 }
 
 const ON_THE_SANDBOX: &str = r#"
