@@ -28,6 +28,20 @@ pub struct RunArgs {
     /// replay yet (a client-side pool, a fault) are left out, each named.
     #[arg(long, value_name = "NAME|trace:FILE")]
     pub workload: Option<String>,
+    /// How the repetitions of a trace that writes start (every trace cell's `restore`):
+    /// `template` from the same data, a copy of the database the trace replays into
+    /// taken before the first repetition (PostgreSQL: CREATE DATABASE
+    /// connbench_restore_... TEMPLATE it; MariaDB: its tables copied into a schema
+    /// connbench_restore_...) and put back before each other one, outside the measured
+    /// time; at the end the database is put back as the run found it and the copy
+    /// dropped. On PostgreSQL putting back drops your database and creates it again from
+    /// the copy (owner, grants and settings kept), so nothing else may be connected to
+    /// it; on MariaDB it empties and refills its tables and drops those made since.
+    /// `none`: each repetition on what the ones before left. On connbench's sandbox a
+    /// trace that writes is restored by default; on your own target only when asked
+    /// [default: template on connbench's sandbox, else none].
+    #[arg(long, value_name = "template|none", value_parser = options::parse_restore)]
+    pub restore: Option<options::Restore>,
     /// Print the cells and the order of the steps, and run nothing.
     #[arg(long)]
     pub dry_run: bool,

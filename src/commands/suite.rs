@@ -209,6 +209,9 @@ pub async fn run_suite_command(args: RunArgs) -> Result<Exit> {
     let (origin, text) = crate::experiment::suite::load_text(&args.suite)?;
     let mut s = crate::experiment::suite::Suite::parse_profile(&text, &origin, profile)?;
     with_workload(&mut s, &origin, args.workload.as_deref())?;
+    if let Some(r) = args.restore {
+        crate::experiment::replayed::set_restore(&mut s, r)?;
+    }
     let budget = args
         .adaptive
         .budget

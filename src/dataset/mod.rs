@@ -2,8 +2,10 @@
 //! the TPC-B-like tables (connbench's own schema, or pgbench's `pgbench_*`); `sysbench`
 //! owns sysbench's `sbtest1..N`. Each creates and drops only tables it marked as
 //! connbench's, and hands the run what it found (which tables, their scale or size).
+//! `snapshot` owns a database's copy that a trace's repetitions each start from.
 
 pub mod pgbench;
+pub mod snapshot;
 pub mod sysbench;
 
 use anyhow::{Context, Result};

@@ -54,6 +54,8 @@ pub struct Resolved {
     pub endpoints: Vec<Endpoint>,
     pub cell_rtt: Vec<Option<Verified>>,
     pub environment: Environment,
+    /// The databases trace cells start each repetition from a copy of.
+    pub restores: super::replayed::Restores,
 }
 
 /// Resolves `suite`'s cells before anything is measured: checks, endpoints, datasets,
@@ -71,13 +73,27 @@ pub async fn resolve(suite: &Suite, ctx: &Context) -> Result<Resolved> {
         })
         .collect::<Result<_>>()?;
     make_datasets(suite, ctx).await?;
-    super::replayed::prepare(suite, &ctx.traces, |s| ctx.direct_endpoint(s)).await?;
+    let restores = super::replayed::plan_restores(
+        suite,
+        &ctx.traces,
+        |s| ctx.direct_endpoint(s),
+        ctx.sandbox.as_ref(),
+        ctx.store.location(),
+    )?;
+    super::replayed::prepare(
+        suite,
+        &ctx.traces,
+        |s| ctx.direct_endpoint(s),
+        |i| restores.described(i).map(String::from),
+    )
+    .await?;
     let cell_rtt = verify_distances(suite, ctx).await?;
     let environment = probe_environment(suite, ctx, &endpoints).await?;
     Ok(Resolved {
         endpoints,
         cell_rtt,
         environment,
+        restores,
     })
 }
 

@@ -13,8 +13,8 @@ use std::time::Instant;
 use anyhow::{Context as _, Result};
 
 use super::cells::{measure_group, Measured};
-use super::context::resolve;
 pub use super::context::{check, Context};
+use super::context::{resolve, Resolved};
 use super::summary::settled;
 pub use super::summary::{rule, summarize, CellResult, Figures, Outcome, Outcomes, SuiteResult};
 pub use crate::experiment::failure::Failure;
@@ -22,7 +22,6 @@ use crate::experiment::store::{self, Environment, Repetition, Status};
 use crate::experiment::suite::{Kind, Step, Suite};
 use crate::host::{MachineCpu, MachineUse};
 use crate::options::{self, NetPath};
-use crate::proto::Endpoint;
 use crate::route::Verified;
 use crate::stats::load::STEAL_LIMIT_PERCENT;
 
@@ -75,7 +74,22 @@ pub async fn run(
     // A budget counts from here: the suite's set-up (distances, datasets, probes) spends
     // it too.
     let started = Instant::now();
-    let resolved = resolve(suite, ctx).await?;
+    let mut resolved = resolve(suite, ctx).await?;
+    let result = run_resolved(suite, ctx, &mut resolved, started, &mut progress).await;
+    // Whatever ended the run (its end, Ctrl-C, an error): the databases its trace cells
+    // restored are put back as it found them and connbench's copies dropped.
+    resolved.restores.finish().await;
+    result
+}
+
+/// The loop over the plan, once everything is resolved.
+async fn run_resolved(
+    suite: &Suite,
+    ctx: &Context,
+    resolved: &mut Resolved,
+    started: Instant,
+    progress: &mut impl FnMut(usize, usize, &str),
+) -> Result<SuiteResult> {
     // An adaptive run fixes its looks after its first round (below).
     let mut suite = suite.clone();
     let suite = &mut suite;
@@ -117,7 +131,10 @@ pub async fn run(
             .map_err(failed)?;
         progress(st.done, st.done + st.todo.len() + group.len(), &names.join(", "));
         st.done += group.len();
-        let attempt = measure_with_retakes(suite, &group, &resolved.endpoints, ctx, &names).await;
+        let attempt = measure_with_retakes(suite, &group, resolved, ctx, &names)
+            .await
+            .with_context(|| format!("suite {}, cell {}", suite.name, names.join(", ")))
+            .map_err(failed)?;
         // Ctrl-C during a step: the step was cut short, so it is not saved as a result.
         if *ctx.stop.borrow() {
             st.interrupted = true;
@@ -264,16 +281,21 @@ struct Attempt {
 
 /// Measures a group. A repetition the hypervisor disturbed (steal above the limit:
 /// another tenant ran on our cores) is measured again in place, so the round still pairs;
-/// after MAX_RETAKES the last attempt is kept and its steal stays in its figures.
+/// after MAX_RETAKES the last attempt is kept and its steal stays in its figures. Each
+/// attempt of a trace cell that restores starts from the copy of its database, put back
+/// before its clock starts (an error here is the run's: no repetition starts from
+/// something else).
 async fn measure_with_retakes(
     suite: &Suite,
     group: &[Step],
-    endpoints: &[Endpoint],
+    resolved: &mut Resolved,
     ctx: &Context,
     names: &[&str],
-) -> Attempt {
+) -> Result<Attempt> {
     let mut retakes = 0u32;
+    let endpoints = &resolved.endpoints;
     loop {
+        resolved.restores.before(group.iter().map(|s| s.cell)).await?;
         let started_at = store::now_utc();
         let t0 = Instant::now();
         let before = MachineCpu::read();
@@ -290,13 +312,13 @@ async fn measure_with_retakes(
                 );
             }
             _ => {
-                return Attempt {
+                return Ok(Attempt {
                     started_at,
                     t0,
                     results,
                     machine,
                     retakes,
-                }
+                })
             }
         }
     }

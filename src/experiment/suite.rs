@@ -82,6 +82,7 @@ pub const SETTINGS: &[&str] = &[
     "fault",
     "fault_at",
     "server_cpus",
+    "restore",
     // Labels of the user's own instances' sizes, not settings of the run: `cpus` is the
     // number a size curve draws, `size` its label ("2 vCPU").
     "cpus",

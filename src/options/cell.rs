@@ -204,3 +204,38 @@ pub fn server_cpus(s: &Settings) -> Result<Option<f64>> {
 pub fn sslmode(s: &Settings) -> Result<Option<SslMode>> {
     get(s, "sslmode", parse_sslmode)
 }
+
+/// How a trace cell's repetitions start (`restore`): each from the same data, a copy
+/// taken before the first (`template`), or from what the one before left (`none`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restore {
+    Template,
+    None,
+}
+
+impl Restore {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Restore::Template => "template",
+            Restore::None => "none",
+        }
+    }
+}
+
+/// `restore`'s value, for a suite cell and `run --restore` alike.
+pub fn parse_restore(v: &str) -> Result<Restore, String> {
+    match v {
+        "template" => Ok(Restore::Template),
+        "none" => Ok(Restore::None),
+        other => Err(format!(
+            "invalid restore {other:?}: use template (each repetition from a copy of the database taken \
+             before the first) or none (each on what the one before left)"
+        )),
+    }
+}
+
+/// A cell's `restore`, when it sets one (a trace cell's on connbench's sandbox defaults
+/// to `template` when the trace writes, elsewhere to `none`).
+pub fn restore(s: &Settings) -> Result<Option<Restore>> {
+    get(s, "restore", parse_restore)
+}

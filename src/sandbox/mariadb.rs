@@ -126,7 +126,9 @@ pub(super) async fn start(
     let data = home.join("data");
     install_db(dir, &home, &data, bins, run_as).await?;
 
-    // The roles, made by the server itself before it accepts connections.
+    // The roles, made by the server itself before it accepts connections; each may also
+    // make and drop the snapshot schemas of a restore (`dataset::snapshot`,
+    // `connbench_restore_*`), and nothing else beyond its database.
     let (native_pw, ed_pw) = (random_token(24), random_token(24));
     let mut sql = format!("CREATE DATABASE IF NOT EXISTS {DATABASE};\n");
     for host in ["%", "localhost"] {
@@ -134,7 +136,9 @@ pub(super) async fn start(
             "CREATE USER '{NATIVE_ROLE}'@'{host}' IDENTIFIED BY '{native_pw}';\n\
              GRANT ALL ON {DATABASE}.* TO '{NATIVE_ROLE}'@'{host}';\n\
              CREATE USER '{ED25519_ROLE}'@'{host}' IDENTIFIED VIA ed25519 USING PASSWORD('{ed_pw}');\n\
-             GRANT ALL ON {DATABASE}.* TO '{ED25519_ROLE}'@'{host}';\n"
+             GRANT ALL ON {DATABASE}.* TO '{ED25519_ROLE}'@'{host}';\n\
+             GRANT ALL ON `connbench\\_restore\\_%`.* TO '{NATIVE_ROLE}'@'{host}';\n\
+             GRANT ALL ON `connbench\\_restore\\_%`.* TO '{ED25519_ROLE}'@'{host}';\n"
         );
     }
     let init = home.join("init.sql");

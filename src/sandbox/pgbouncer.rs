@@ -13,6 +13,29 @@ use super::{
     DATABASE, DATABASE_TX, SUPERUSER, TRUST_ROLE,
 };
 
+impl super::SandboxInfo {
+    /// PgBouncer's admin console (the `pgbouncer` database, where the superuser is an
+    /// admin user): PAUSE and RESUME for a restore of [`DATABASE`].
+    pub fn pgbouncer_admin(&self) -> Result<crate::targets::Target> {
+        crate::targets::Target::parse(&format!(
+            "host={} port={} dbname=pgbouncer user={SUPERUSER} passfile={}",
+            self.dir.display(),
+            self.pgbouncer_port,
+            self.passfile.display()
+        ))
+        .context("the sandbox's PgBouncer admin console")
+    }
+
+    /// The names PgBouncer serves the server's database `db` under (none for a database
+    /// it does not serve): its session-mode and transaction-mode aliases of [`DATABASE`].
+    pub fn pgbouncer_aliases(&self, db: &str) -> Vec<String> {
+        match db == DATABASE {
+            true => vec![DATABASE.to_string(), DATABASE_TX.to_string()],
+            false => Vec::new(),
+        }
+    }
+}
+
 impl Sandbox {
     /// Writes the userlist (with the superuser's SCRAM `secret`) and the hba file: what
     /// stays the same from one start attempt, and one restart, to the next.

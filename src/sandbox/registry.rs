@@ -359,7 +359,8 @@ pub fn owning(target: &Target) -> Option<SandboxInfo> {
         .find(|info| serves(info, target))
 }
 
-fn serves(info: &SandboxInfo, t: &Target) -> bool {
+/// Whether `t` names one of the sandbox's servers (its sockets, or its loopback ports).
+pub fn serves(info: &SandboxInfo, t: &Target) -> bool {
     let mariadb_port = info.mariadb.as_ref().map(|m| m.port);
     match &t.host {
         Host::Unix(p) => {

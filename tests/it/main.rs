@@ -35,6 +35,7 @@ mod replay_pool;
 mod report;
 mod sandboxes;
 mod secrets;
+mod suite_restore;
 mod suite_trace;
 mod suites;
 mod sysbench;

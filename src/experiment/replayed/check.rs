@@ -140,8 +140,16 @@ pub fn check_cell(suite: &Suite, s: &Settings) -> Result<()> {
                 s.get("workload").map_or("the default workload", String::as_str)
             );
         }
+        if let Some(v) = s.get("restore") {
+            bail!(
+                "restore = {v:?}: restores a trace's repetitions, and this cell runs {}: give it \
+                 workload = \"trace:FILE\", or remove restore",
+                s.get("workload").map_or("the default workload", String::as_str)
+            );
+        }
         return Ok(());
     };
+    options::restore(s)?;
     if file.is_empty() {
         bail!("workload \"trace:\": name the trace after the colon (trace:app.trace.gz)");
     }
@@ -219,6 +227,24 @@ pub fn resolve_paths(suite: &mut Suite, dir: &Path) {
 /// only there become one), and cells whose question replay cannot ask yet are left out;
 /// each change is one line of the notes returned (printed before the run). A change that
 /// would leave the suite without its baseline is refused.
+/// `run --restore`: every trace cell's `restore` set to `restore`, overriding the file's.
+pub fn set_restore(suite: &mut Suite, restore: options::Restore) -> Result<()> {
+    let mut any = false;
+    for c in suite.cells.iter_mut().filter(|c| trace_of(&c.settings).is_some()) {
+        c.settings.insert("restore".into(), restore.as_str().into());
+        any = true;
+    }
+    if !any {
+        bail!(
+            "--restore {}: no cell of suite {} replays a trace, and restore is about a trace's \
+             repetitions; add --workload trace:FILE, or leave --restore out",
+            restore.as_str(),
+            suite.name
+        );
+    }
+    Ok(())
+}
+
 pub fn replace_workload(suite: &mut Suite, workload: &str) -> Result<Vec<String>> {
     let name = suite.name.clone();
     if suite.kind != Kind::Load {

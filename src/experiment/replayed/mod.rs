@@ -19,20 +19,27 @@
 //! each repetition's figures (`trace_*`), so a stored run reports them as a live one does;
 //! `summary` sets them beside the measured figure.
 //!
+//! A trace that writes writes again in each repetition: on connbench's sandbox (and on a
+//! target whose cell sets `restore = "template"`) each repetition starts from a copy of
+//! the database taken before the first (`restore`).
+//!
 //! The jobs, a file each: `check` (a trace cell's settings checked, and `run --workload`'s
 //! rewrite of a suite's cells), `traces` (each trace read once, with its pre-flight),
-//! `measure` (a repetition: the replay and its figures) and `prediction` (the trace's
-//! own prediction for a cell's path).
+//! `measure` (a repetition: the replay and its figures), `prediction` (the trace's own
+//! prediction for a cell's path) and `restore` (which cells' repetitions start from the
+//! same data, and the copy's life).
 
 mod check;
 mod measure;
 mod prediction;
+mod restore;
 mod traces;
 
 pub use check::{
-    check_cell, check_files, is_shape_figure, pool_settings, replace_workload, resolve_paths, trace_of,
-    DEFAULT_POOL_SIZE, FIGURES, PREFIX,
+    check_cell, check_files, is_shape_figure, pool_settings, replace_workload, resolve_paths, set_restore,
+    trace_of, DEFAULT_POOL_SIZE, FIGURES, PREFIX,
 };
 pub use measure::{measure, Replayed};
 pub use prediction::{prediction, scenario, TracePrediction};
+pub use restore::{plan as plan_restores, Restores};
 pub use traces::{prepare, Trace, Traces};

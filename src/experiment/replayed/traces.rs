@@ -100,12 +100,14 @@ fn writes(sql: &str) -> bool {
 
 /// Reads every trace the suite's cells replay (once each) and runs the pre-flight on
 /// each target they replay on: a missing relation is refused before anything runs.
-/// Warns once per trace that writes: each repetition writes again what the application
-/// wrote, on the state the previous repetitions left.
+/// Says once per trace that writes how its repetitions start: each from a copy of the
+/// database taken before the first (a cell for which `restored` names that database), or,
+/// warned, on the state the previous repetitions left.
 pub async fn prepare(
     suite: &Suite,
     traces: &Traces,
     direct_endpoint: impl Fn(&Settings) -> Result<Endpoint>,
+    restored: impl Fn(usize) -> Option<String>,
 ) -> Result<()> {
     let mut checked = std::collections::BTreeSet::new();
     for c in &suite.cells {
@@ -143,12 +145,36 @@ pub async fn prepare(
             );
         }
         if !t.writes.is_empty() {
-            eprintln!(
-                "warning: trace {} writes ({}, ...): each repetition writes it again, on what the \
-                 repetitions before it left; nothing is restored between them, so run it on a copy",
-                t.path,
-                t.writes.join("; ")
-            );
+            let (kept, not): (Vec<usize>, Vec<usize>) = (0..suite.cells.len())
+                .filter(|&i| trace_of(&suite.cells[i].settings) == Some(t.path.as_str()))
+                .partition(|&i| restored(i).is_some());
+            let mut places: Vec<String> = kept.iter().filter_map(|&i| restored(i)).collect();
+            places.dedup();
+            if !places.is_empty() {
+                eprintln!(
+                    "note: trace {} writes ({}, ...): each repetition starts from a copy of {} taken before \
+                     the first, put back before each repetition outside its measured time (restore = \
+                     \"template\")",
+                    t.path,
+                    t.writes.join("; "),
+                    places.join(", ")
+                );
+            }
+            if !not.is_empty() {
+                let cells: Vec<&str> = not.iter().map(|&i| suite.cells[i].name.as_str()).collect();
+                eprintln!(
+                    "warning: trace {} writes ({}, ...): each repetition writes it again, on what the \
+                     repetitions before it left; nothing is restored between them{}, so run it on a copy, \
+                     or set restore = \"template\" (run --restore template) to start each repetition \
+                     from a copy of the database taken before the first",
+                    t.path,
+                    t.writes.join("; "),
+                    match kept.is_empty() {
+                        true => String::new(),
+                        false => format!(" in cells {}", cells.join(", ")),
+                    }
+                );
+            }
         }
     }
     Ok(())
