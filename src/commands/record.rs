@@ -134,6 +134,9 @@ fn settings(args: &RecordArgs) -> Result<Settings> {
     let (Some(listen), Some(upstream)) = (&args.listen, &args.upstream) else {
         anyhow::bail!("record: --listen and --upstream, or --from-pcap FILE");
     };
+    if let Some(p) = args.port {
+        anyhow::bail!("--port {p}: the server's port in a capture, for --from-pcap only (the recorder's upstream is --upstream)");
+    }
     let listen: crate::net::relay::Addr = listen
         .parse()
         .map_err(|e| anyhow::anyhow!("--listen {listen:?}: {e}"))?;

@@ -723,7 +723,9 @@ fn bad_captures_are_refused_with_the_file_the_phase_and_the_fix() {
         assert!(!err.contains("panicked"), "{err}");
         assert!(!out.exists(), "{file:?}: no trace written");
     }
-    // --from-pcap takes no --listen, and --port only with it.
+    // --from-pcap takes no --listen, and --port only with it (nothing written).
+    let x = dir.join("x");
+    let x = x.to_str().unwrap();
     let o = connbench(&[
         "record",
         "--from-pcap",
@@ -731,7 +733,7 @@ fn bad_captures_are_refused_with_the_file_the_phase_and_the_fix() {
         "--listen",
         "127.0.0.1:0",
         "--out",
-        "x",
+        x,
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let o = connbench(&[
@@ -743,7 +745,9 @@ fn bad_captures_are_refused_with_the_file_the_phase_and_the_fix() {
         "--port",
         "5",
         "--out",
-        "x",
+        x,
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("for --from-pcap only"), "{}", stderr(&o));
+    assert!(!dir.join("x").exists(), "nothing recorded");
 }
