@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what connbench needs and is missing, from Debian's packages: PostgreSQL
 # (server, client, pgbench), PgBouncer, MariaDB (server and client), iproute2 and nftables (the bridge net path),
-# Prometheus (the metrics endpoint's test), and
+# Prometheus (the metrics endpoint's test), tcpdump (record --from-pcap's tests), and
 # Chromium, which the tests use to open the HTML report headless. Idempotent: does
 # nothing when all is there.
 # Sourced by scripts/lab.sh and scripts/test.sh.
@@ -21,6 +21,8 @@ command -v socat >/dev/null 2>&1 || need+=(socat)
 # Prometheus (and promtool), which the tests start to scrape `--metrics-listen` for real.
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# tcpdump, whose captures `connbench record --from-pcap` reads (its tests capture loopback).
+command -v tcpdump >/dev/null 2>&1 || [ -x /usr/bin/tcpdump ] || need+=(tcpdump)
 # Python's venv, for kubernetes-validate (PyPI), which the tests use to check the
 # Kubernetes Job connbench prints against Kubernetes' schemas, offline.
 command -v python3 >/dev/null 2>&1 || need+=(python3)

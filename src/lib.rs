@@ -25,6 +25,7 @@ pub mod net;
 pub mod proto;
 pub mod route;
 pub mod recorder;
+pub mod capture;
 pub mod sandbox;
 pub mod connect;
 pub mod workload;

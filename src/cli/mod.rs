@@ -145,7 +145,8 @@ pub enum Command {
     /// the server's time, rows, errors, transaction status) and the client's think time
     /// between them. Passwords and authentication messages are never written. A client's
     /// TLS request is answered "no" (the recorder reads plaintext). Streams to the trace
-    /// as it goes; Ctrl-C ends the recording and prints what it holds.
+    /// as it goes; Ctrl-C ends the recording and prints what it holds. With --from-pcap,
+    /// reads a tcpdump capture of the database's traffic into the same trace instead.
     #[command(after_help = record::RECORD_EXAMPLES)]
     Record(record::RecordArgs),
     /// What a recorded application does, measured, and what distance, a pool or TLS would

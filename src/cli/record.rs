@@ -18,7 +18,14 @@ with `connbench trace FILE`. Without --listen-tls the recorder reads plaintext o
 asking for TLS is answered N (sslmode=prefer goes on in plaintext; require fails). With it, the
 recorder answers TLS with a certificate of its own: generated, signed by a CA it writes to
 FILE.ca.crt beside the trace (sslmode=verify-full sslrootcert=FILE.ca.crt, mariadb --ssl-ca), or
---listen-cert/--listen-key; the private key is never written.";
+--listen-cert/--listen-key; the private key is never written.
+
+From a capture taken beside the database instead (no change to the application):
+  tcpdump -i eth0 -s 0 -w db.pcap tcp port 5432          # Ctrl-C when enough is captured
+  connbench record --from-pcap db.pcap --out app.trace.gz
+  connbench record --from-pcap shop.pcapng --engine mysql --port 3307 --out shop.trace.gz
+Times are then the wire's at the capture point; connections open before the capture began
+are decoded from their first whole message (PostgreSQL) or counted (MySQL).";
 
 pub const TRACE_EXAMPLES: &str = "\
 Examples:
@@ -39,12 +46,21 @@ pub enum EngineArg {
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Where the application connects: host:port (port 0 picks one) or a Unix socket path.
-    #[arg(long, value_name = "ADDR")]
-    pub listen: String,
+    #[arg(long, value_name = "ADDR", required_unless_present = "from_pcap")]
+    pub listen: Option<String>,
     /// Where every connection goes: host:port, a Unix socket path, or a running sandbox's
     /// target name (tcp, unix, mariadb_tcp, ...).
-    #[arg(long, value_name = "ADDR")]
-    pub upstream: String,
+    #[arg(long, value_name = "ADDR", required_unless_present = "from_pcap")]
+    pub upstream: Option<String>,
+    /// Read a packet capture instead of relaying: a `tcpdump -w` file (pcap or pcapng;
+    /// Ethernet, Linux cooked, loopback or raw IP) of the database's traffic, written as
+    /// the same trace with the capture's timestamps.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "upstream", "upstream_tls"])]
+    pub from_pcap: Option<PathBuf>,
+    /// With --from-pcap: the server's TCP port (guessed when not given: the port answering
+    /// a startup or greeting, else 5432/6432 for PostgreSQL, 3306 for MySQL).
+    #[arg(long, value_name = "N", requires = "from_pcap")]
+    pub port: Option<u16>,
     /// TLS from the recorder to the server (PostgreSQL, host:port upstream), the app's
     /// plaintext carried inside, as a cloud SQL proxy does: how an application whose
     /// database requires TLS is recorded (the app connects with sslmode=prefer/disable).

@@ -1,5 +1,5 @@
 //! `connbench record`: the recorder in front of an application's database until Ctrl-C,
-//! then what the trace holds.
+//! then what the trace holds; or, with `--from-pcap`, a capture read into a trace.
 
 use anyhow::Result;
 
@@ -13,6 +13,9 @@ use crate::targets::Engine;
 use connbench_trace::DecodeOptions;
 
 pub async fn run_record(args: RecordArgs) -> Result<Exit> {
+    if let Some(file) = &args.from_pcap {
+        return from_pcap(&args, file);
+    }
     let settings = settings(&args)?;
     let out = settings.out.clone();
     let (upstream, engine) = (settings.upstream.to_string(), settings.engine);
@@ -107,20 +110,80 @@ fn notes(counts: &Counts, ca_file: Option<&std::path::Path>) -> Vec<String> {
     notes
 }
 
+/// `--from-pcap FILE`: the capture read into the trace, then what it holds, its gaps
+/// and the sessions it could not decode from their start.
+fn from_pcap(args: &RecordArgs, file: &std::path::Path) -> Result<Exit> {
+    let engine = engine_flag(args.engine);
+    let c = crate::capture::from_pcap(&crate::capture::Settings {
+        file: file.to_path_buf(),
+        out: args.out.clone(),
+        engine,
+        port: args.port,
+        decode: DecodeOptions {
+            redact_values: args.redact_values,
+            ..DecodeOptions::default()
+        },
+    })?;
+    let t = &c.tally;
+    let mut notes = Vec::new();
+    for (n, what) in [
+        (t.gaps, "gap(s): bytes missing from the capture; each such session is closed in the trace as undecodable from its gap on (decode_error), the others are whole"),
+        (c.cut, "packet(s) cut short by the snap length (capture with tcpdump -s 0): their bytes count as missing"),
+        (t.joined - t.joined_undecoded, "session(s) already open when the capture began: decoded from their first whole message, their startup unknown (session_open.joined)"),
+        (t.joined_undecoded, match engine {
+            Engine::Postgres => "session(s) already open when the capture began showed no whole client message to start from and are not in the trace",
+            Engine::Mysql => "session(s) already open when the capture began are not in the trace: MySQL's decoder needs the connection's handshake (start the capture before the application connects)",
+        }),
+        (t.undecoded, "session(s) were not decoded to their end (see session_close's decode_error)"),
+    ] {
+        if n > 0 {
+            notes.push(format!("{n} {what}"));
+        }
+    }
+    notes.extend(t.gap_notes.iter().map(|g| format!("  {g}")));
+    emit(&format!(
+        "record: {} ({} packet(s) over {:.1} s), server port {}{}: {} session(s), {} request(s); {} up, {} down; {} events ({} uncompressed) in {}{}\n",
+        file.display(),
+        c.packets,
+        c.duration.as_secs_f64(),
+        c.port,
+        if c.port_guessed { " (guessed; --port sets it)" } else { "" },
+        t.sessions,
+        t.requests,
+        crate::units::format_bytes(t.bytes_up as f64),
+        crate::units::format_bytes(t.bytes_down as f64),
+        c.events,
+        crate::units::format_bytes(c.trace_bytes as f64),
+        args.out.display(),
+        if notes.is_empty() { String::new() } else { format!("\n  {}", notes.join("\n  ")) }
+    ));
+    Ok(Exit::Success)
+}
+
+fn engine_flag(e: EngineArg) -> Engine {
+    match e {
+        EngineArg::Postgres => Engine::Postgres,
+        EngineArg::Mysql => Engine::Mysql,
+    }
+}
+
 /// The validated settings: addresses parsed, the engine from the flag or the sandbox
 /// target named as the upstream.
 fn settings(args: &RecordArgs) -> Result<Settings> {
-    let listen: crate::net::relay::Addr = args
-        .listen
+    // clap requires both without --from-pcap.
+    let (Some(listen), Some(upstream)) = (&args.listen, &args.upstream) else {
+        anyhow::bail!("record: --listen and --upstream, or --from-pcap FILE");
+    };
+    if let Some(p) = args.port {
+        anyhow::bail!("--port {p}: the server's port in a capture, for --from-pcap only (the recorder's upstream is --upstream)");
+    }
+    let listen: crate::net::relay::Addr = listen
         .parse()
-        .map_err(|e| anyhow::anyhow!("--listen {:?}: {e}", args.listen))?;
-    let upstream = upstream_addr(&args.upstream)?;
-    let engine = match sandbox_target(&args.upstream)? {
+        .map_err(|e| anyhow::anyhow!("--listen {listen:?}: {e}"))?;
+    let (upstream, named) = (upstream_addr(upstream)?, upstream);
+    let engine = match sandbox_target(named)? {
         Some(t) => t.engine,
-        None => match args.engine {
-            EngineArg::Postgres => Engine::Postgres,
-            EngineArg::Mysql => Engine::Mysql,
-        },
+        None => engine_flag(args.engine),
     };
     if args.upstream_tls && engine == Engine::Mysql {
         anyhow::bail!("--upstream-tls: the recorder opens TLS to PostgreSQL only; record a MySQL application with the server's TLS optional");

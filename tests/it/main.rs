@@ -5,6 +5,7 @@ mod apps;
 mod apps_housekeeping;
 mod apps_pipeline;
 mod architecture;
+mod capture;
 mod cgroups;
 mod cleanup;
 mod cli;

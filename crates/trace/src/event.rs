@@ -64,6 +64,25 @@ pub struct Header {
     pub start_time: String,
     #[serde(default)]
     pub options: RecordOptions,
+    /// Set when the trace was read from a packet capture (`connbench record
+    /// --from-pcap`) rather than recorded by the hop: what was read and where it was
+    /// taken, since every time in the trace is then the capture point's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureSource>,
+}
+
+/// Where a trace read from a packet capture came from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CaptureSource {
+    /// The capture file as given.
+    pub file: String,
+    /// The server's TCP port: the connections read were those to and from it.
+    pub server_port: u16,
+    /// The capture's link type (`ethernet`, `linux_sll`, `linux_sll2`, `null`, `raw`).
+    pub link: String,
+    /// The interface it was taken on, when the file says (pcapng's `if_name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
 }
 
 impl Header {
@@ -77,6 +96,7 @@ impl Header {
             recorder,
             start_time: humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
             options,
+            capture: None,
         }
     }
 }
@@ -161,6 +181,11 @@ pub struct SessionOpen {
     pub phases: Phases,
     /// The session became ready for requests.
     pub ready: bool,
+    /// Read from a capture that began after the connection opened: its startup was not
+    /// seen, so user, database, authentication and phases are unknown (`null`), and
+    /// `open_ns` is when the capture first saw it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub joined: bool,
     /// The server refused the connection.
     pub error: Option<ServerError>,
 }

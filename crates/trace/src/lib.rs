@@ -46,7 +46,7 @@ pub mod transaction;
 mod testing;
 pub mod writer;
 
-pub use event::{ClosedBy, Event, Header, RecordOptions, Transport};
+pub use event::{CaptureSource, ClosedBy, Event, Header, RecordOptions, Transport};
 pub use fingerprint::{fingerprint, redact_literals, Dialect, Fingerprint};
 pub use reader::{ReadError, TraceReader};
 pub use writer::{Compression, TraceWriter};
@@ -138,6 +138,34 @@ impl Decoder {
         match engine {
             Engine::Postgres => Decoder::Postgres(postgres::Decoder::new(meta, options)),
             Engine::Mysql => Decoder::Mysql(mysql::Decoder::new(meta, options)),
+        }
+    }
+
+    /// A decoder for a connection already open when a packet capture began: fed from
+    /// the first whole message of each direction on, its `session_open` (written to
+    /// `out` now) marked `joined`, its startup unknown. `None` for an engine whose
+    /// decoder cannot start mid-stream: MySQL's framing of results depends on the
+    /// capabilities the handshake agreed (CLIENT_DEPRECATE_EOF and others), which a
+    /// capture that missed it cannot know.
+    pub fn joined(
+        engine: Engine,
+        meta: SessionMeta,
+        options: DecodeOptions,
+        out: &mut Vec<Event>,
+    ) -> Option<Decoder> {
+        match engine {
+            Engine::Postgres => Some(Decoder::Postgres(postgres::Decoder::joined(meta, options, out))),
+            Engine::Mysql => None,
+        }
+    }
+
+    /// Decoding stops for `reason` (bytes missing from a capture): requests awaiting
+    /// answers are written unanswered, later bytes are counted as undecoded, and the
+    /// reason is the session's `decode_error` at its close.
+    pub fn interrupt(&mut self, reason: String, out: &mut Vec<Event>) {
+        match self {
+            Decoder::Postgres(d) => d.interrupt(reason, out),
+            Decoder::Mysql(d) => d.interrupt(reason, out),
         }
     }
 

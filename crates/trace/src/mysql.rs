@@ -190,6 +190,13 @@ impl Decoder {
         }
     }
 
+    /// See [`crate::Decoder::interrupt`].
+    pub fn interrupt(&mut self, reason: String, out: &mut Vec<Event>) {
+        if self.state != State::Passthrough {
+            self.fail(reason, out);
+        }
+    }
+
     /// Stops decoding: the rest passes through, and why is said once, at the close.
     fn fail(&mut self, reason: String, out: &mut Vec<Event>) {
         self.state = State::Passthrough;

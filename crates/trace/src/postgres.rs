@@ -98,6 +98,25 @@ impl Decoder {
         }
     }
 
+    /// See [`crate::Decoder::joined`]: ready at once, its open written to `out`.
+    pub fn joined(meta: SessionMeta, options: DecodeOptions, out: &mut Vec<Event>) -> Decoder {
+        let mut d = Decoder::new(meta, options);
+        d.state = State::Ready;
+        d.c.open.ready = true;
+        d.c.open.joined = true;
+        // No `ready` time: the first request's think time is unknown (null), not the
+        // time since the capture first saw the connection.
+        d.c.write_open(out);
+        d
+    }
+
+    /// See [`crate::Decoder::interrupt`].
+    pub fn interrupt(&mut self, reason: String, out: &mut Vec<Event>) {
+        if self.state != State::Passthrough {
+            self.fail(reason, out);
+        }
+    }
+
     pub fn tls_requested(&self) -> bool {
         self.c.open.tls_requested
     }
