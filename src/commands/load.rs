@@ -447,12 +447,29 @@ fn exit_status(run: &LoadRequest, loaded: &LoadRun, summary: &stats::load::LoadS
              the run until then"
         );
     }
+    let ramp = &summary.ramp;
+    if ramp.connected < ramp.wanted && !loaded.interrupted {
+        eprintln!(
+            "warning: {} of {} connections were not made before the measurement ({} failed attempts during the \
+             ramp; the first error: {}); their clients went on trying during it, so fewer ran than asked",
+            ramp.wanted - ramp.connected,
+            ramp.wanted,
+            ramp.failed_attempts,
+            loaded.first_error.as_deref().unwrap_or("none kept")
+        );
+    }
     if summary.transactions == 0 && !loaded.interrupted {
         let first = loaded
             .first_error
             .as_deref()
             .unwrap_or("no transaction completed");
-        eprintln!("error: every transaction failed; the first error: {first}");
+        if summary.failed_transactions == 0
+            && (summary.refused_attempts > 0 || summary.ramp.failed_attempts > 0)
+        {
+            eprintln!("error: no transaction ran: every connect was refused; the first error: {first}");
+        } else {
+            eprintln!("error: every transaction failed; the first error: {first}");
+        }
         return Exit::Failed;
     }
     if loaded.interrupted {
