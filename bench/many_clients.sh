@@ -88,8 +88,10 @@ run_pgbench() {
     tps=$(awk '/^tps = / { print $3; exit }' "$WORK/out")
     tx=$(awk -F': ' '/number of transactions actually processed/ { split($2, a, "/"); print a[1] }' "$WORK/out")
     failed=$(awk -F': ' '/number of failed transactions/ { split($2, a, " "); print a[1] }' "$WORK/out")
-    ramp=$(awk '/initial connection time/ { printf "%.2fs", $5 / 1000 }' "$WORK/out")
+    ramp=$(awk '/initial connection time/ { printf "%.2fs", $5 / 1000; exit }' "$WORK/out")
     local note="errors ${failed:-?}"
+    # No figure: say what pgbench said (its last words, on either stream).
+    [ -n "$tps" ] || note="$note; $(cat "$WORK/err" "$WORK/out" | grep -v '^ *$' | tail -2 | tr '\n' ' ' | cut -c1-160)"
     [ "$status" = 0 ] || note="$note; exit $status: $(grep -m1 -i 'error' "$WORK/err" "$WORK/out" | cut -c1-100 || true)"
     row pgbench "$n" "$status" "${tps:--}" "${tx:-0}" "-" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" \
         "$rss" "${ramp:--}" "$note"

@@ -44,8 +44,10 @@ pub const REFUSED_PATIENCE: Duration = Duration::from_secs(60);
 /// backlog (EAGAIN on a Unix socket) and the server's accept loop.
 pub const PACED_FROM: usize = 1000;
 /// Connects a second when many clients are asked and no rate is given: 10,000 clients
-/// connected in 5 s, what one core's PgBouncer takes with SCRAM logins and the client's
-/// own PBKDF2 keeps up with on two cores.
+/// connected in 5 s where the client keeps up. Each SCRAM login costs the client about
+/// a millisecond of PBKDF2, so on two busy cores it falls behind (1,700/s achieved at
+/// 10,000 clients through PgBouncer, docs/benchmarks.md) and connects as fast as it can,
+/// which a lower default would only slow.
 pub const DEFAULT_CONNECT_RATE: f64 = 2000.0;
 
 /// Whether a failed connect was turned away rather than failed: the server or pooler
