@@ -340,8 +340,13 @@ fn print_progress(p: &Progress, timestamp: bool) {
     } else {
         p.at_s
     };
+    // Refused connects only when there are some, so the line stays pgbench's otherwise.
+    let refused = match p.totals.refused {
+        0 => String::new(),
+        n => format!(", {n} connects refused"),
+    };
     eprintln!(
-        "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
+        "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed{refused}",
         at,
         p.totals.transactions as f64 / p.period_s,
         q(|l| l.p50_ns),
