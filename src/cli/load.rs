@@ -122,6 +122,13 @@ pub struct LoadArgs {
     #[arg(short = 'R', long = "rate", value_parser = options::parse_rate)]
     pub rate: Option<f64>,
 
+    /// Pace the connections opened before the clock (each client's, or a pool's) at this
+    /// many a second (2000, or 2000/s), on an even schedule; a refused connect backs off
+    /// and is counted apart. The ramp's time, rate and failed attempts are reported.
+    /// [default: 2000/s from 1,000 clients; fewer connect all at once]
+    #[arg(long = "connect-rate", value_name = "N/s", value_parser = options::parse_connect_rate)]
+    pub connect_rate: Option<f64>,
+
     /// Pause between a client's transactions (e.g. 500ms), as an application thinking.
     #[arg(long, default_value = "0", value_parser = options::parse_pause)]
     pub think: Duration,
@@ -308,6 +315,7 @@ impl LoadArgs {
             },
             warmup: self.warmup,
             rate: self.rate,
+            connect_rate: self.connect_rate,
             think: self.think,
             per_command: self.per_command,
             latency_limit: self.latency_limit,
@@ -403,6 +411,9 @@ impl LoadArgs {
         let (first, count) = share(options.clients, n as usize, index as usize)?;
         options.clients = count;
         options.rate = options.rate.map(|r| r * count as f64 / total_clients as f64);
+        options.connect_rate = options
+            .connect_rate
+            .map(|r| r * count as f64 / total_clients as f64);
         Ok(Some(WorkerShare {
             index: index as usize,
             workers: n as usize,

@@ -340,8 +340,13 @@ fn print_progress(p: &Progress, timestamp: bool) {
     } else {
         p.at_s
     };
+    // Refused connects only when there are some, so the line stays pgbench's otherwise.
+    let refused = match p.totals.refused {
+        0 => String::new(),
+        n => format!(", {n} connects refused"),
+    };
     eprintln!(
-        "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed",
+        "progress: {:.1} s, {:.1} tps, p50 {}, p99 {}, {} failed{refused}",
         at,
         p.totals.transactions as f64 / p.period_s,
         q(|l| l.p50_ns),
@@ -447,12 +452,29 @@ fn exit_status(run: &LoadRequest, loaded: &LoadRun, summary: &stats::load::LoadS
              the run until then"
         );
     }
+    let ramp = &summary.ramp;
+    if ramp.connected < ramp.wanted && !loaded.interrupted {
+        eprintln!(
+            "warning: {} of {} connections were not made before the measurement ({} failed attempts during the \
+             ramp; the first error: {}); their clients went on trying during it, so fewer ran than asked",
+            ramp.wanted - ramp.connected,
+            ramp.wanted,
+            ramp.failed_attempts,
+            loaded.first_error.as_deref().unwrap_or("none kept")
+        );
+    }
     if summary.transactions == 0 && !loaded.interrupted {
         let first = loaded
             .first_error
             .as_deref()
             .unwrap_or("no transaction completed");
-        eprintln!("error: every transaction failed; the first error: {first}");
+        if summary.failed_transactions == 0
+            && (summary.refused_attempts > 0 || summary.ramp.failed_attempts > 0)
+        {
+            eprintln!("error: no transaction ran: every connect was refused; the first error: {first}");
+        } else {
+            eprintln!("error: every transaction failed; the first error: {first}");
+        }
         return Exit::Failed;
     }
     if loaded.interrupted {

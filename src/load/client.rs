@@ -3,33 +3,17 @@
 //! log. Also what a worker's clients share ([`WorkerShared`]) and how a connection is
 //! opened for them. This is the hot path: every transaction goes through [`client`].
 
-use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
+use super::connecting::{open_in_run, NotConnected};
 use super::plan::{End, LoadPlan, Policy, WeightedScript};
-use super::pool::Pool;
-use crate::load::log::{Clock, Entry, Failure, Outcome, TxLog};
-use crate::load::measurements::{Interval, Measurements};
-use crate::net::transport::{Counters, TlsInfo};
-use crate::proto::{self, Endpoint, Session};
-use crate::proto::{ConnectError, ErrorKind, PhaseCursor, Timeline};
+use super::shared::{note_first_error, Times, WorkerShared};
+use crate::load::log::{Entry, Failure, Outcome};
+use crate::net::transport::Counters;
+use crate::proto::Session;
+use crate::proto::{ConnectError, ErrorKind, Timeline};
 use crate::workload::{ClientSeat, CommandTimes, Executor, Script};
-
-/// The shared clock of a run.
-#[derive(Debug, Clone, Copy)]
-pub struct Times {
-    /// Set when the start gate failed: the workers close their connections and return.
-    pub cancelled: bool,
-    pub warm_start: Instant,
-    pub measure_start: Instant,
-    pub end: Option<Instant>,
-    /// The run's instants in Unix time (the transaction log's timestamps).
-    pub clock: Clock,
-}
 
 /// Where each script's commands start in the run's per-command records.
 fn command_offsets(scripts: &[WeightedScript]) -> Vec<usize> {
@@ -41,64 +25,6 @@ fn command_offsets(scripts: &[WeightedScript]) -> Vec<usize> {
             Some(start)
         })
         .collect()
-}
-
-/// State shared by the clients of one worker (one thread, so `Rc` and `RefCell`).
-pub struct WorkerShared {
-    pub plan: Arc<LoadPlan>,
-    pub measurements: RefCell<Measurements>,
-    pub progress: RefCell<Interval>,
-    pub pool: Option<Pool>,
-    pub first_error: RefCell<Option<String>>,
-    pub aborted: RefCell<Vec<String>>,
-    pub server_version: RefCell<Option<String>>,
-    pub tls: RefCell<Option<TlsInfo>>,
-    pub last_end: RefCell<Option<Instant>>,
-    pub setup: RefCell<(u64, u64)>,
-    pub times: RefCell<Option<Times>>,
-    /// This worker's transaction log (-l), written by its clients after each measured
-    /// transaction, flushed when the worker ends.
-    pub log: RefCell<Option<TxLog>>,
-    /// Set when Ctrl-C stopped this worker's clients.
-    pub stopped: std::cell::Cell<bool>,
-    /// --exit-on-abort's switch, shared by every worker (see [`run`]).
-    pub halt: Arc<watch::Sender<bool>>,
-}
-
-/// A connection before the clock starts (a persistent client's or a pool's).
-pub async fn open_setup(shared: &WorkerShared) -> Option<Session> {
-    match open(shared).await {
-        Ok((s, t)) => {
-            let mut setup = shared.setup.borrow_mut();
-            setup.0 += 1;
-            setup.1 += t.total_ns;
-            Some(s)
-        }
-        Err(e) => {
-            note_first_error(shared, || e.to_string());
-            None
-        }
-    }
-}
-
-async fn open(shared: &WorkerShared) -> Result<(Session, Timeline), ConnectError> {
-    let ep: &Endpoint = &shared.plan.endpoint;
-    let cursor = PhaseCursor::default();
-    let attempt = proto::connect(ep, &cursor);
-    let (session, timeline) = attempt.await?;
-    if shared.server_version.borrow().is_none() {
-        *shared.server_version.borrow_mut() = session.server_version().map(str::to_string);
-        *shared.tls.borrow_mut() = timeline.tls.clone();
-    }
-    Ok((session, timeline))
-}
-
-/// Keeps the run's first error; later ones are only counted, never formatted.
-fn note_first_error(shared: &WorkerShared, message: impl FnOnce() -> String) {
-    let mut first = shared.first_error.borrow_mut();
-    if first.is_none() {
-        *first = Some(message());
-    }
 }
 
 /// The failure's counting key: the SQLSTATE for server errors (so they group by
@@ -408,10 +334,12 @@ fn finish(
                 record_commit(shared, tx, bytes, connect.as_ref(), exec.times.as_ref());
             }
         }
+        Err(TxError { ended: true, .. }) => return true,
         Err(TxError {
             error,
             connecting,
             lost,
+            ..
         }) => {
             note_first_error(shared, || error.to_string());
             if plan.verbose_errors {
@@ -628,11 +556,34 @@ fn choose(scripts: &[WeightedScript], total_weight: i64, rng: &mut crate::rng::R
 }
 
 /// A failed transaction, whether it failed while connecting, and whether its
-/// connection was lost.
+/// connection was lost; or (`ended`) none at all: the run ended while its client was
+/// backing off from refused connects, which are counted as such.
 struct TxError {
     error: ConnectError,
     connecting: bool,
     lost: bool,
+    ended: bool,
+}
+
+impl TxError {
+    fn connecting(n: NotConnected) -> TxError {
+        let (error, ended) = match n {
+            NotConnected::Failed(e) => (e, false),
+            NotConnected::RunEnded => (
+                ConnectError::new(
+                    crate::proto::Phase::Connect,
+                    ErrorKind::Config("the run ended while connecting".into()),
+                ),
+                true,
+            ),
+        };
+        TxError {
+            error,
+            connecting: true,
+            lost: false,
+            ended,
+        }
+    }
 }
 
 /// One transaction under the plan's policy: get a connection, run the script, give the
@@ -644,16 +595,15 @@ async fn transaction(
     persistent: &mut Option<Session>,
 ) -> Result<(Counters, Option<Timeline>), TxError> {
     let plan = &shared.plan;
-    let connect_err = |error| TxError {
-        error,
-        connecting: true,
-        lost: false,
-    };
+    let connect_err = TxError::connecting;
+    // A connect's state (its TLS and SCRAM exchanges) is boxed where it is awaited: held
+    // inline, it would size every client's task for the whole run, whether it ever
+    // reconnects or not (bytes that 10,000 idle clients each keep).
     match &plan.policy {
         Policy::Persistent => {
             let mut made = None;
             if persistent.is_none() {
-                let (s, tl) = open(shared).await.map_err(connect_err)?;
+                let (s, tl) = Box::pin(open_in_run(shared)).await.map_err(connect_err)?;
                 exec.prepared = false;
                 *persistent = Some(s);
                 made = Some(tl);
@@ -670,10 +620,11 @@ async fn transaction(
                 error: e.error,
                 connecting: false,
                 lost,
+                ended: false,
             })
         }
         Policy::PerTransaction => {
-            let (mut s, tl) = open(shared).await.map_err(connect_err)?;
+            let (mut s, tl) = Box::pin(open_in_run(shared)).await.map_err(connect_err)?;
             exec.prepared = false;
             let result = exec.run(script, plan.mode, &mut s).await;
             let bytes = s.counters();
@@ -683,11 +634,15 @@ async fn transaction(
                 error: e.error,
                 connecting: false,
                 lost,
+                ended: false,
             })
         }
         Policy::Pool { .. } => {
             let pool = shared.pool.as_ref().expect("pool policy has a pool");
-            let (mut conn, made) = pool.acquire(|| open(shared)).await.map_err(connect_err)?;
+            let (mut conn, made) = pool
+                .acquire(|| Box::pin(open_in_run(shared)))
+                .await
+                .map_err(connect_err)?;
             // Prepared statements live on one connection; a pooled client may get
             // another one each time, so it prepares again when the connection changed.
             if made.is_some() || exec.connection != conn.id {
@@ -703,6 +658,7 @@ async fn transaction(
                 error: e.error,
                 connecting: false,
                 lost,
+                ended: false,
             })
         }
     }

@@ -79,6 +79,8 @@ pub struct Interval {
     pub transactions: u64,
     pub failures: u64,
     pub connects: u64,
+    /// Refused connect attempts (each counted once, never as a transaction).
+    pub refused: u64,
     /// Transaction latencies in microseconds.
     pub latency_us: Histogram<u64>,
     /// Live figures only (progress periods, for the metrics endpoint): failures by kind,
@@ -94,6 +96,7 @@ impl Interval {
             transactions: 0,
             failures: 0,
             connects: 0,
+            refused: 0,
             latency_us: interval_histogram(),
             failure_kinds: BTreeMap::new(),
             connect_ns: 0,
@@ -113,6 +116,7 @@ impl AddAssign<&Interval> for Interval {
         self.transactions += o.transactions;
         self.failures += o.failures;
         self.connects += o.connects;
+        self.refused += o.refused;
         self.latency_us.add(&o.latency_us).expect("same bounds");
         for (k, n) in &o.failure_kinds {
             *self.failure_kinds.entry(k.clone()).or_default() += n;
@@ -142,6 +146,10 @@ pub struct Measurements {
     /// Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).
     pub failures: BTreeMap<String, FailureCount>,
     pub failed_transactions: u64,
+    /// Connect attempts refused during the measurement ([`crate::load::connecting`]):
+    /// each counted once, by kind, never as a transaction.
+    pub refused: BTreeMap<String, FailureCount>,
+    pub refused_attempts: u64,
     /// Time of the measured transactions: the successful ones' latencies summed (exact,
     /// where `latency` holds them at 3 significant digits), and the failed ones' from
     /// their (intended) start to their failure, so what failures cost is measured, not
@@ -179,6 +187,7 @@ pub struct SeriesEntry {
     pub transactions: u64,
     pub failures: u64,
     pub connects: u64,
+    pub refused: u64,
     pub latency_us: Vec<(u64, u64)>,
 }
 
@@ -210,6 +219,8 @@ impl Measurements {
             skipped: 0,
             failures: BTreeMap::new(),
             failed_transactions: 0,
+            refused: BTreeMap::new(),
+            refused_attempts: 0,
             latency_sum_ns: 0,
             failed_ns: 0,
             connects: 0,
@@ -385,6 +396,25 @@ impl Measurements {
         }
         self.interval(index).failures += 1;
     }
+
+    /// A refused connect attempt of `kind` in interval `index`; `message` is formatted
+    /// only for the first of its kind.
+    pub fn record_refused(&mut self, index: usize, kind: &str, message: impl FnOnce() -> String) {
+        match self.refused.get_mut(kind) {
+            Some(f) => f.count += 1,
+            None => {
+                self.refused.insert(
+                    kind.to_string(),
+                    FailureCount {
+                        count: 1,
+                        example: message(),
+                    },
+                );
+            }
+        }
+        self.refused_attempts += 1;
+        self.interval(index).refused += 1;
+    }
 }
 
 impl AddAssign<&Measurements> for Measurements {
@@ -407,6 +437,13 @@ impl AddAssign<&Measurements> for Measurements {
                 .and_modify(|mine| mine.count += f.count)
                 .or_insert_with(|| f.clone());
         }
+        for (k, f) in &o.refused {
+            self.refused
+                .entry(k.clone())
+                .and_modify(|mine| mine.count += f.count)
+                .or_insert_with(|| f.clone());
+        }
+        self.refused_attempts += o.refused_attempts;
         self.connects += o.connects;
         self.connect_ns += o.connect_ns;
         self.bytes.bytes_sent += o.bytes.bytes_sent;
@@ -436,6 +473,7 @@ impl AddAssign<&Measurements> for Measurements {
             a.transactions += b.transactions;
             a.failures += b.failures;
             a.connects += b.connects;
+            a.refused += b.refused;
             a.latency_us.extend_from_slice(&b.latency_us);
         }
     }

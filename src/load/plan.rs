@@ -131,6 +131,10 @@ pub struct LoadPlan {
     /// pgbench's -l: the transaction log files, one per worker thread, created before
     /// the run; `None` logs nothing.
     pub log: Option<LogFiles>,
+    /// `--connect-rate`: the connections opened before the clock (persistent clients', a
+    /// pool's) start on an even schedule at this many a second; `None` starts them all
+    /// at once ([`crate::load::connecting`]).
+    pub connect_rate: Option<f64>,
 }
 
 /// Says when the run starts: a blocking call, made once all clients are connected; an
@@ -189,6 +193,34 @@ pub struct LoadRun {
     pub aborted: Vec<String>,
     pub server_version: Option<String>,
     pub tls: Option<TlsInfo>,
+    /// How the connections opened before the clock came up.
+    pub ramp: ConnectRamp,
+}
+
+/// The connect ramp: the connections opened before the clock (a persistent client's, a
+/// pool's), from the first attempt to the last one connected.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectRamp {
+    /// Connections the ramp was to open, and those it did.
+    pub wanted: u64,
+    pub connected: u64,
+    /// The pace asked for (`--connect-rate`, or the default for many clients); `None`:
+    /// all at once.
+    pub rate: Option<f64>,
+    /// From the first attempt to the last connection made; zero when none was.
+    pub took: Duration,
+    /// Attempts that failed during the ramp (each refused one counted once, then backed
+    /// off and tried again), by kind, with the first of each kind in full.
+    pub failed_attempts: u64,
+    pub failures: std::collections::BTreeMap<String, crate::connect::FailureCount>,
+}
+
+impl ConnectRamp {
+    /// Connects a second over the ramp; `None` when it took no measurable time.
+    pub fn achieved_rate(&self) -> Option<f64> {
+        (self.connected > 1 && !self.took.is_zero())
+            .then(|| (self.connected - 1) as f64 / self.took.as_secs_f64())
+    }
 }
 
 impl LoadRun {
@@ -213,6 +245,7 @@ impl LoadRun {
             aborted: Vec::new(),
             server_version: None,
             tls: None,
+            ramp: ConnectRamp::default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::proto::{ConnectError, Session, Timeline};
+use crate::proto::{Session, Timeline};
 
 /// A pooled connection.
 pub struct Pooled {
@@ -63,10 +63,10 @@ impl Pool {
 
     /// A connection: an idle one, a new one (from `open`) when below `size`, or the next
     /// one freed.
-    pub async fn acquire<F, Fut>(&self, open: F) -> Result<(Pooled, Option<Timeline>), ConnectError>
+    pub async fn acquire<F, Fut, E>(&self, open: F) -> Result<(Pooled, Option<Timeline>), E>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<(Session, Timeline), ConnectError>>,
+        Fut: Future<Output = Result<(Session, Timeline), E>>,
     {
         loop {
             let now = Instant::now();

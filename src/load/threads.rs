@@ -26,15 +26,17 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio::sync::{mpsc, watch};
 
-use super::client::{client, open_setup, Times, WorkerShared};
+use super::client::client;
+use super::connecting::{ensure_open_files, ramp_deadline, ramp_open, slot};
 use super::pool::Pool;
+use super::shared::{RampRecord, Times, WorkerShared};
 use crate::host::{cpu_between, thread_usage, Accounting, Cpu, MachineCpu, Source, Usage};
 use crate::load::log::{Clock, Columns};
 use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
-use super::plan::{End, LoadPlan, LoadRun, Policy, Progress, StartGate, WeightedScript};
+use super::plan::{ConnectRamp, End, LoadPlan, LoadRun, Policy, Progress, StartGate, WeightedScript};
 
 /// How long after the measured window a client may still wait on the server before the
 /// run stops waiting for it.
@@ -89,6 +91,7 @@ struct WorkerResult {
     server_version: Option<String>,
     tls: Option<TlsInfo>,
     interrupted: bool,
+    ramp: RampRecord,
 }
 
 impl WorkerResult {
@@ -107,6 +110,7 @@ impl WorkerResult {
             server_version: None,
             tls: None,
             interrupted: false,
+            ramp: RampRecord::default(),
         }
     }
 }
@@ -119,7 +123,10 @@ pub async fn run(
     mut on_progress: impl FnMut(Progress),
 ) -> Result<LoadRun> {
     let threads = plan.threads.clamp(1, plan.clients.max(1));
+    ensure_open_files(&plan)?;
     let plan = Arc::new(plan);
+    // The connect ramp's schedule counts from here, across the workers.
+    let ramp_start = Instant::now() + Duration::from_millis(5);
     let times: Arc<OnceLock<Times>> = Arc::new(OnceLock::new());
     let connected = Arc::new(Barrier::new(threads + 1));
     let go = Arc::new(Barrier::new(threads + 1));
@@ -150,7 +157,11 @@ pub async fn run(
         );
         let handle = std::thread::Builder::new()
             .name(format!("connbench-worker-{w}"))
-            .spawn(move || worker(plan, w, ids, times, connected, go, stop, halt, overrun, tx))
+            .spawn(move || {
+                worker(
+                    plan, w, ids, ramp_start, times, connected, go, stop, halt, overrun, tx,
+                )
+            })
             .context("cannot start a worker thread")?;
         handles.push(handle);
     }
@@ -282,6 +293,7 @@ fn merge(
         ..LoadRun::empty()
     };
     let mut last_end = measure_start;
+    let mut ramp = RampRecord::default();
     for r in results {
         measurements += &r.measurements;
         run.cpu_user += r.cpu.0;
@@ -312,6 +324,7 @@ fn merge(
         run.aborted.extend(r.aborted.iter().cloned());
         run.server_version = run.server_version.take().or_else(|| r.server_version.clone());
         run.tls = run.tls.take().or_else(|| r.tls.clone());
+        merge_ramp(&mut ramp, &r.ramp);
         if let Some(e) = r.last_end {
             last_end = last_end.max(e);
         }
@@ -322,7 +335,35 @@ fn merge(
     };
     run.measured = window_end.saturating_duration_since(measure_start);
     run.measurements = measurements;
+    run.ramp = ConnectRamp {
+        rate: plan.connect_rate,
+        took: match (ramp.first_attempt, ramp.last_connected) {
+            (Some(first), Some(last)) => last.saturating_duration_since(first),
+            _ => Duration::ZERO,
+        },
+        ..ramp.ramp
+    };
     run
+}
+
+/// Adds one worker's ramp to the run's: counts summed, the first attempt and the last
+/// connection across the workers.
+fn merge_ramp(into: &mut RampRecord, r: &RampRecord) {
+    let (a, b) = (&mut into.ramp, &r.ramp);
+    a.wanted += b.wanted;
+    a.connected += b.connected;
+    a.failed_attempts += b.failed_attempts;
+    for (k, f) in &b.failures {
+        a.failures
+            .entry(k.clone())
+            .and_modify(|mine| mine.count += f.count)
+            .or_insert_with(|| f.clone());
+    }
+    into.first_attempt = into
+        .first_attempt
+        .min(r.first_attempt)
+        .or(into.first_attempt.or(r.first_attempt));
+    into.last_connected = into.last_connected.max(r.last_connected);
 }
 
 /// Every script's commands as written, in script order; with several scripts, each
@@ -359,6 +400,7 @@ fn worker(
     plan: Arc<LoadPlan>,
     index: usize,
     ids: Vec<usize>,
+    ramp_start: Instant,
     times: Arc<OnceLock<Times>>,
     connected: Arc<Barrier>,
     go: Arc<Barrier>,
@@ -378,9 +420,9 @@ fn worker(
         .build()
         .context("cannot start a worker runtime")?;
     let local = tokio::task::LocalSet::new();
-    let shared = worker_shared(&plan, halt);
-    // Connect every persistent client first; nothing here is timed.
-    let sessions = local.block_on(&rt, connect_clients(shared.clone(), ids.len()));
+    let shared = worker_shared(&plan, index, halt);
+    // Connect every persistent client first, on the ramp's schedule; nothing here is timed.
+    let sessions = local.block_on(&rt, connect_clients(shared.clone(), &ids, ramp_start));
     // The worker thread itself waits at the start line (outside its runtime), so the
     // scheduler wakes this thread, not a helper that then wakes it.
     connected.wait();
@@ -414,7 +456,7 @@ fn worker(
 }
 
 /// What the clients of one worker share, before they connect.
-fn worker_shared(plan: &Arc<LoadPlan>, halt: Arc<watch::Sender<bool>>) -> Rc<WorkerShared> {
+fn worker_shared(plan: &Arc<LoadPlan>, index: usize, halt: Arc<watch::Sender<bool>>) -> Rc<WorkerShared> {
     let pool = match &plan.policy {
         Policy::Pool {
             size_per_thread,
@@ -445,44 +487,60 @@ fn worker_shared(plan: &Arc<LoadPlan>, halt: Arc<watch::Sender<bool>>) -> Rc<Wor
         log: RefCell::new(None),
         stopped: std::cell::Cell::new(false),
         halt,
+        ramp: RefCell::new(RampRecord::default()),
+        backoff_rng: RefCell::new(crate::rng::Rng::new(
+            plan.seed ^ (index as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D),
+        )),
     })
 }
 
-/// The sessions of `n` clients opened before the clock: a persistent client's own, and
-/// a pool's. Nothing here is timed.
-async fn connect_clients(shared: Rc<WorkerShared>, n: usize) -> Vec<Option<Session>> {
-    let mut sessions = Vec::with_capacity(n);
-    if shared.plan.policy == Policy::Persistent {
-        let opens: Vec<_> = (0..n)
-            .map(|_| {
-                let shared = shared.clone();
-                tokio::task::spawn_local(async move { open_setup(&shared).await })
-            })
-            .collect();
-        for o in opens {
-            sessions.push(o.await.ok().flatten());
+/// The sessions of this worker's clients (`ids`, numbered across the workers) opened
+/// before the clock: a persistent client's own, and a pool's, each at its slot on the
+/// ramp that starts at `start` ([`crate::load::connecting`]). Nothing here is timed.
+async fn connect_clients(shared: Rc<WorkerShared>, ids: &[usize], start: Instant) -> Vec<Option<Session>> {
+    let plan = shared.plan.clone();
+    let threads = plan.threads.clamp(1, plan.clients.max(1));
+    // A pool opens its connections before the clock too, as an application's pool does
+    // when it starts: the measured window holds pooled queries and the lifetime's
+    // reconnects, not the first connects (which a short run would otherwise spread over
+    // few transactions). Its k-th connection takes the ramp's slot k * threads + worker.
+    let (slots, wanted): (Vec<usize>, usize) = match (&plan.policy, &shared.pool) {
+        (Policy::Persistent, _) => (ids.to_vec(), plan.clients),
+        (_, Some(pool)) => {
+            let worker = ids.first().copied().unwrap_or(0) % threads;
+            let n = ids.len().min(pool.size);
+            (
+                (0..n).map(|k| k * threads + worker).collect(),
+                pool.size * threads,
+            )
         }
-    } else {
-        sessions.resize_with(n, || None);
+        _ => (Vec::new(), 0),
+    };
+    let deadline = ramp_deadline(&plan, start, wanted);
+    shared.ramp.borrow_mut().ramp.wanted = slots.len() as u64;
+    let opens: Vec<_> = slots
+        .iter()
+        .map(|&k| {
+            let (shared, at) = (shared.clone(), slot(&plan, start, k));
+            tokio::task::spawn_local(async move { ramp_open(&shared, at, deadline).await })
+        })
+        .collect();
+    let mut opened = Vec::with_capacity(opens.len());
+    for o in opens {
+        opened.push(o.await.ok().flatten());
     }
-    // A pool opens its connections before the clock too, as an application's
-    // pool does when it starts: the measured window holds pooled queries and the
-    // lifetime's reconnects, not the first connects (which a short run would
-    // otherwise spread over few transactions).
     if let Some(pool) = &shared.pool {
-        let opens: Vec<_> = (0..n.min(pool.size))
-            .map(|_| {
-                let shared = shared.clone();
-                tokio::task::spawn_local(async move { open_setup(&shared).await })
-            })
-            .collect();
-        for o in opens {
-            if let Some(s) = o.await.ok().flatten() {
-                pool.add(s);
-            }
+        for s in opened.into_iter().flatten() {
+            pool.add(s);
         }
+        let mut sessions = Vec::with_capacity(ids.len());
+        sessions.resize_with(ids.len(), || None);
+        return sessions;
     }
-    sessions
+    if opened.is_empty() {
+        opened.resize_with(ids.len(), || None);
+    }
+    opened
 }
 
 /// The worker's measured stretch: its clients run from the shared start to the end,
@@ -679,5 +737,6 @@ fn worker_result(
         server_version: shared.server_version.borrow().clone(),
         tls: shared.tls.borrow().clone(),
         interrupted,
+        ramp: shared.ramp.take(),
     }
 }

@@ -78,6 +78,9 @@ pub struct LoadOptions {
     pub interval: Duration,
     /// Pacing: a target rate for all clients together, and a pause after each transaction.
     pub rate: Option<f64>,
+    /// `--connect-rate`: connects a second for the connections opened before the clock;
+    /// `None`: the default ([`LoadOptions::connect_rate`]).
+    pub connect_rate: Option<f64>,
     pub think: Duration,
     /// Time every command of the script (`load -r`; suites do not report it).
     pub per_command: bool,
@@ -127,6 +130,7 @@ impl Default for LoadOptions {
             end: End::Duration(Duration::from_secs(10)),
             warmup: Duration::ZERO,
             rate: None,
+            connect_rate: None,
             think: Duration::ZERO,
             per_command: false,
             latency_limit: None,
@@ -177,6 +181,7 @@ impl LoadOptions {
             end: duration.map(End::Duration).unwrap_or(d.end),
             warmup: warmup.unwrap_or(d.warmup),
             rate: get(s, "rate", parse_rate)?,
+            connect_rate: d.connect_rate,
             think: get(s, "think", parse_pause)?.unwrap_or(d.think),
             per_command: d.per_command,
             latency_limit: d.latency_limit,
@@ -233,6 +238,16 @@ impl LoadOptions {
                 idle_timeout: self.pool.idle_timeout,
             },
         })
+    }
+
+    /// The connect ramp's pace: the rate given, else, from
+    /// [`PACED_FROM`](crate::load::connecting::PACED_FROM) clients,
+    /// [`DEFAULT_CONNECT_RATE`](crate::load::connecting::DEFAULT_CONNECT_RATE); fewer
+    /// connect all at once, as they always have.
+    pub fn connect_rate(&self) -> Option<f64> {
+        use crate::load::connecting::{DEFAULT_CONNECT_RATE, PACED_FROM};
+        self.connect_rate
+            .or((self.clients >= PACED_FROM).then_some(DEFAULT_CONNECT_RATE))
     }
 
     /// Threads never outnumber clients.
@@ -469,6 +484,7 @@ impl LoadOptions {
             start_gate: None,
             turn: None,
             log: None,
+            connect_rate: self.connect_rate(),
         })
     }
 

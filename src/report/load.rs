@@ -148,13 +148,41 @@ struct PhaseLatency {
 
 #[derive(Serialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Connections {
+struct Connections<'a> {
     opened_before_measurement: u64,
     setup_connect_mean_ms: Option<f64>,
+    /// How the connections opened before the measurement came up.
+    ramp: Ramp,
+    /// Connect attempts refused during the measurement (the server's or pooler's "too
+    /// many connections", nothing listening, a full backlog): each counted once, then
+    /// backed off; never a failed transaction. By kind in `refused`.
+    failed_attempts: u64,
+    refused: &'a [FailureSummary],
     opened_during_measurement: u64,
     connect_time_s: f64,
     connect: Option<LatencyMs>,
     phases: Vec<PhaseLatency>,
+}
+
+/// The connect ramp: the connections opened before the measurement (a persistent
+/// client's, a pool's), paced by --connect-rate.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct Ramp {
+    /// Connections to open, and those opened (the rest start the run unconnected and go
+    /// on trying in it).
+    wanted: u64,
+    connected: u64,
+    /// The pace asked for, connects a second; null: all at once.
+    rate_per_s: Option<f64>,
+    /// From the first attempt to the last connection made.
+    took_s: f64,
+    /// The connections after the first over `took_s`; null with fewer than two.
+    achieved_per_s: Option<f64>,
+    /// Attempts that failed during the ramp (a refused one is counted, backed off and
+    /// tried again), and by kind.
+    failed_attempts: u64,
+    failures: Vec<FailureSummary>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -173,7 +201,7 @@ struct Summary<'a> {
     tps_excluding_connect: f64,
     latency: Option<LatencyMs>,
     schedule_lag: Option<LatencyMs>,
-    connections: Connections,
+    connections: Connections<'a>,
     cpu_user_s: f64,
     cpu_system_s: f64,
     cpu_per_transaction_us: Option<f64>,
@@ -287,6 +315,17 @@ pub fn json(
             connections: Connections {
                 opened_before_measurement: s.setup_connects,
                 setup_connect_mean_ms: s.setup_connect_mean_ns.map(|n| n / 1e6),
+                ramp: Ramp {
+                    wanted: s.ramp.wanted,
+                    connected: s.ramp.connected,
+                    rate_per_s: s.ramp.rate,
+                    took_s: s.ramp.took.as_secs_f64(),
+                    achieved_per_s: s.ramp.achieved_rate(),
+                    failed_attempts: s.ramp.failed_attempts,
+                    failures: crate::stats::load::failure_summaries(&s.ramp.failures),
+                },
+                failed_attempts: s.refused_attempts,
+                refused: &s.refused,
                 opened_during_measurement: s.connects,
                 connect_time_s: s.connect_time_s,
                 connect: s.connect.as_ref().map(ms),
@@ -542,6 +581,7 @@ fn timing(o: &mut String, settings: &LoadSettings, s: &LoadSummary) {
         let _ = write!(conn, " (mean {})", format_ns(m));
     }
     let _ = write!(conn, ", {} during it", s.connects);
+    ramp_lines(&mut conn, s);
     if let Some(c) = &s.connect {
         let _ = write!(
             conn,
@@ -562,6 +602,52 @@ fn timing(o: &mut String, settings: &LoadSettings, s: &LoadSummary) {
             format_ns(lag.mean_ns),
             format_ns(lag.p99_ns as f64),
             format_ns(lag.max_ns as f64)
+        );
+    }
+}
+
+/// The connect ramp (when it paced, failed or left clients unconnected) and the attempts
+/// refused during the measurement, under the connections line.
+fn ramp_lines(conn: &mut String, s: &LoadSummary) {
+    let r = &s.ramp;
+    let kinds = |m: &std::collections::BTreeMap<String, crate::connect::FailureCount>| {
+        m.iter()
+            .map(|(k, f)| format!("{k} ×{}", f.count))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if r.rate.is_some() || r.failed_attempts > 0 || r.connected < r.wanted {
+        let _ = write!(
+            conn,
+            "\nconnect ramp  {} of {} connected in {:.2} s",
+            r.connected,
+            r.wanted,
+            r.took.as_secs_f64()
+        );
+        if let Some(a) = r.achieved_rate() {
+            let _ = write!(conn, " ({a:.0}/s");
+            match r.rate {
+                Some(want) => write!(conn, " of {want:.0}/s asked)"),
+                None => write!(conn, ", unpaced)"),
+            }
+            .ok();
+        }
+        let _ = write!(conn, "; {} failed attempts", r.failed_attempts);
+        if r.failed_attempts > 0 {
+            let _ = write!(conn, " ({})", kinds(&r.failures));
+        }
+    }
+    if s.refused_attempts > 0 {
+        let listed: Vec<String> = s
+            .refused
+            .iter()
+            .map(|f| format!("{} ×{}", f.kind, f.count))
+            .collect();
+        let _ = write!(
+            conn,
+            "\nrefused       {} connect attempts during the measurement, each backed off, none a transaction ({})",
+            s.refused_attempts,
+            listed.join(", ")
         );
     }
 }

@@ -4,9 +4,21 @@
 //! follows.
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+
+/// Client connections the sandbox's PgBouncer accepts: 10,000 clients (the most a
+/// 2-core machine drives through it, issue 56) and a fifth more for a second run's
+/// stragglers and the tools' own logins. Fixed rather than sized per run: an unused
+/// slot costs PgBouncer nothing, and one number holds however the sandbox was started.
+pub const MAX_CLIENT_CONN: u64 = 12_000;
+/// Server connections it opens at most (`max_db_connections`).
+const MAX_DB_CONNECTIONS: u64 = 200;
+/// The open files PgBouncer needs: one per client and per server connection, and a
+/// margin for its listening sockets, log and DNS.
+const PGBOUNCER_FILES: u64 = MAX_CLIENT_CONN + MAX_DB_CONNECTIONS + 100;
 
 use super::{
     find_binaries, run_as_user, stop_child, write_owned, Binaries, RunAs, Sandbox, Server, BRIDGE_NET,
@@ -77,10 +89,10 @@ impl Sandbox {
              auth_file = {d}/userlist.txt\n\
              admin_users = {SUPERUSER}\n\
              pool_mode = session\n\
-             max_client_conn = 5000\n\
+             max_client_conn = {MAX_CLIENT_CONN}\n\
              listen_backlog = 4096\n\
              default_pool_size = 100\n\
-             max_db_connections = 200\n\
+             max_db_connections = {MAX_DB_CONNECTIONS}\n\
              ignore_startup_parameters = extra_float_digits,options\n",
             d = dir.display(),
             pg = self.info.postgres_port,
@@ -94,6 +106,16 @@ impl Sandbox {
     pub(super) fn spawn_pgbouncer(&mut self, bins: &Binaries, run_as: &RunAs) -> Result<()> {
         let dir = self.info.dir.clone();
         let child = self.spawn_server(Server::PgBouncer, &bins.pgbouncer, run_as, |c| {
+            // Its open-file limit raised before it starts, or it refuses clients (EMFILE
+            // on accept) long before max_client_conn: the soft limit up to the hard one,
+            // which needs no privilege (this runs as the servers' user).
+            // SAFETY: the closure makes two system calls and allocates nothing.
+            unsafe {
+                c.pre_exec(|| {
+                    raise_open_files(PGBOUNCER_FILES);
+                    Ok(())
+                });
+            }
             c.arg(dir.join("pgbouncer.ini"))
         })?;
         self.info.pgbouncer_pid = child.id();
@@ -129,6 +151,23 @@ impl Sandbox {
         if let Some(mut child) = self.pgbouncer.take() {
             // PgBouncer: SIGTERM is its immediate shutdown; SIGINT would wait for clients.
             stop_child(&mut child, libc::SIGTERM, Duration::from_secs(5));
+        }
+    }
+}
+
+/// Raises this process's open-file soft limit to `wanted`, or to the hard limit when
+/// that is lower (PgBouncer then says in its log how many clients it can take). Only
+/// system calls: it runs between fork and exec.
+fn raise_open_files(wanted: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct they are given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < wanted {
+            lim.rlim_cur = wanted.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
 }

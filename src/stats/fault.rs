@@ -111,6 +111,7 @@ mod tests {
                 tps: t as f64 * 10.0,
                 failures: 0,
                 connects: c,
+                refused_connects: 0,
                 mean_ms: None,
                 p50_ms: None,
                 p95_ms: None,

@@ -73,6 +73,10 @@ pub struct IntervalSummary {
     pub tps: f64,
     pub failures: u64,
     pub connects: u64,
+    /// Connect attempts refused in the interval (each counted once, backed off; never a
+    /// failed transaction).
+    #[serde(default)]
+    pub refused_connects: u64,
     pub mean_ms: Option<f64>,
     pub p50_ms: Option<f64>,
     pub p95_ms: Option<f64>,
@@ -119,6 +123,11 @@ pub struct LoadSummary {
     pub connect_time_s: f64,
     pub setup_connects: u64,
     pub setup_connect_mean_ns: Option<f64>,
+    /// The connect ramp before the clock: its time, pace and failed attempts.
+    pub ramp: crate::load::plan::ConnectRamp,
+    /// Connect attempts refused during the measurement, and by kind.
+    pub refused_attempts: u64,
+    pub refused: Vec<FailureSummary>,
     pub lag: Option<Latency>,
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
@@ -251,6 +260,18 @@ pub fn sqlstate_class(code: &str) -> Option<String> {
     Some(format!("{class} {name}"))
 }
 
+/// Failures counted by kind, as a report lists them.
+pub fn failure_summaries(m: &std::collections::BTreeMap<String, FailureCount>) -> Vec<FailureSummary> {
+    m.iter()
+        .map(|(kind, FailureCount { count, example })| FailureSummary {
+            kind: kind.clone(),
+            class: sqlstate_class(kind),
+            count: *count,
+            example: example.clone(),
+        })
+        .collect()
+}
+
 /// Summarises a run of `clients` clients with series intervals of `interval_s`.
 pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSummary {
     let r = &run.measurements;
@@ -264,16 +285,7 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
         late: r.late,
         skipped: r.skipped,
         failed_transactions: r.failed_transactions,
-        failures: r
-            .failures
-            .iter()
-            .map(|(kind, FailureCount { count, example })| FailureSummary {
-                kind: kind.clone(),
-                class: sqlstate_class(kind),
-                count: *count,
-                example: example.clone(),
-            })
-            .collect(),
+        failures: failure_summaries(&r.failures),
         measured_s,
         tps: rate(r.transactions, measured_s),
         tps_excluding_connect: rate(
@@ -289,6 +301,9 @@ pub fn summarize_load(run: &LoadRun, clients: usize, interval_s: f64) -> LoadSum
             .collect(),
         connect_time_s,
         setup_connects: run.setup_connects,
+        ramp: run.ramp.clone(),
+        refused_attempts: r.refused_attempts,
+        refused: failure_summaries(&r.refused),
         setup_connect_mean_ns: (run.setup_connects > 0)
             .then(|| run.setup_connect_ns as f64 / run.setup_connects as f64),
         lag: latency(&r.lag, 1),
@@ -379,6 +394,7 @@ fn series(run: &LoadRun, interval_s: f64, measured_s: f64) -> Vec<IntervalSummar
         .map(|(i, iv)| {
             iv.histogram_into(&mut h);
             let (mut transactions, mut failures, mut connects) = (iv.transactions, iv.failures, iv.connects);
+            let mut refused_connects = iv.refused;
             let folded = sliver && i + 1 == shown;
             if folded {
                 let last = &r.series[n - 1];
@@ -388,6 +404,7 @@ fn series(run: &LoadRun, interval_s: f64, measured_s: f64) -> Vec<IntervalSummar
                 transactions += last.transactions;
                 failures += last.failures;
                 connects += last.connects;
+                refused_connects += last.refused;
             }
             let l = latency(&h, 1_000);
             let ms = |f: fn(&Latency) -> f64| l.as_ref().map(f);
@@ -405,6 +422,7 @@ fn series(run: &LoadRun, interval_s: f64, measured_s: f64) -> Vec<IntervalSummar
                 tps: rate(transactions, end_s - start_s),
                 failures,
                 connects,
+                refused_connects,
                 mean_ms: ms(|l| l.mean_ns / 1e6),
                 p50_ms: ms(|l| l.p50_ns as f64 / 1e6),
                 p95_ms: ms(|l| l.p95_ns as f64 / 1e6),

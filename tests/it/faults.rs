@@ -374,8 +374,9 @@ pool_size = 2
         // And every connection the load held was dropped and replaced by the end of the
         // recovery's half second, counted by the clients (a connection is counted with the
         // first transaction it completes): the load cannot be back on connections the
-        // strike left alive. The clients reconnect within 20 ms of the server answering
-        // (a pool, on its thread's next transaction), well inside the half second.
+        // strike left alive. A refused reconnect backs off from 20 ms, doubling (a pool,
+        // on its thread's next transaction): a client is back within about its last
+        // pause of the server answering, inside the half second for these outages.
         let window_end = at + recovery + 0.4;
         let replaced: u64 = intervals
             .iter()
@@ -403,13 +404,15 @@ pool_size = 2
                 struck["terminated"]
             );
         }
-        // Soon after it: the clients reconnect within 20 ms and catch up the backlog the
-        // outage left (0.02-0.46 s after the server was back with other builds on the 2
-        // cores, up to 0.81 s with two busy loops beside them, where PostgreSQL's restart
-        // took 1.9 s). A recovery timed from the start of the measurement instead of the
-        // strike, 2 s earlier, fails.
+        // Soon after it: the clients reconnect after their back-off's last pause (20 ms
+        // doubling, at most 1 s) and catch up the backlog the outage left (0.02-0.46 s
+        // after the server was back with other builds on the 2 cores, up to 0.81 s with
+        // two busy loops beside them, where PostgreSQL's restart took 1.9 s, when the
+        // clients retried every 20 ms; the back-off adds up to about half the outage).
+        // A recovery timed from the start of the measurement instead of the strike, 2 s
+        // earlier, fails.
         assert!(
-            recovery - took < 1.5,
+            recovery - took < 2.0,
             "{kind}: recovery {recovery} s, {:.2} s after the strike ended ({took} s)",
             recovery - took
         );
@@ -436,9 +439,10 @@ pool_size = 2
         if kind != "terminate-backends" {
             // A restart: no transaction completes while the server is down, and the
             // clients measure when that is in the same moments as the series. A dropped
-            // connection fails its client's next transaction, and a refused reconnect,
-            // every 20 ms per client while the server is down, fails another: every
-            // interval strictly between the first and the last with a failure is empty.
+            // connection fails its client's next transaction, and each refused reconnect
+            // is counted (a refused connect, not a failed transaction) as its client backs
+            // off: every interval strictly between the first and the last with a failure
+            // or a refusal is empty.
             // So is every interval wholly inside the time the restart measured the server
             // down (from the moment the old one's connections were gone, its client
             // backends exited, to the last readiness probe the new one refused; 0.18-0.27
@@ -446,7 +450,9 @@ pool_size = 2
             let failing: Vec<usize> = intervals
                 .iter()
                 .enumerate()
-                .filter(|(_, i)| i["failures"].as_u64().unwrap() > 0)
+                .filter(|(_, i)| {
+                    i["failures"].as_u64().unwrap() + i["refused_connects"].as_u64().unwrap() > 0
+                })
                 .map(|(k, _)| k)
                 .collect();
             let (first, last) = (failing[0], *failing.last().unwrap());
@@ -491,13 +497,18 @@ pool_size = 2
         if kind == "postgres-restart" {
             // A database restart takes the server down for its shutdown checkpoint and its
             // start (0.28 s refusing logins from the stop signal on a quiet machine, longer
-            // loaded), so the clients' reconnects are refused, each client's every 20 ms:
-            // more failures than clients. Dropped connections alone (a terminate, or a
-            // PgBouncer whose successor listens within milliseconds) fail each client once.
+            // loaded), so the clients' reconnects are refused, each client's at 20, 40, 80
+            // ms and on: counted as refused connects, not as failed transactions, which are
+            // the dropped sessions, one per client.
             let failed = fig("failed_transactions").unwrap();
+            let refused_connects: u64 = intervals
+                .iter()
+                .map(|i| i["refused_connects"].as_u64().unwrap())
+                .sum();
             assert!(
-                failed > held as f64,
-                "{kind}: {failed} failed transactions for {held} clients: no reconnect was refused \
+                refused_connects > 0 && failed <= 2.0 * held as f64,
+                "{kind}: {failed} failed transactions and {refused_connects} refused connects for {held} \
+                 clients: no reconnect was refused, or a refused one failed a transaction \
                  (server measured down {stopped:.3}-{refused:.3} s; failures per 0.1 s from {:.1} s: {failures:?})",
                 at - 0.3,
                 stopped = when("dropped_s"),

@@ -421,8 +421,9 @@ fn a_terminated_backend_is_counted_and_the_client_reconnects() {
 
 /// A PostgreSQL restart mid-run (a fast shutdown, as an operator's): the sessions it
 /// ends are counted by the server's 57P01, never as an I/O error of a query, and the
-/// connects that find the server down are counted as connect failures. A sandbox of its
-/// own, since it restarts the server.
+/// connects that find the server down (refused: 57P03, ECONNREFUSED, a missing socket)
+/// are counted as refused connect attempts, each once, not as failed transactions. A
+/// sandbox of its own, since it restarts the server.
 #[test]
 fn a_postgres_restart_mid_run_is_counted_by_the_servers_reason() {
     let mut sb = crate::common::start_sandbox();
@@ -461,6 +462,17 @@ fn a_postgres_restart_mid_run_is_counted_by_the_servers_reason() {
     assert!(
         kinds.iter().all(|(k, _)| !k.starts_with("query:")),
         "no query failed with an I/O error: {kinds:?}"
+    );
+    let connections = &v["summary"]["connections"];
+    assert!(
+        connections["failed_attempts"].as_u64().unwrap() > 0,
+        "the clients' reconnects found the server down: {connections}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .all(|(k, _)| k != "57P03" && !k.starts_with("connect:")),
+        "a refused connect is not a failed transaction: {kinds:?}"
     );
     sb.stop().unwrap();
 }

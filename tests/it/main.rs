@@ -18,6 +18,7 @@ mod guides;
 mod hostile;
 mod install;
 mod load;
+mod many;
 mod metrics;
 mod mysql;
 mod netpath;

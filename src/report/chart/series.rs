@@ -180,6 +180,7 @@ mod tests {
             tps: 10.0,
             failures: 0,
             connects,
+            refused_connects: 0,
             mean_ms: Some(0.2),
             p50_ms: Some(0.1),
             p95_ms: Some(p95),
