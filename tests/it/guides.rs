@@ -297,9 +297,10 @@ fn the_sidecar_guide_runs_as_written() {
 #[test]
 fn the_your_app_guide_records_traces_and_replays_as_written() {
     let r = run_recipe("your-app.md");
-    assert_eq!((r.ran, r.skipped), (8, 1), "{}", r.output);
+    assert_eq!((r.ran, r.skipped), (10, 1), "{}", r.output);
     let out = joined(&r);
     pipelines_and_kills(&out);
+    tls_and_capture(&out);
     // The recorder's summary, the profile and its prediction, both replays.
     assert!(out.contains("asked for TLS and went on in plaintext"), "{out}");
     assert!(
@@ -389,6 +390,36 @@ fn pipelines_and_kills(out: &str) {
         took < 2.5,
         "the KILL's replay took {took} s, not the SLEEP's 5: {kill}"
     );
+}
+
+/// The your-app guide's psql with `sslmode=verify-full` recorded through `--listen-tls`,
+/// and pgbench's run read from a tcpdump capture.
+fn tls_and_capture(out: &str) {
+    assert!(
+        out.contains("1 session(s) used TLS, terminated by the recorder (--listen-tls)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 over TLS (terminated by the recorder: handshake"),
+        "{out}"
+    );
+    let capture = out
+        .split("capture.trace.gz: Postgres application")
+        .nth(1)
+        .expect("the capture's trace");
+    assert!(out.contains("record: app.pcap ("), "{out}");
+    assert!(
+        !out.contains("gap(s)"),
+        "a capture of loopback loses nothing: {out}"
+    );
+    // Every one of pgbench's 100 select-only transactions, a call each: the statement
+    // table's row is total (2 tokens), calls, mean (2), rows, then the statement.
+    let before = capture
+        .split("SELECT abalance FROM pgbench_accounts WHERE aid = $1")
+        .next()
+        .unwrap_or_default();
+    let row: Vec<&str> = before.split_whitespace().rev().take(6).collect();
+    assert_eq!(row.get(3), Some(&"100"), "calls of pgbench's select: {capture}");
 }
 
 /// The seconds printed after `prefix` in `text` (`1.28 s`).

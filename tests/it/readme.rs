@@ -54,6 +54,7 @@ fn command_lines(text: &str) -> Vec<String> {
         };
         // What the shell does with the output is not connbench's command line.
         let whole = whole.split(" > ").next().unwrap_or(whole);
+        let whole = whole.split(" 2> ").next().unwrap_or(whole);
         let whole = whole.split(" | ").next().unwrap_or(whole);
         for part in whole.split("&&") {
             let part = part.trim().trim_end_matches('&').trim();
