@@ -417,6 +417,16 @@ impl Measurements {
     }
 }
 
+/// Adds `from`'s failure counts to `into`'s, key by key: a key new to `into` comes with
+/// its first message.
+pub fn add_failures(into: &mut BTreeMap<String, FailureCount>, from: &BTreeMap<String, FailureCount>) {
+    for (k, f) in from {
+        into.entry(k.clone())
+            .and_modify(|mine| mine.count += f.count)
+            .or_insert_with(|| f.clone());
+    }
+}
+
 impl AddAssign<&Measurements> for Measurements {
     fn add_assign(&mut self, o: &Measurements) {
         self.latency.add(&o.latency).expect("same bounds");
@@ -431,18 +441,8 @@ impl AddAssign<&Measurements> for Measurements {
         self.failed_transactions += o.failed_transactions;
         self.latency_sum_ns += o.latency_sum_ns;
         self.failed_ns += o.failed_ns;
-        for (k, f) in &o.failures {
-            self.failures
-                .entry(k.clone())
-                .and_modify(|mine| mine.count += f.count)
-                .or_insert_with(|| f.clone());
-        }
-        for (k, f) in &o.refused {
-            self.refused
-                .entry(k.clone())
-                .and_modify(|mine| mine.count += f.count)
-                .or_insert_with(|| f.clone());
-        }
+        add_failures(&mut self.failures, &o.failures);
+        add_failures(&mut self.refused, &o.refused);
         self.refused_attempts += o.refused_attempts;
         self.connects += o.connects;
         self.connect_ns += o.connect_ns;

@@ -32,7 +32,7 @@ use super::pool::Pool;
 use super::shared::{RampRecord, Times, WorkerShared};
 use crate::host::{cpu_between, thread_usage, Accounting, Cpu, MachineCpu, Source, Usage};
 use crate::load::log::{Clock, Columns};
-use crate::load::measurements::{Interval, Measurements};
+use crate::load::measurements::{add_failures, Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
@@ -353,12 +353,7 @@ fn merge_ramp(into: &mut RampRecord, r: &RampRecord) {
     a.wanted += b.wanted;
     a.connected += b.connected;
     a.failed_attempts += b.failed_attempts;
-    for (k, f) in &b.failures {
-        a.failures
-            .entry(k.clone())
-            .and_modify(|mine| mine.count += f.count)
-            .or_insert_with(|| f.clone());
-    }
+    add_failures(&mut a.failures, &b.failures);
     into.first_attempt = into
         .first_attempt
         .min(r.first_attempt)
