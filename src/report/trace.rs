@@ -4,6 +4,7 @@
 
 use crate::stats::app::{Prediction, ShapePrediction};
 use connbench_trace::profile::{Profile, Spread};
+use connbench_trace::CaptureSource;
 
 /// The JSON document: the profile and the predictions under fixed keys; each shape's
 /// predictions under `shape_predictions`, in `profile.shapes`' order.
@@ -12,25 +13,44 @@ pub fn json(
     predictions: &[Prediction],
     shapes: &[ShapePrediction],
     trace: &str,
+    capture: Option<&CaptureSource>,
 ) -> serde_json::Value {
     serde_json::json!({
         "trace": trace,
-        "method": METHOD,
+        "method": method(capture),
         "profile": p,
         "predictions": predictions,
         "shape_predictions": shapes,
     })
 }
 
-/// How the figures were made, printed with them.
-pub const METHOD: &str = "measured at the recorder, which stands beside the application: a request's \
-time is its last byte to its response's last byte (the network to the server and back, and the \
-server's work); think time is a response's end to the next request; the network's share is round \
-trips × the recorder's own TCP connect to the server (an estimate); predictions are the round-trip \
-model: recorded time + added RTT × round trips counted; over TLS, a connect pays the TLS handshake \
-the trace recorded when the recorder terminated the application's TLS (record --listen-tls: its time \
-at the recorder and its round trips at the server's distance), else the round trips of TLS 1.3 \
-(and PostgreSQL's SSLRequest) assumed, without their CPU";
+/// How the figures were made, printed with them: where they were measured (the recorder,
+/// or the capture point of a trace `record --from-pcap` read), then the model.
+pub fn method(capture: Option<&CaptureSource>) -> String {
+    let at = match capture {
+        None => "measured at the recorder, which stands beside the application: a request's time is its \
+                 last byte to its response's last byte (the network to the server and back, and the \
+                 server's work); think time is a response's end to the next request; the network's share \
+                 is round trips × the recorder's own TCP connect to the server (an estimate)"
+            .to_string(),
+        Some(c) => format!(
+            "measured where the capture {} was taken (the server's port {}): a request's time is its \
+             last packet to its response's last packet as captured there (beside the database, the \
+             network to the application is not in it; beside the application, it is); think time is \
+             a response's last packet to the next request's; the network's share is round trips × \
+             the connection's SYN to SYN-ACK as captured (an estimate)",
+            c.file, c.server_port
+        ),
+    };
+    format!("{at}; {MODEL}")
+}
+
+/// The round-trip model's part of [`method`].
+const MODEL: &str = "predictions are the round-trip model: recorded time + added RTT × round trips \
+counted; over TLS, a connect pays the TLS handshake the trace recorded when the recorder terminated \
+the application's TLS (record --listen-tls: its time at the recorder and its round trips at the \
+server's distance), else the round trips of TLS 1.3 (and PostgreSQL's SSLRequest) assumed, without \
+their CPU";
 
 pub(super) fn ms(v: Option<f64>) -> String {
     match v {
@@ -65,6 +85,7 @@ pub fn text(
     predictions: &[Prediction],
     shapes: &[ShapePrediction],
     trace: &str,
+    capture: Option<&CaptureSource>,
     top: usize,
 ) -> String {
     let mut o = String::new();
@@ -141,7 +162,7 @@ pub fn text(
     o.push_str(&statements_text(p, top));
     o.push_str(&shapes_text(p, shapes, top));
     o.push_str(&predictions_text(predictions));
-    o.push_str(&format!("\nmethod: {METHOD}\n"));
+    o.push_str(&format!("\nmethod: {}\n", method(capture)));
     o
 }
 

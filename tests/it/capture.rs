@@ -195,10 +195,21 @@ fn from_pcap(file: &Path, port: Option<u16>, extra: &[&str], out: &Path) -> Stri
     stdout(&o)
 }
 
+/// The transactions `trace` counts; its method says where the figures were measured:
+/// the recorder, or the capture's point (a trace read from a capture has `capture` in its
+/// header).
 fn transactions(trace: &Path) -> u64 {
     let o = connbench(&["trace", trace.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "trace: {}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let method = v["method"].as_str().unwrap_or_default();
+    let captured = events(trace)[0].get("capture").is_some_and(|c| !c.is_null());
+    let at = if captured {
+        "measured where the capture "
+    } else {
+        "measured at the recorder"
+    };
+    assert!(method.starts_with(at), "{}: {method}", trace.display());
     v["profile"]["requests"]["transactions"].as_u64().unwrap()
 }
 
