@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::plan::{ConnectRamp, LoadPlan};
 use super::pool::Pool;
 use crate::load::log::{Clock, TxLog};
-use crate::load::measurements::{Interval, Measurements};
+use crate::load::measurements::{add_failures, Interval, Measurements};
 use crate::net::transport::TlsInfo;
 
 /// The shared clock of a run.
@@ -34,6 +34,23 @@ pub struct RampRecord {
     pub ramp: ConnectRamp,
     pub first_attempt: Option<Instant>,
     pub last_connected: Option<Instant>,
+}
+
+impl RampRecord {
+    /// Adds another worker's ramp: counts summed, the first attempt and the last
+    /// connection across the workers.
+    pub fn add(&mut self, r: &RampRecord) {
+        let (a, b) = (&mut self.ramp, &r.ramp);
+        a.wanted += b.wanted;
+        a.connected += b.connected;
+        a.failed_attempts += b.failed_attempts;
+        add_failures(&mut a.failures, &b.failures);
+        self.first_attempt = match (self.first_attempt, r.first_attempt) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        };
+        self.last_connected = self.last_connected.max(r.last_connected);
+    }
 }
 
 /// State shared by the clients of one worker (one thread, so `Rc` and `RefCell`).

@@ -32,7 +32,7 @@ use super::pool::Pool;
 use super::shared::{RampRecord, Times, WorkerShared};
 use crate::host::{cpu_between, thread_usage, Accounting, Cpu, MachineCpu, Source, Usage};
 use crate::load::log::{Clock, Columns};
-use crate::load::measurements::{add_failures, Interval, Measurements};
+use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
@@ -324,7 +324,7 @@ fn merge(
         run.aborted.extend(r.aborted.iter().cloned());
         run.server_version = run.server_version.take().or_else(|| r.server_version.clone());
         run.tls = run.tls.take().or_else(|| r.tls.clone());
-        merge_ramp(&mut ramp, &r.ramp);
+        ramp.add(&r.ramp);
         if let Some(e) = r.last_end {
             last_end = last_end.max(e);
         }
@@ -344,21 +344,6 @@ fn merge(
         ..ramp.ramp
     };
     run
-}
-
-/// Adds one worker's ramp to the run's: counts summed, the first attempt and the last
-/// connection across the workers.
-fn merge_ramp(into: &mut RampRecord, r: &RampRecord) {
-    let (a, b) = (&mut into.ramp, &r.ramp);
-    a.wanted += b.wanted;
-    a.connected += b.connected;
-    a.failed_attempts += b.failed_attempts;
-    add_failures(&mut a.failures, &b.failures);
-    into.first_attempt = into
-        .first_attempt
-        .min(r.first_attempt)
-        .or(into.first_attempt.or(r.first_attempt));
-    into.last_connected = into.last_connected.max(r.last_connected);
 }
 
 /// Every script's commands as written, in script order; with several scripts, each
