@@ -19,11 +19,14 @@
 //! fails, and the client goes on.
 
 use std::cell::RefCell;
+use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::sync::{mpsc, watch};
 
 use super::client::client;
@@ -427,10 +430,10 @@ fn worker(
         let seed = plan.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
         files.writer(index, columns, t.clock, seed)
     });
-    // The outputs of this future and of the client tasks are boxed: tokio moves a task's
-    // output type through every poll (Pending included), and these wake once per
-    // transaction, so unboxed they copied a worker's measurements or a session's bytes
-    // each time (memmove: 1.9% of the client's CPU in a select-only profile, 0.9% boxed).
+    // This future's output is boxed: tokio moves it through every poll (Pending
+    // included), and it wakes once per transaction, so unboxed it copied a worker's
+    // measurements each time (memmove: 1.9% of the client's CPU in a select-only
+    // profile, 0.9% boxed).
     let result = local.block_on(&rt, measure(shared, ids, sessions, t, stop, overrun_rx, tx));
     result.map(|r| *r)
 }
@@ -548,32 +551,41 @@ async fn measure(
     let ticker = plan
         .progress
         .map(|period| spawn_ticker(shared.clone(), period, t, stop.clone(), tx.clone()));
-    let clients: Vec<_> = ids
+    // The clients are one future, polled where the worker's runtime blocks: no task per
+    // client, so an answer wakes one future of the set instead of going through the
+    // runtime's scheduler and the LocalSet's (the replay engine's change of 2026-11-27,
+    // docs/benchmarks.md). Ctrl-C, --exit-on-abort and the overrun switch end the wait
+    // and drop the clients where they are (mid-transaction or asleep); clients never
+    // touch the cross-thread channel themselves, so no shared lock sits in a timed
+    // transaction.
+    let mut clients: FuturesUnordered<_> = ids
         .iter()
         .zip(sessions)
-        .map(|(&id, session)| {
-            let shared = shared.clone();
-            tokio::task::spawn_local(async move { client(id, shared, session).await.map(Box::new) })
-        })
+        .map(|(&id, session)| AssertUnwindSafe(client(id, shared.clone(), session)).catch_unwind())
         .collect();
-    // Ctrl-C: one waiter per worker aborts its clients where they are (mid-transaction
-    // or asleep). Clients never touch the cross-thread channel themselves, so no
-    // shared lock sits in a timed transaction.
-    let stopper = spawn_stopper(&shared, &clients, stop.clone());
-    // A client still waiting on the server END_GRACE after the window closed: its
-    // wait is ended, said once, and the results so far are reported (the switch is
-    // the coordinator's, see [`run`]).
-    let overrun = t.end.map(|_| spawn_overrun(&clients, overrun_rx));
     let mut left = Vec::new();
-    for c in clients {
-        if let Ok(session) = c.await {
-            left.extend(session.map(|s| *s));
+    let stopped = stop_signal(&shared, stop.clone());
+    // A client still waiting on the server END_GRACE after the window closed: its wait
+    // is ended, said once, and the results so far are reported (the switch is the
+    // coordinator's, see [`run`]).
+    let overrun = overrun_signal(t.end.is_some(), overrun_rx);
+    tokio::pin!(stopped, overrun);
+    loop {
+        tokio::select! {
+            biased;
+            next = clients.next() => match next {
+                // A client that panicked leaves no session to close.
+                Some(session) => left.extend(session.ok().flatten()),
+                None => break,
+            },
+            () = &mut stopped => break,
+            () = &mut overrun => {
+                say_overrun(clients.len());
+                break;
+            }
         }
     }
-    stopper.abort();
-    if let Some(o) = overrun {
-        o.abort();
-    }
+    drop(clients);
     let interrupted = shared.stopped.get();
     let cpu_end = thread_usage();
     let window_end = reads_window.then(|| WindowEnd::read(&plan.accounting));
@@ -636,59 +648,42 @@ fn spawn_ticker(
     })
 }
 
-/// Aborts the clients on Ctrl-C (`stop`) or --exit-on-abort (the shared `halt`).
-fn spawn_stopper<T: 'static>(
-    shared: &Rc<WorkerShared>,
-    clients: &[tokio::task::JoinHandle<T>],
-    mut stop: watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    let aborts: Vec<_> = clients.iter().map(|c| c.abort_handle()).collect();
-    let shared = shared.clone();
+/// Resolves when the clients are to stop where they are: on Ctrl-C (`stop`, which also
+/// marks the run interrupted) or --exit-on-abort (the shared `halt`). Never, when both
+/// senders are gone without switching on.
+async fn stop_signal(shared: &Rc<WorkerShared>, mut stop: watch::Receiver<bool>) {
     let mut halt = shared.halt.subscribe();
-    tokio::task::spawn_local(async move {
-        tokio::select! {
-            on = switched_on(&mut stop) => {
-                if !on {
-                    return;
-                }
-                shared.stopped.set(true);
-            }
-            on = switched_on(&mut halt) => {
-                if !on {
-                    return;
-                }
-            }
+    let on = tokio::select! {
+        on = switched_on(&mut stop) => {
+            shared.stopped.set(on);
+            on
         }
-        for a in aborts {
-            a.abort();
-        }
-    })
+        on = switched_on(&mut halt) => on,
+    };
+    if !on {
+        std::future::pending::<()>().await
+    }
 }
 
-/// Aborts the clients still waiting on the server when the coordinator's overrun switch
-/// turns on (END_GRACE after the window), saying how many.
-fn spawn_overrun<T: 'static>(
-    clients: &[tokio::task::JoinHandle<T>],
-    mut overrun_rx: watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    let aborts: Vec<_> = clients.iter().map(|c| c.abort_handle()).collect();
-    tokio::task::spawn_local(async move {
-        if !switched_on(&mut overrun_rx).await {
-            return;
-        }
-        let waiting = aborts.iter().filter(|a| !a.is_finished()).count();
-        if waiting > 0 {
-            eprintln!(
-                "load: {waiting} client{} still waited on the server {} after the measured window closed; \
-                 stopped waiting (a stalled server or path?)",
-                if waiting == 1 { "" } else { "s" },
-                crate::units::format_duration(END_GRACE)
-            );
-        }
-        for a in aborts {
-            a.abort();
-        }
-    })
+/// Resolves when the coordinator's overrun switch turns on (END_GRACE after the window
+/// of a timed run); never for a run of so many transactions.
+async fn overrun_signal(timed: bool, mut overrun_rx: watch::Receiver<bool>) {
+    if !timed || !switched_on(&mut overrun_rx).await {
+        std::future::pending().await
+    }
+}
+
+/// Says how many clients were still waiting on the server when the overrun switch ended
+/// their wait.
+fn say_overrun(waiting: usize) {
+    if waiting > 0 {
+        eprintln!(
+            "load: {waiting} client{} still waited on the server {} after the measured window closed; \
+             stopped waiting (a stalled server or path?)",
+            if waiting == 1 { "" } else { "s" },
+            crate::units::format_duration(END_GRACE)
+        );
+    }
 }
 
 /// What the worker hands back once its clients are done and its connections closed.
