@@ -166,6 +166,68 @@ fn connect_rate_paces_the_ramp() {
     assert!(printed.contains("connect ramp  2 of 2 connected in"), "{printed}");
 }
 
+/// A suite cell's `connect_rate` paces its ramp as `--connect-rate` does: 20 clients at
+/// 20/s put the last first attempt 19/20 s after the first, so the cell's
+/// `connect_ramp_s` is at least 0.95 s however busy the machine, while the cell beside it
+/// (no rate, 20 clients: all at once) keeps its own default. A build that reads the key
+/// but leaves the cell's plan unpaced gives the paced cell a ramp of milliseconds, and
+/// one without the key refuses the suite: both fail here.
+#[test]
+fn a_suite_cell_s_connect_rate_paces_its_ramp() {
+    dataset();
+    let dir = crate::common::scratch("connect-rate");
+    let suite = r#"
+name = "ramp"
+question = "Does a cell's connect_rate pace its ramp?"
+kind = "load"
+duration = "300ms"
+repetitions = 1
+prewarm = false
+[defaults]
+workload = "select-only"
+target = "unix"
+clients = 20
+threads = 2
+[[cells]]
+name = "paced"
+connect_rate = "20/s"
+[[cells]]
+name = "at-once"
+"#;
+    let (_, args) = crate::common::suite_args(&dir, suite, &["unix"], &["--json"]);
+    let o = crate::common::run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let cell = |name: &str| {
+        v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no cell {name}: {}", v["cells"]))
+            .clone()
+    };
+    let ramp_s = |name: &str| cell(name)["values"]["connect_ramp_s"][0].as_f64().unwrap();
+    let (paced, at_once) = (ramp_s("paced"), ramp_s("at-once"));
+    assert!(paced >= 0.95 - 1e-3, "20 connects at 20/s in {paced} s");
+    assert!(at_once < paced, "unpaced {at_once} s against paced {paced} s");
+    for name in ["paced", "at-once"] {
+        let values = &cell(name)["values"];
+        assert_eq!(values["connect_ramp_failed_attempts"][0], 0.0, "{values}");
+        assert_eq!(values["refused_connects"][0], 0.0, "{values}");
+    }
+    let settings: Vec<&serde_json::Value> = v["suite"]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["settings"])
+        .collect();
+    assert!(
+        settings.iter().any(|s| s["connect_rate"] == "20/s"),
+        "{settings:?}"
+    );
+}
+
 /// A run that needs more open files than the hard limit is refused before it starts,
 /// naming the limit, its value and the fix; one over the soft limit but under the hard
 /// one runs (connbench raises its own soft limit). Without the check, the clients past
