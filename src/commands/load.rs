@@ -310,8 +310,7 @@ async fn measure(
         }
         let index = ((p.at_s / p.period_s).round() as usize).saturating_sub(1);
         if let Some(w) = worker {
-            let i = &p.totals;
-            if let Err(e) = w.save_interval(index, i.transactions, i.failures, i.connects, &i.latency_us) {
+            if let Err(e) = w.save_interval(index, &p.totals) {
                 save_error.get_or_insert(e);
             }
         }

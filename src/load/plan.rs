@@ -213,6 +213,11 @@ pub struct ConnectRamp {
     /// off and tried again), by kind, with the first of each kind in full.
     pub failed_attempts: u64,
     pub failures: std::collections::BTreeMap<String, crate::connect::FailureCount>,
+    /// The first attempt and the last connection made, in Unix microseconds on this
+    /// machine's clock: what places the ramps of a many-machine run's workers on one
+    /// clock (the store's, by each worker's offset) to merge them ([`ConnectRamp::add`]).
+    pub first_attempt_unix_us: Option<i64>,
+    pub last_connected_unix_us: Option<i64>,
 }
 
 impl ConnectRamp {
@@ -220,6 +225,30 @@ impl ConnectRamp {
     pub fn achieved_rate(&self) -> Option<f64> {
         (self.connected > 1 && !self.took.is_zero())
             .then(|| (self.connected - 1) as f64 / self.took.as_secs_f64())
+    }
+
+    /// Adds another process's ramp, its instants already on this one's clock: counts
+    /// and paces summed (each worker paces its share), and the ramp from the first
+    /// attempt of either to the last connection of either, so it ends when the last
+    /// client anywhere connected.
+    pub fn add(&mut self, o: &ConnectRamp) {
+        self.wanted += o.wanted;
+        self.connected += o.connected;
+        self.rate = match (self.rate, o.rate) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.failed_attempts += o.failed_attempts;
+        crate::load::measurements::add_failures(&mut self.failures, &o.failures);
+        self.first_attempt_unix_us = match (self.first_attempt_unix_us, o.first_attempt_unix_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_connected_unix_us = self.last_connected_unix_us.max(o.last_connected_unix_us);
+        self.took = match (self.first_attempt_unix_us, self.last_connected_unix_us) {
+            (Some(first), Some(last)) => Duration::from_micros(last.saturating_sub(first).max(0) as u64),
+            _ => self.took.max(o.took),
+        };
     }
 }
 

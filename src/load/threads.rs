@@ -203,7 +203,8 @@ pub async fn run(
     }
     // Every worker has ended: --exit-on-abort's switch is as it will stay.
     let halted = *halt.borrow();
-    Ok(merge(&plan, &results, measure_start, end, halted))
+    let clock = times.get().map_or_else(|| Clock::new(measure_start), |t| t.clock);
+    Ok(merge(&plan, &results, (measure_start, clock), end, halted))
 }
 
 /// When the clock starts: a moment from now, so all workers see the start before it
@@ -274,11 +275,11 @@ async fn relay_progress(
 
 /// The run: the workers' measurements and readings merged, and the measured window's
 /// length (to the last transaction's end, or the planned end when the run was not cut
-/// short).
+/// short); `clock` puts the ramp's instants in Unix time.
 fn merge(
     plan: &LoadPlan,
     results: &[WorkerResult],
-    measure_start: Instant,
+    (measure_start, clock): (Instant, Clock),
     end: Option<Instant>,
     halted: bool,
 ) -> LoadRun {
@@ -335,12 +336,15 @@ fn merge(
     };
     run.measured = window_end.saturating_duration_since(measure_start);
     run.measurements = measurements;
+    let unix_us = |i: Option<Instant>| i.map(|i| clock.unix_us(i) as i64);
     run.ramp = ConnectRamp {
         rate: plan.connect_rate,
         took: match (ramp.first_attempt, ramp.last_connected) {
             (Some(first), Some(last)) => last.saturating_duration_since(first),
             _ => Duration::ZERO,
         },
+        first_attempt_unix_us: unix_us(ramp.first_attempt),
+        last_connected_unix_us: unix_us(ramp.last_connected),
         ..ramp.ramp
     };
     run

@@ -11,6 +11,19 @@ use connbench::targets::Target;
 
 use crate::common::{connbench, conninfo, dataset, runtime, start_sandbox, stderr};
 
+/// A database of the shared sandbox that takes at most `limit` connections (its
+/// CONNECTION LIMIT: a connect past it is refused with 53300, as at a server's
+/// max_connections, without a sandbox of its own), made afresh; its conninfo as the
+/// sandbox's role that is no superuser (a superuser passes any limit), and a script
+/// that needs no tables there.
+pub fn limited_target(name: &str, limit: u32) -> (String, crate::common::TempFile) {
+    let db = format!("cbt_{name}_{}", std::process::id());
+    crate::load::sql(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+    crate::load::sql(&format!("CREATE DATABASE {db} CONNECTION LIMIT {limit}"));
+    let script = crate::common::TempFile::new(&format!("{name}.sql"), "SELECT 1;\n");
+    (crate::common::with_dbname(&conninfo("unix_trust"), &db), script)
+}
+
 fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
 }
