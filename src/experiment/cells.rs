@@ -130,6 +130,7 @@ async fn run_load(
     let fault = options::fault(s)?;
     if let Some((m, cell)) = live {
         m.begin(cell, &endpoint.target.name(), clients as u64);
+        plan.ramp_progress = m.ramp(cell);
         if plan.progress.is_none() {
             plan.progress = Some(Duration::from_secs(1));
         }

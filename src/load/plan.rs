@@ -3,6 +3,7 @@
 //! `threads::run` hands back ([`LoadRun`], [`Progress`]) for `stats` to
 //! read. Apart from `threads` so a reader of the plan need not read the machinery.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -135,6 +136,39 @@ pub struct LoadPlan {
     /// pool's) start on an even schedule at this many a second; `None` starts them all
     /// at once ([`crate::load::connecting`]).
     pub connect_rate: Option<f64>,
+    /// A live view's window on the connect ramp (`--metrics-listen`), counted into as it
+    /// goes; `None` counts nothing beyond the run's own record.
+    pub ramp_progress: Option<Arc<RampProgress>>,
+}
+
+/// The connect ramp as it goes, for a live view: the worker threads count into it the
+/// connections they are to open, those they opened and the attempts that failed, at the
+/// points where they count the ramp's own record, so its last reading is the ramp's
+/// figures exactly. Atomics, which the threads share: the ramp is before the clock, so
+/// nothing measured pays for them, and a scrape reads them while the ramp still runs.
+#[derive(Debug, Default)]
+pub struct RampProgress {
+    pub wanted: AtomicU64,
+    pub connected: AtomicU64,
+    pub failed_attempts: AtomicU64,
+}
+
+impl RampProgress {
+    /// `(wanted, connected, failed_attempts)` now.
+    pub fn read(&self) -> (u64, u64, u64) {
+        (
+            self.wanted.load(Ordering::Relaxed),
+            self.connected.load(Ordering::Relaxed),
+            self.failed_attempts.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts `n` into `counter`, when there is a live view to count for.
+    pub fn count(progress: &Option<Arc<RampProgress>>, counter: fn(&RampProgress) -> &AtomicU64, n: u64) {
+        if let Some(p) = progress {
+            counter(p).fetch_add(n, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Says when the run starts: a blocking call, made once all clients are connected; an

@@ -36,7 +36,9 @@ use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
-use super::plan::{ConnectRamp, End, LoadPlan, LoadRun, Policy, Progress, StartGate, WeightedScript};
+use super::plan::{
+    ConnectRamp, End, LoadPlan, LoadRun, Policy, Progress, RampProgress, StartGate, WeightedScript,
+};
 
 /// How long after the measured window a client may still wait on the server before the
 /// run stops waiting for it.
@@ -502,6 +504,7 @@ async fn connect_clients(shared: Rc<WorkerShared>, ids: &[usize], start: Instant
     };
     let deadline = ramp_deadline(&plan, start, wanted);
     shared.ramp.borrow_mut().ramp.wanted = slots.len() as u64;
+    RampProgress::count(&plan.ramp_progress, |p| &p.wanted, slots.len() as u64);
     let opens: Vec<_> = slots
         .iter()
         .map(|&k| {

@@ -485,6 +485,7 @@ impl LoadOptions {
             turn: None,
             log: None,
             connect_rate: self.connect_rate(),
+            ramp_progress: None,
         })
     }
 
