@@ -72,6 +72,17 @@ impl LiveRamp {
             failed_attempts,
         }
     }
+
+    /// An earlier ramp and a later one: the later's gauges, the failed attempts of both.
+    fn then(earlier: Option<LiveRamp>, later: Option<LiveRamp>) -> Option<LiveRamp> {
+        match (earlier, later) {
+            (Some(a), Some(b)) => Some(LiveRamp {
+                failed_attempts: a.failed_attempts + b.failed_attempts,
+                ..b
+            }),
+            (a, b) => b.or(a),
+        }
+    }
 }
 
 /// What a cell has measured so far (warm-up excluded, as in every report).
@@ -121,13 +132,7 @@ impl Live {
             *sum.failures.entry(k.clone()).or_default() += n;
         }
         sum.refused += o.refused;
-        sum.ramp = match (self.ramp, o.ramp) {
-            (Some(a), Some(b)) => Some(LiveRamp {
-                failed_attempts: a.failed_attempts + b.failed_attempts,
-                ..b
-            }),
-            (a, b) => b.or(a),
-        };
+        sum.ramp = LiveRamp::then(self.ramp, o.ramp);
         sum.connects += o.connects;
         sum.connect_ns += o.connect_ns;
         sum.lag_max_us = o.lag_max_us.or(sum.lag_max_us);
@@ -311,9 +316,9 @@ impl Exporter {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .map(|(name, c)| {
-                let mut current = c.current.clone();
-                current.ramp = c.ramp.as_deref().map(LiveRamp::of);
-                let mut l = c.done.plus(&current);
+                let mut l = c.done.plus(&c.current);
+                // The repetition in progress's ramp, as far as its run has counted.
+                l.ramp = LiveRamp::then(l.ramp, c.ramp.as_deref().map(LiveRamp::of));
                 l.finished = !c.running;
                 (name.clone(), c.target.clone(), l)
             })

@@ -279,9 +279,14 @@ impl ConnectRamp {
             (a, b) => a.or(b),
         };
         self.last_connected_unix_us = self.last_connected_unix_us.max(o.last_connected_unix_us);
+        // Never shorter than either ramp alone (one saved without its instants, or an
+        // offset's error of a few microseconds, could make the span so).
+        let longer = self.took.max(o.took);
         self.took = match (self.first_attempt_unix_us, self.last_connected_unix_us) {
-            (Some(first), Some(last)) => Duration::from_micros(last.saturating_sub(first).max(0) as u64),
-            _ => self.took.max(o.took),
+            (Some(first), Some(last)) => {
+                Duration::from_micros(last.saturating_sub(first).max(0) as u64).max(longer)
+            }
+            _ => longer,
         };
     }
 }
