@@ -14,6 +14,11 @@
 //! Latency is a classic histogram with bucket bounds 2^(k/16) µs from 16 µs to 67 s (353
 //! buckets): consecutive bounds differ by 4.4%, so `histogram_quantile`'s linear
 //! interpolation inside a bucket is within 4.4% of the run's own percentile.
+//!
+//! The connect ramp comes before the clock, so before any progress period: its counts
+//! are read at each scrape from a [`RampProgress`] the run counts into as it connects
+//! (handed to the plan by [`Exporter::ramp`]), so a scrape during a long ramp sees the
+//! connections made so far.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -26,6 +31,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::load::measurements::{Interval, Measurements};
+use crate::load::plan::RampProgress;
 
 /// Bucket bounds per doubling of the latency histogram.
 const PER_DOUBLING: u32 = 16;
@@ -48,6 +54,37 @@ pub struct Labels {
     pub worker: u32,
 }
 
+/// A repetition's connect ramp: the connections it is to open and has opened (gauges:
+/// the latest repetition's), and its failed attempts (a counter over repetitions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveRamp {
+    pub wanted: u64,
+    pub connected: u64,
+    pub failed_attempts: u64,
+}
+
+impl LiveRamp {
+    fn of(p: &RampProgress) -> LiveRamp {
+        let (wanted, connected, failed_attempts) = p.read();
+        LiveRamp {
+            wanted,
+            connected,
+            failed_attempts,
+        }
+    }
+
+    /// An earlier ramp and a later one: the later's gauges, the failed attempts of both.
+    fn then(earlier: Option<LiveRamp>, later: Option<LiveRamp>) -> Option<LiveRamp> {
+        match (earlier, later) {
+            (Some(a), Some(b)) => Some(LiveRamp {
+                failed_attempts: a.failed_attempts + b.failed_attempts,
+                ..b
+            }),
+            (a, b) => b.or(a),
+        }
+    }
+}
+
 /// What a cell has measured so far (warm-up excluded, as in every report).
 #[derive(Debug, Clone)]
 pub struct Live {
@@ -55,6 +92,10 @@ pub struct Live {
     pub transactions: u64,
     /// Failed transactions and connects, by kind (SQLSTATE, or phase and I/O error).
     pub failures: BTreeMap<String, u64>,
+    /// Connect attempts refused during the measurement (never a failure above).
+    pub refused: u64,
+    /// The connect ramp, for a run that told its plan to count it ([`Exporter::ramp`]).
+    pub ramp: Option<LiveRamp>,
     pub connects: u64,
     pub connect_ns: u64,
     /// The largest schedule lag of the last period (-R), µs.
@@ -71,6 +112,8 @@ impl Live {
             clients,
             transactions: 0,
             failures: BTreeMap::new(),
+            refused: 0,
+            ramp: None,
             connects: 0,
             connect_ns: 0,
             lag_max_us: None,
@@ -79,7 +122,8 @@ impl Live {
         }
     }
 
-    /// `self` and `o` together: counts and histograms added, the newest lag.
+    /// `self` and `o` together: counts and histograms added, the newest lag and ramp
+    /// (its failed attempts added).
     fn plus(&self, o: &Live) -> Live {
         let mut sum = self.clone();
         sum.clients = sum.clients.max(o.clients);
@@ -87,6 +131,8 @@ impl Live {
         for (k, n) in &o.failures {
             *sum.failures.entry(k.clone()).or_default() += n;
         }
+        sum.refused += o.refused;
+        sum.ramp = LiveRamp::then(self.ramp, o.ramp);
         sum.connects += o.connects;
         sum.connect_ns += o.connect_ns;
         sum.lag_max_us = o.lag_max_us.or(sum.lag_max_us);
@@ -103,6 +149,8 @@ struct Cell {
     done: Live,
     current: Live,
     running: bool,
+    /// The repetition in progress's ramp, counted into by its run.
+    ramp: Option<Arc<RampProgress>>,
 }
 
 type Cells = Mutex<BTreeMap<String, Cell>>;
@@ -201,9 +249,21 @@ impl Exporter {
             done: Live::new(clients),
             current: Live::new(clients),
             running: false,
+            ramp: None,
         });
         c.current = Live::new(clients);
         c.running = true;
+        c.ramp = None;
+    }
+
+    /// What the run of `cell`'s repetition in progress counts its connect ramp into
+    /// (its plan's `ramp_progress`); `None` before [`Exporter::begin`].
+    pub fn ramp(&self, cell: &str) -> Option<Arc<RampProgress>> {
+        let mut cells = self.cells();
+        let c = cells.get_mut(cell)?;
+        let p = Arc::new(RampProgress::default());
+        c.ramp = Some(p.clone());
+        Some(p)
     }
 
     /// Adds one merged progress period of `cell`'s repetition in progress.
@@ -217,6 +277,7 @@ impl Exporter {
         for (kind, n) in &period.failure_kinds {
             *l.failures.entry(kind.clone()).or_default() += n;
         }
+        l.refused += period.refused;
         l.connects += period.connects;
         l.connect_ns += period.connect_ns;
         l.lag_max_us = period.lag_max_us;
@@ -233,6 +294,9 @@ impl Exporter {
         let mut l = Live::new(c.current.clients);
         l.transactions = rec.transactions;
         l.failures = rec.failures.iter().map(|(k, f)| (k.clone(), f.count)).collect();
+        l.refused = rec.refused_attempts;
+        // Counted where the ramp's own record is: its figures exactly.
+        l.ramp = c.ramp.take().map(|p| LiveRamp::of(&p));
         l.connects = rec.connects;
         l.connect_ns = rec.connect_ns;
         l.lag_max_us = c.current.lag_max_us;
@@ -253,6 +317,8 @@ impl Exporter {
             .iter()
             .map(|(name, c)| {
                 let mut l = c.done.plus(&c.current);
+                // The repetition in progress's ramp, as far as its run has counted.
+                l.ramp = LiveRamp::then(l.ramp, c.ramp.as_deref().map(LiveRamp::of));
                 l.finished = !c.running;
                 (name.clone(), c.target.clone(), l)
             })
@@ -272,6 +338,10 @@ impl crate::experiment::sink::Sink for Exporter {
 
     fn finish(&self, cell: &str, rec: &Measurements) {
         Exporter::finish(self, cell, rec)
+    }
+
+    fn ramp(&self, cell: &str) -> Option<Arc<RampProgress>> {
+        Exporter::ramp(self, cell)
     }
 }
 
@@ -349,7 +419,7 @@ pub fn render(cells: &[(String, String, Live)], labels: &Labels) -> String {
     let one =
         |name: &str, cell: &str, extra: &str, v: String| format!("{name}{{{}{extra}}} {v}\n", base(cell));
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: &dyn Fn(&str, &str, &Live) -> String| {
+    let mut family = |name: &str, kind: &str, help: &str, samples: &Samples| {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
         for (cell, target, l) in cells {
             out.push_str(&samples(cell, target, l));
@@ -395,6 +465,16 @@ pub fn render(cells: &[(String, String, Live)], labels: &Labels) -> String {
         },
     );
     family(
+        "connbench_refused_connects_total",
+        "counter",
+        "Connect attempts refused during the measurement (too many connections, starting up, nothing \
+         listening): each counted once and backed off, never a failed transaction.",
+        &|c, _, l| one("connbench_refused_connects_total", c, "", l.refused.to_string()),
+    );
+    if cells.iter().any(|(_, _, l)| l.ramp.is_some()) {
+        ramp_families(&mut family, &one);
+    }
+    family(
         "connbench_connections_total",
         "counter",
         "Connections opened during the measurement.",
@@ -437,6 +517,45 @@ pub fn render(cells: &[(String, String, Live)], labels: &Labels) -> String {
         &|c, _, l| latency_samples(&bounds, l, &|name, extra, v| one(name, c, extra, v)),
     );
     out
+}
+
+/// A family's samples: every cell's lines, from `(cell, target, figures)`.
+type Samples<'a> = dyn Fn(&str, &str, &Live) -> String + 'a;
+
+/// The connect ramp's families, for the cells whose run counted it (a sample each):
+/// `family(name, type, help, samples)` writes one, `one(name, cell, extra labels,
+/// value)` a sample line.
+fn ramp_families(
+    family: &mut dyn FnMut(&str, &str, &str, &Samples),
+    one: &dyn Fn(&str, &str, &str, String) -> String,
+) {
+    let sample = |name: &'static str, figure: fn(&LiveRamp) -> u64| {
+        move |c: &str, _: &str, l: &Live| {
+            l.ramp
+                .map(|r| one(name, c, "", figure(&r).to_string()))
+                .unwrap_or_default()
+        }
+    };
+    family(
+        "connbench_ramp_connections",
+        "gauge",
+        "Connections the connect ramp before the measurement has opened (a persistent client's each, \
+         a pool's), so far.",
+        &sample("connbench_ramp_connections", |r| r.connected),
+    );
+    family(
+        "connbench_ramp_connections_wanted",
+        "gauge",
+        "Connections the connect ramp before the measurement is to open.",
+        &sample("connbench_ramp_connections_wanted", |r| r.wanted),
+    );
+    family(
+        "connbench_ramp_failed_connects_total",
+        "counter",
+        "Connect attempts that failed during the connect ramp (a refused one is counted, backed off \
+         and tried again).",
+        &sample("connbench_ramp_failed_connects_total", |r| r.failed_attempts),
+    );
 }
 
 /// One cell's latency histogram samples: cumulative buckets at `bounds` (µs), `+Inf`,
@@ -507,6 +626,67 @@ mod tests {
             t.lines().any(|x| x.contains("le=\"0.001") && x.ends_with(" 2")),
             "{t}"
         );
+    }
+
+    /// The ramp is seen as it goes (a scrape reads what the run counted so far), the
+    /// refused connects as periods arrive, and both exactly at a repetition's end; the
+    /// next repetition's ramp replaces the gauges and adds to the counters.
+    #[test]
+    fn refused_connects_and_the_ramp_are_served_as_they_go_and_exactly_at_the_end() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let labels = Labels {
+            run: "r".into(),
+            worker: 0,
+        };
+        let e = Exporter::start("127.0.0.1:0", labels.clone()).unwrap();
+        let text = || render(&Exporter::snapshot(&e.cells), &labels);
+        let sample = |t: &str, name: &str| -> Option<u64> {
+            let line = t.lines().find(|l| l.starts_with(&format!("{name}{{")))?;
+            line.rsplit(' ').next()?.parse().ok()
+        };
+        e.begin("c", "unix", 3);
+        let t = text();
+        assert_eq!(sample(&t, "connbench_refused_connects_total"), Some(0), "{t}");
+        assert!(
+            !t.contains("connbench_ramp_"),
+            "no ramp counted, none served: {t}"
+        );
+        let p = e.ramp("c").unwrap();
+        p.wanted.fetch_add(3, Relaxed);
+        p.connected.fetch_add(2, Relaxed);
+        p.failed_attempts.fetch_add(5, Relaxed);
+        let t = text();
+        for (name, kind, v) in [
+            ("connbench_ramp_connections", "gauge", 2),
+            ("connbench_ramp_connections_wanted", "gauge", 3),
+            ("connbench_ramp_failed_connects_total", "counter", 5),
+        ] {
+            assert!(t.contains(&format!("# TYPE {name} {kind}\n")), "{t}");
+            assert!(t.contains(&format!("# HELP {name} ")), "{t}");
+            assert_eq!(sample(&t, name), Some(v), "{name}: {t}");
+        }
+        let mut period = Interval::new();
+        period.refused = 4;
+        e.add_period("c", &period);
+        assert_eq!(sample(&text(), "connbench_refused_connects_total"), Some(4));
+        // The end: the record's exact count, and the ramp as last counted.
+        p.connected.fetch_add(1, Relaxed);
+        let mut rec = Measurements::new();
+        rec.refused_attempts = 6;
+        e.finish("c", &rec);
+        let t = text();
+        assert_eq!(sample(&t, "connbench_refused_connects_total"), Some(6), "{t}");
+        assert_eq!(sample(&t, "connbench_ramp_connections"), Some(3), "{t}");
+        // A second repetition: its own ramp's gauges, the counters added to.
+        e.begin("c", "unix", 3);
+        let p = e.ramp("c").unwrap();
+        p.wanted.fetch_add(3, Relaxed);
+        p.connected.fetch_add(1, Relaxed);
+        p.failed_attempts.fetch_add(2, Relaxed);
+        let t = text();
+        assert_eq!(sample(&t, "connbench_ramp_connections"), Some(1), "{t}");
+        assert_eq!(sample(&t, "connbench_ramp_failed_connects_total"), Some(7), "{t}");
+        assert_eq!(sample(&t, "connbench_refused_connects_total"), Some(6), "{t}");
     }
 
     #[test]

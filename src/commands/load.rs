@@ -268,7 +268,7 @@ fn progress_every(run: &LoadRequest, worker: bool, interval: Duration) -> Option
 }
 
 /// Live metrics ride on the progress periods: every second unless -P (or a worker's
-/// intervals) already set a period.
+/// intervals) already set a period; the connect ramp before them is counted as it goes.
 fn serve_metrics(
     run: &LoadRequest,
     settings: &LoadSettings,
@@ -289,7 +289,9 @@ fn serve_metrics(
         settings.target.as_str(),
         plan.clients as u64,
     );
-    crate::live::start(Some(&m.listen), labels, Some(first))
+    let exporter = crate::live::start(Some(&m.listen), labels, Some(first))?;
+    plan.ramp_progress = exporter.as_ref().and_then(|e| e.ramp(&settings.workload));
+    Ok(exporter)
 }
 
 /// The load's run, each progress period handed to the exporter, saved by a worker,
@@ -310,8 +312,7 @@ async fn measure(
         }
         let index = ((p.at_s / p.period_s).round() as usize).saturating_sub(1);
         if let Some(w) = worker {
-            let i = &p.totals;
-            if let Err(e) = w.save_interval(index, i.transactions, i.failures, i.connects, &i.latency_us) {
+            if let Err(e) = w.save_interval(index, &p.totals) {
                 save_error.get_or_insert(e);
             }
         }

@@ -130,6 +130,7 @@ async fn run_load(
     let fault = options::fault(s)?;
     if let Some((m, cell)) = live {
         m.begin(cell, &endpoint.target.name(), clients as u64);
+        plan.ramp_progress = m.ramp(cell);
         if plan.progress.is_none() {
             plan.progress = Some(Duration::from_secs(1));
         }
@@ -377,11 +378,29 @@ fn load_figures(run: &LoadRun, summary: &crate::stats::load::LoadSummary) -> Res
     }
     f.insert("latency_max_ms".into(), ms(lat.max_ns as f64));
     failure_figures(&mut f, run);
+    ramp_figures(&mut f, run);
     Ok(Measured {
         figures: f,
         histogram: Some(run.measurements.latency.clone()),
         detail: None,
     })
+}
+
+/// How the repetition's clients got connected: the connect ramp before the clock (its
+/// time from the first attempt to the last connection, and its failed attempts), when it
+/// opened any (a persistent client's, a pool's; `connect_rate` paces it), and the connect
+/// attempts refused during the measurement: a slow ramp, or connects refused at a
+/// server's limit, say how a cell's other figures came about.
+fn ramp_figures(f: &mut Figures, run: &LoadRun) {
+    let ramp = &run.ramp;
+    if ramp.wanted > 0 {
+        f.insert("connect_ramp_s".into(), ramp.took.as_secs_f64());
+        f.insert("connect_ramp_failed_attempts".into(), ramp.failed_attempts as f64);
+    }
+    f.insert(
+        "refused_connects".into(),
+        run.measurements.refused_attempts as f64,
+    );
 }
 
 /// What failed and stalled transactions cost the repetition (`stats::failures`): counts

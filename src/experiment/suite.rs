@@ -75,6 +75,7 @@ pub const SETTINGS: &[&str] = &[
     "sysbench",
     "mode",
     "rate",
+    "connect_rate",
     "think",
     "samples",
     "query",

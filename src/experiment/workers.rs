@@ -12,7 +12,10 @@
 //! of one histogram of every sample, never averages of percentiles. Counts add; tps is
 //! over the span from the first worker's measured start to the last one's end, on the
 //! store's clock; the start skew is the spread of the instants the workers passed the
-//! agreed start, as each measured it.
+//! agreed start, as each measured it. The connect ramps are put on the store's clock
+//! too (each worker's offset) and merged from the first attempt of any worker to the
+//! last connection of any, their attempts and refusals summed, as are the connects
+//! refused in each interval.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -24,8 +27,8 @@ use hdrhistogram::Histogram;
 use super::store::{self, Status, Store, WorkerEnd, WorkerInterval, WorkerRow};
 use crate::connect::FailureCount;
 use crate::host::{Cpu, MachineUse};
-use crate::load::measurements::{interval_histogram, latency_histogram, Measurements, SeriesEntry};
-use crate::load::plan::{LoadRun, StartGate};
+use crate::load::measurements::{interval_histogram, latency_histogram, Interval, Measurements, SeriesEntry};
+use crate::load::plan::{ConnectRamp, LoadRun, StartGate};
 use crate::net::transport::TlsInfo;
 
 /// How far ahead of the moment every worker is ready the run starts: enough for every
@@ -191,13 +194,12 @@ impl Worker {
         }))
     }
 
-    /// One interval of this worker, as the store keeps it.
+    /// One interval of this worker, as the store keeps it: its counts (transactions,
+    /// failures, connects, refused connects) and latencies.
     fn interval(
         &self,
         interval: usize,
-        transactions: u64,
-        failures: u64,
-        connects: u64,
+        (transactions, failures, connects, refused): (u64, u64, u64, u64),
         latency_us: &Histogram<u64>,
     ) -> Result<WorkerInterval> {
         Ok(WorkerInterval {
@@ -206,6 +208,7 @@ impl Worker {
             transactions: transactions as i64,
             failures: failures as i64,
             connects: connects as i64,
+            refused: refused as i64,
             latency_histogram: (!latency_us.is_empty())
                 .then(|| store::serialize_histogram(latency_us))
                 .transpose()?,
@@ -213,15 +216,10 @@ impl Worker {
     }
 
     /// Saves one interval as it ends (progress reports arrive per interval).
-    pub fn save_interval(
-        &self,
-        interval: usize,
-        transactions: u64,
-        failures: u64,
-        connects: u64,
-        latency_us: &Histogram<u64>,
-    ) -> Result<()> {
-        let i = self.interval(interval, transactions, failures, connects, latency_us)?;
+    pub fn save_interval(&self, interval: usize, period: &Interval) -> Result<()> {
+        let p = period;
+        let counts = (p.transactions, p.failures, p.connects, p.refused);
+        let i = self.interval(interval, counts, &p.latency_us)?;
         self.with_store(|s| s.save_worker_intervals(self.run, &[i]))
     }
 
@@ -240,7 +238,7 @@ impl Worker {
             .enumerate()
             .map(|(i, e)| {
                 e.histogram_into(&mut h);
-                self.interval(i, e.transactions, e.failures, e.connects, &h)
+                self.interval(i, (e.transactions, e.failures, e.connects, e.refused), &h)
             })
             .collect::<Result<Vec<_>>>()?;
         self.with_store(|s| s.save_worker_intervals(self.run, &intervals))?;
@@ -274,6 +272,74 @@ impl Worker {
     }
 }
 
+/// Counts by kind as a record keeps them: (count, first message).
+type Counts = BTreeMap<String, (u64, String)>;
+
+fn counts_of(m: &BTreeMap<String, FailureCount>) -> Counts {
+    m.iter()
+        .map(|(k, f)| (k.clone(), (f.count, f.example.clone())))
+        .collect()
+}
+
+fn failures_of(c: &Counts) -> BTreeMap<String, FailureCount> {
+    c.iter()
+        .map(|(k, (count, example))| {
+            (
+                k.clone(),
+                FailureCount {
+                    count: *count,
+                    example: example.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// A worker's connect ramp as its record keeps it: the counts, its pace (the worker's
+/// share of `--connect-rate`), and its first attempt and last connection on the
+/// worker's own clock, which the merge moves to the store's by the worker's offset.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct SavedRamp {
+    pub wanted: u64,
+    pub connected: u64,
+    pub rate_per_s: Option<f64>,
+    pub took_s: f64,
+    pub failed_attempts: u64,
+    pub failures: Counts,
+    pub first_attempt_unix_us: Option<i64>,
+    pub last_connected_unix_us: Option<i64>,
+}
+
+impl SavedRamp {
+    fn of(r: &ConnectRamp) -> SavedRamp {
+        SavedRamp {
+            wanted: r.wanted,
+            connected: r.connected,
+            rate_per_s: r.rate,
+            took_s: r.took.as_secs_f64(),
+            failed_attempts: r.failed_attempts,
+            failures: counts_of(&r.failures),
+            first_attempt_unix_us: r.first_attempt_unix_us,
+            last_connected_unix_us: r.last_connected_unix_us,
+        }
+    }
+
+    /// The ramp with its instants on the store's clock: `offset_us` is the store's
+    /// clock minus the worker's.
+    fn on_store_clock(&self, offset_us: i64) -> ConnectRamp {
+        ConnectRamp {
+            wanted: self.wanted,
+            connected: self.connected,
+            rate: self.rate_per_s,
+            took: Duration::from_secs_f64(self.took_s.max(0.0)),
+            failed_attempts: self.failed_attempts,
+            failures: failures_of(&self.failures),
+            first_attempt_unix_us: self.first_attempt_unix_us.map(|t| t + offset_us),
+            last_connected_unix_us: self.last_connected_unix_us.map(|t| t + offset_us),
+        }
+    }
+}
+
 /// What a worker saves beside its latency histogram and intervals: everything else a
 /// load run measured, so the merged run is what one process would have recorded.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -283,7 +349,16 @@ pub struct WorkerRecord {
     pub transactions: u64,
     pub failed_transactions: u64,
     /// Failures by kind: (count, first message).
-    pub failures: BTreeMap<String, (u64, String)>,
+    pub failures: Counts,
+    /// Connect attempts refused during the measurement, by kind, and in all (none in a
+    /// record saved before they were kept, hence the defaults).
+    #[serde(default)]
+    pub refused: Counts,
+    #[serde(default)]
+    pub refused_attempts: u64,
+    /// The connect ramp before the clock; `None` in a record saved before it was kept.
+    #[serde(default)]
+    pub ramp: Option<SavedRamp>,
     pub connects: u64,
     pub connect_ns: u64,
     pub bytes_sent: u64,
@@ -345,11 +420,10 @@ impl WorkerRecord {
             measured_s: run.measured.as_secs_f64(),
             transactions: r.transactions,
             failed_transactions: r.failed_transactions,
-            failures: r
-                .failures
-                .iter()
-                .map(|(k, f)| (k.clone(), (f.count, f.example.clone())))
-                .collect(),
+            failures: counts_of(&r.failures),
+            refused: counts_of(&r.refused),
+            refused_attempts: r.refused_attempts,
+            ramp: Some(SavedRamp::of(&run.ramp)),
             connects: r.connects,
             connect_ns: r.connect_ns,
             bytes_sent: r.bytes.bytes_sent,
@@ -387,19 +461,9 @@ impl WorkerRecord {
         }
         r.transactions = self.transactions;
         r.failed_transactions = self.failed_transactions;
-        r.failures = self
-            .failures
-            .iter()
-            .map(|(k, (count, example))| {
-                (
-                    k.clone(),
-                    FailureCount {
-                        count: *count,
-                        example: example.clone(),
-                    },
-                )
-            })
-            .collect();
+        r.failures = failures_of(&self.failures);
+        r.refused = failures_of(&self.refused);
+        r.refused_attempts = self.refused_attempts;
         r.connects = self.connects;
         r.connect_ns = self.connect_ns;
         r.bytes.bytes_sent = self.bytes_sent;
@@ -414,6 +478,7 @@ impl WorkerRecord {
             e.transactions = i.transactions as u64;
             e.failures = i.failures as u64;
             e.connects = i.connects as u64;
+            e.refused = i.refused as u64;
             if let Some(b) = &i.latency_histogram {
                 let h = store::deserialize_histogram(b)?;
                 e.latency_us = h
@@ -499,6 +564,12 @@ pub fn merge(store: &Store, id: i64) -> Result<Merged> {
         }
         run.setup_connects += record.setup_connects;
         run.setup_connect_ns += record.setup_connect_ns;
+        // The ramps on the store's clock, so the merged one ends when the last client of
+        // any worker connected.
+        if let Some(ramp) = &record.ramp {
+            run.ramp
+                .add(&ramp.on_store_clock(row.clock_offset_us.unwrap_or(0)));
+        }
         run.interrupted |= record.interrupted;
         run.first_error = run.first_error.take().or(record.first_error.clone());
         run.server_version = run.server_version.take().or(record.server_version.clone());
@@ -552,6 +623,54 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--worker-index 3"));
+    }
+
+    /// Two workers' ramps, their clocks 3 s apart: on the store's clock the merged ramp
+    /// runs from the earlier first attempt to the later last connection, counts and
+    /// paces summed; a record saved before ramps were kept still reads, with none.
+    #[test]
+    fn ramps_merge_on_the_store_s_clock() {
+        let refused = |n| BTreeMap::from([("53300".to_string(), (n, "too many connections".to_string()))]);
+        let a = SavedRamp {
+            wanted: 4,
+            connected: 4,
+            rate_per_s: Some(10.0),
+            took_s: 0.3,
+            failed_attempts: 2,
+            failures: refused(2),
+            first_attempt_unix_us: Some(1_000_000),
+            last_connected_unix_us: Some(1_300_000),
+        };
+        // Its clock is 3 s ahead of the store's (offset -3 s): 1.1 s to 1.5 s there.
+        let b = SavedRamp {
+            wanted: 3,
+            connected: 2,
+            rate_per_s: Some(7.5),
+            took_s: 0.4,
+            failed_attempts: 5,
+            failures: refused(5),
+            first_attempt_unix_us: Some(4_100_000),
+            last_connected_unix_us: Some(4_500_000),
+        };
+        let mut merged = ConnectRamp::default();
+        merged.add(&a.on_store_clock(0));
+        merged.add(&b.on_store_clock(-3_000_000));
+        assert_eq!((merged.wanted, merged.connected), (7, 6));
+        assert_eq!(merged.rate, Some(17.5));
+        assert_eq!(merged.failed_attempts, 7);
+        assert_eq!(merged.failures["53300"].count, 7);
+        assert_eq!(merged.took, Duration::from_millis(500));
+        assert_eq!(
+            (merged.first_attempt_unix_us, merged.last_connected_unix_us),
+            (Some(1_000_000), Some(1_500_000))
+        );
+        let mut old =
+            serde_json::to_value(WorkerRecord::of(&LoadRun::empty(), Duration::ZERO).unwrap()).unwrap();
+        for key in ["ramp", "refused", "refused_attempts"] {
+            old.as_object_mut().unwrap().remove(key);
+        }
+        let back: WorkerRecord = serde_json::from_value(old).unwrap();
+        assert_eq!((back.ramp, back.refused_attempts), (None, 0));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use super::plan::{LoadPlan, Policy};
+use super::plan::{LoadPlan, Policy, RampProgress};
 use super::shared::{note_first_error, WorkerShared};
 use crate::connect::FailureCount;
 use crate::proto::{self, ConnectError, ErrorKind, Phase, PhaseCursor, Session, Timeline};
@@ -155,12 +155,14 @@ pub async fn ramp_open(shared: &WorkerShared, at: Instant, deadline: Instant) ->
                 let now = Instant::now();
                 r.last_connected = Some(r.last_connected.map_or(now, |l| l.max(now)));
                 r.ramp.connected += 1;
+                RampProgress::count(&shared.plan.ramp_progress, |p| &p.connected, 1);
                 return Some(s);
             }
             Err(e) => e,
         };
         count_in(&mut shared.ramp.borrow_mut().ramp.failures, &e);
         shared.ramp.borrow_mut().ramp.failed_attempts += 1;
+        RampProgress::count(&shared.plan.ramp_progress, |p| &p.failed_attempts, 1);
         let pause = backoff.pause(&mut shared.backoff_rng.borrow_mut());
         if !refused(&e) || Instant::now() + pause > deadline {
             note_first_error(shared, || e.to_string());

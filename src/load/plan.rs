@@ -3,6 +3,7 @@
 //! `threads::run` hands back ([`LoadRun`], [`Progress`]) for `stats` to
 //! read. Apart from `threads` so a reader of the plan need not read the machinery.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -135,6 +136,39 @@ pub struct LoadPlan {
     /// pool's) start on an even schedule at this many a second; `None` starts them all
     /// at once ([`crate::load::connecting`]).
     pub connect_rate: Option<f64>,
+    /// A live view's window on the connect ramp (`--metrics-listen`), counted into as it
+    /// goes; `None` counts nothing beyond the run's own record.
+    pub ramp_progress: Option<Arc<RampProgress>>,
+}
+
+/// The connect ramp as it goes, for a live view: the worker threads count into it the
+/// connections they are to open, those they opened and the attempts that failed, at the
+/// points where they count the ramp's own record, so its last reading is the ramp's
+/// figures exactly. Atomics, which the threads share: the ramp is before the clock, so
+/// nothing measured pays for them, and a scrape reads them while the ramp still runs.
+#[derive(Debug, Default)]
+pub struct RampProgress {
+    pub wanted: AtomicU64,
+    pub connected: AtomicU64,
+    pub failed_attempts: AtomicU64,
+}
+
+impl RampProgress {
+    /// `(wanted, connected, failed_attempts)` now.
+    pub fn read(&self) -> (u64, u64, u64) {
+        (
+            self.wanted.load(Ordering::Relaxed),
+            self.connected.load(Ordering::Relaxed),
+            self.failed_attempts.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts `n` into `counter`, when there is a live view to count for.
+    pub fn count(progress: &Option<Arc<RampProgress>>, counter: fn(&RampProgress) -> &AtomicU64, n: u64) {
+        if let Some(p) = progress {
+            counter(p).fetch_add(n, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Says when the run starts: a blocking call, made once all clients are connected; an
@@ -213,6 +247,11 @@ pub struct ConnectRamp {
     /// off and tried again), by kind, with the first of each kind in full.
     pub failed_attempts: u64,
     pub failures: std::collections::BTreeMap<String, crate::connect::FailureCount>,
+    /// The first attempt and the last connection made, in Unix microseconds on this
+    /// machine's clock: what places the ramps of a many-machine run's workers on one
+    /// clock (the store's, by each worker's offset) to merge them ([`ConnectRamp::add`]).
+    pub first_attempt_unix_us: Option<i64>,
+    pub last_connected_unix_us: Option<i64>,
 }
 
 impl ConnectRamp {
@@ -220,6 +259,35 @@ impl ConnectRamp {
     pub fn achieved_rate(&self) -> Option<f64> {
         (self.connected > 1 && !self.took.is_zero())
             .then(|| (self.connected - 1) as f64 / self.took.as_secs_f64())
+    }
+
+    /// Adds another process's ramp, its instants already on this one's clock: counts
+    /// and paces summed (each worker paces its share), and the ramp from the first
+    /// attempt of either to the last connection of either, so it ends when the last
+    /// client anywhere connected.
+    pub fn add(&mut self, o: &ConnectRamp) {
+        self.wanted += o.wanted;
+        self.connected += o.connected;
+        self.rate = match (self.rate, o.rate) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.failed_attempts += o.failed_attempts;
+        crate::load::measurements::add_failures(&mut self.failures, &o.failures);
+        self.first_attempt_unix_us = match (self.first_attempt_unix_us, o.first_attempt_unix_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_connected_unix_us = self.last_connected_unix_us.max(o.last_connected_unix_us);
+        // Never shorter than either ramp alone (one saved without its instants, or an
+        // offset's error of a few microseconds, could make the span so).
+        let longer = self.took.max(o.took);
+        self.took = match (self.first_attempt_unix_us, self.last_connected_unix_us) {
+            (Some(first), Some(last)) => {
+                Duration::from_micros(last.saturating_sub(first).max(0) as u64).max(longer)
+            }
+            _ => longer,
+        };
     }
 }
 

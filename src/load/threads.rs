@@ -39,7 +39,9 @@ use crate::load::measurements::{Interval, Measurements};
 use crate::net::transport::TlsInfo;
 use crate::proto::Session;
 
-use super::plan::{ConnectRamp, End, LoadPlan, LoadRun, Policy, Progress, StartGate, WeightedScript};
+use super::plan::{
+    ConnectRamp, End, LoadPlan, LoadRun, Policy, Progress, RampProgress, StartGate, WeightedScript,
+};
 
 /// How long after the measured window a client may still wait on the server before the
 /// run stops waiting for it.
@@ -206,7 +208,8 @@ pub async fn run(
     }
     // Every worker has ended: --exit-on-abort's switch is as it will stay.
     let halted = *halt.borrow();
-    Ok(merge(&plan, &results, measure_start, end, halted))
+    let clock = times.get().map_or_else(|| Clock::new(measure_start), |t| t.clock);
+    Ok(merge(&plan, &results, (measure_start, clock), end, halted))
 }
 
 /// When the clock starts: a moment from now, so all workers see the start before it
@@ -277,11 +280,11 @@ async fn relay_progress(
 
 /// The run: the workers' measurements and readings merged, and the measured window's
 /// length (to the last transaction's end, or the planned end when the run was not cut
-/// short).
+/// short); `clock` puts the ramp's instants in Unix time.
 fn merge(
     plan: &LoadPlan,
     results: &[WorkerResult],
-    measure_start: Instant,
+    (measure_start, clock): (Instant, Clock),
     end: Option<Instant>,
     halted: bool,
 ) -> LoadRun {
@@ -338,12 +341,15 @@ fn merge(
     };
     run.measured = window_end.saturating_duration_since(measure_start);
     run.measurements = measurements;
+    let unix_us = |i: Option<Instant>| i.map(|i| clock.unix_us(i) as i64);
     run.ramp = ConnectRamp {
         rate: plan.connect_rate,
         took: match (ramp.first_attempt, ramp.last_connected) {
             (Some(first), Some(last)) => last.saturating_duration_since(first),
             _ => Duration::ZERO,
         },
+        first_attempt_unix_us: unix_us(ramp.first_attempt),
+        last_connected_unix_us: unix_us(ramp.last_connected),
         ..ramp.ramp
     };
     run
@@ -501,6 +507,7 @@ async fn connect_clients(shared: Rc<WorkerShared>, ids: &[usize], start: Instant
     };
     let deadline = ramp_deadline(&plan, start, wanted);
     shared.ramp.borrow_mut().ramp.wanted = slots.len() as u64;
+    RampProgress::count(&plan.ramp_progress, |p| &p.wanted, slots.len() as u64);
     let opens: Vec<_> = slots
         .iter()
         .map(|&k| {

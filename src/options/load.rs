@@ -78,8 +78,8 @@ pub struct LoadOptions {
     pub interval: Duration,
     /// Pacing: a target rate for all clients together, and a pause after each transaction.
     pub rate: Option<f64>,
-    /// `--connect-rate`: connects a second for the connections opened before the clock;
-    /// `None`: the default ([`LoadOptions::connect_rate`]).
+    /// `--connect-rate` (a cell's `connect_rate`): connects a second for the connections
+    /// opened before the clock; `None`: the default ([`LoadOptions::connect_rate`]).
     pub connect_rate: Option<f64>,
     pub think: Duration,
     /// Time every command of the script (`load -r`; suites do not report it).
@@ -181,7 +181,7 @@ impl LoadOptions {
             end: duration.map(End::Duration).unwrap_or(d.end),
             warmup: warmup.unwrap_or(d.warmup),
             rate: get(s, "rate", parse_rate)?,
-            connect_rate: d.connect_rate,
+            connect_rate: get(s, "connect_rate", parse_connect_rate)?,
             think: get(s, "think", parse_pause)?.unwrap_or(d.think),
             per_command: d.per_command,
             latency_limit: d.latency_limit,
@@ -485,6 +485,7 @@ impl LoadOptions {
             turn: None,
             log: None,
             connect_rate: self.connect_rate(),
+            ramp_progress: None,
         })
     }
 

@@ -248,15 +248,17 @@ pub fn parse_rate(v: &str) -> Result<f64, String> {
     }
 }
 
-/// --connect-rate: connects a second for the connections opened before the clock, a
-/// positive number as -R takes its rate (`2000`), or written with its unit (`2000/s`).
+/// --connect-rate (a cell's `connect_rate`): connects a second for the connections opened
+/// before the clock, a positive number as -R takes its rate (`2000`), or written with its
+/// unit (`2000/s`). The message names the phase it paces, since a rate alone reads as -R's.
 pub fn parse_connect_rate(v: &str) -> Result<f64, String> {
     let t = v.trim();
     let n = t.strip_suffix("/s").unwrap_or(t).trim();
     match n.parse::<f64>() {
         Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
         _ => Err(format!(
-            "invalid connect rate {v:?}: give a positive number of connects per second, e.g. 2000 or 2000/s"
+            "invalid connect rate {v:?}: it paces the connect ramp (the connections opened before the \
+             measurement); give a positive number of connects per second, e.g. 2000 or 2000/s"
         )),
     }
 }

@@ -103,6 +103,48 @@ fn suite_settings_go_through_the_same_parsers() {
 }
 
 #[test]
+fn a_cell_s_connect_rate_is_the_flag_s_and_reaches_its_plan() {
+    let mut s = Settings::new();
+    s.insert("connect_rate".into(), "20/s".into());
+    let o = LoadOptions::from_settings(&s, None, None, "connbench").unwrap();
+    assert_eq!((o.connect_rate, o.connect_rate()), (Some(20.0), Some(20.0)));
+    let endpoint = crate::proto::Endpoint::new(Target::parse("host=/tmp dbname=x").unwrap()).unwrap();
+    let dataset = Dataset {
+        tables: o.assumed_tables(),
+        scale: 1,
+    };
+    let plan = o.plan(endpoint, &dataset, None, None).unwrap();
+    assert_eq!(plan.connect_rate, Some(20.0));
+    // Without it, a cell's default is the flag's: paced from 1,000 clients only.
+    s.clear();
+    s.insert("clients".into(), "1000".into());
+    let o = LoadOptions::from_settings(&s, None, None, "connbench").unwrap();
+    assert_eq!(
+        (o.connect_rate, o.connect_rate()),
+        (None, Some(crate::load::connecting::DEFAULT_CONNECT_RATE))
+    );
+    // A bad one is refused naming the setting, its value, what it paces and the fix.
+    for bad in ["0", "-5/s", "fast", "inf"] {
+        s.insert("connect_rate".into(), bad.into());
+        let e = LoadOptions::from_settings(&s, None, None, "connbench")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!("setting connect_rate: {}", parse_connect_rate(bad).unwrap_err())
+        );
+        for said in [
+            format!("{bad:?}"),
+            "the connect ramp".into(),
+            "before the measurement".into(),
+            "e.g. 2000 or 2000/s".into(),
+        ] {
+            assert!(e.contains(&said), "{said} not in: {e}");
+        }
+    }
+}
+
+#[test]
 fn a_cell_s_scale_names_its_own_tables_and_tpcb_like_above_the_scale_warns() {
     let mut s = Settings::new();
     s.insert("scale".into(), "8".into());

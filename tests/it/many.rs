@@ -11,6 +11,19 @@ use connbench::targets::Target;
 
 use crate::common::{connbench, conninfo, dataset, runtime, start_sandbox, stderr};
 
+/// A database of the shared sandbox that takes at most `limit` connections (its
+/// CONNECTION LIMIT: a connect past it is refused with 53300, as at a server's
+/// max_connections, without a sandbox of its own), made afresh; its conninfo as the
+/// sandbox's role that is no superuser (a superuser passes any limit), and a script
+/// that needs no tables there.
+pub fn limited_target(name: &str, limit: u32) -> (String, crate::common::TempFile) {
+    let db = format!("cbt_{name}_{}", std::process::id());
+    crate::load::sql(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+    crate::load::sql(&format!("CREATE DATABASE {db} CONNECTION LIMIT {limit}"));
+    let script = crate::common::TempFile::new(&format!("{name}.sql"), "SELECT 1;\n");
+    (crate::common::with_dbname(&conninfo("unix_trust"), &db), script)
+}
+
 fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
 }
@@ -164,6 +177,68 @@ fn connect_rate_paces_the_ramp() {
     assert!(text.status.success(), "{}", stderr(&text));
     let printed = String::from_utf8_lossy(&text.stdout);
     assert!(printed.contains("connect ramp  2 of 2 connected in"), "{printed}");
+}
+
+/// A suite cell's `connect_rate` paces its ramp as `--connect-rate` does: 20 clients at
+/// 20/s put the last first attempt 19/20 s after the first, so the cell's
+/// `connect_ramp_s` is at least 0.95 s however busy the machine, while the cell beside it
+/// (no rate, 20 clients: all at once) keeps its own default. A build that reads the key
+/// but leaves the cell's plan unpaced gives the paced cell a ramp of milliseconds, and
+/// one without the key refuses the suite: both fail here.
+#[test]
+fn a_suite_cell_s_connect_rate_paces_its_ramp() {
+    dataset();
+    let dir = crate::common::scratch("connect-rate");
+    let suite = r#"
+name = "ramp"
+question = "Does a cell's connect_rate pace its ramp?"
+kind = "load"
+duration = "300ms"
+repetitions = 1
+prewarm = false
+[defaults]
+workload = "select-only"
+target = "unix"
+clients = 20
+threads = 2
+[[cells]]
+name = "paced"
+connect_rate = "20/s"
+[[cells]]
+name = "at-once"
+"#;
+    let (_, args) = crate::common::suite_args(&dir, suite, &["unix"], &["--json"]);
+    let o = crate::common::run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let cell = |name: &str| {
+        v["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no cell {name}: {}", v["cells"]))
+            .clone()
+    };
+    let ramp_s = |name: &str| cell(name)["values"]["connect_ramp_s"][0].as_f64().unwrap();
+    let (paced, at_once) = (ramp_s("paced"), ramp_s("at-once"));
+    assert!(paced >= 0.95 - 1e-3, "20 connects at 20/s in {paced} s");
+    assert!(at_once < paced, "unpaced {at_once} s against paced {paced} s");
+    for name in ["paced", "at-once"] {
+        let values = &cell(name)["values"];
+        assert_eq!(values["connect_ramp_failed_attempts"][0], 0.0, "{values}");
+        assert_eq!(values["refused_connects"][0], 0.0, "{values}");
+    }
+    let settings: Vec<&serde_json::Value> = v["suite"]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["settings"])
+        .collect();
+    assert!(
+        settings.iter().any(|s| s["connect_rate"] == "20/s"),
+        "{settings:?}"
+    );
 }
 
 /// A run that needs more open files than the hard limit is refused before it starts,

@@ -148,6 +148,88 @@ fn prometheus_scrapes_the_run_s_own_count_and_p99() {
     drop(load);
 }
 
+/// A load at a database that takes two connections, with three clients: once it serves
+/// its final figures, the endpoint's refused connects, the ramp's failed attempts and its
+/// connections are the run's own (its JSON's), each family with its HELP and TYPE, and
+/// promtool passes the text. A build that exports none of them fails here.
+#[test]
+fn refused_connects_and_the_connect_ramp_are_exported() {
+    let (target, script) = crate::many::limited_target("metrics_ramp", 2);
+    let mut load = Command::new(env!("CARGO_BIN_EXE_connbench"))
+        .args(["load", &target, "-f", script.path(), "-c", "3", "-T", "2"])
+        .args([
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--metrics-linger",
+            "2m",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = load.stdout.take().unwrap();
+    let mut stderr = BufReader::new(load.stderr.take().unwrap());
+    let _load = Killed(load);
+    // The final figures are served once the run has printed its report.
+    let (mut endpoint, mut said, mut line) = (None, String::new(), String::new());
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "connbench ended without lingering: {said}"
+        );
+        said.push_str(&line);
+        if let Some(rest) = line.trim().strip_prefix("metrics: serving http://") {
+            endpoint = Some(rest.trim_end_matches("/metrics").to_string());
+        }
+        if line.contains("serving the final figures") {
+            break;
+        }
+    }
+    let v: serde_json::Value = serde_json::Deserializer::from_reader(stdout)
+        .into_iter()
+        .next()
+        .expect("the run's JSON")
+        .unwrap();
+    let c = &v["summary"]["connections"];
+    let text = get(endpoint.as_deref().unwrap(), "/metrics");
+    let sample = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(&format!("{name}{{")))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    for (name, kind, figure) in [
+        (
+            "connbench_refused_connects_total",
+            "counter",
+            &c["failed_attempts"],
+        ),
+        (
+            "connbench_ramp_failed_connects_total",
+            "counter",
+            &c["ramp"]["failed_attempts"],
+        ),
+        ("connbench_ramp_connections", "gauge", &c["ramp"]["connected"]),
+        ("connbench_ramp_connections_wanted", "gauge", &c["ramp"]["wanted"]),
+    ] {
+        assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{text}");
+        assert!(text.contains(&format!("# HELP {name} ")), "{text}");
+        assert_eq!(sample(name), figure.as_u64(), "{name} against the run's {c}");
+    }
+    // The database takes two: the third client was refused before the clock and in it.
+    assert_eq!(sample("connbench_ramp_connections_wanted"), Some(3));
+    assert!(
+        sample("connbench_ramp_failed_connects_total") >= Some(1),
+        "{text}"
+    );
+    assert!(sample("connbench_refused_connects_total") >= Some(1), "{text}");
+    assert!(
+        !text.contains("kind=\"53300\""),
+        "a refusal is no failure: {text}"
+    );
+    promtool_check(&text);
+}
+
 /// `promtool check metrics` on `text`, as Prometheus' own tools read an exposition.
 fn promtool_check(text: &str) {
     let mut child = Command::new("promtool")
@@ -220,5 +302,13 @@ fn a_suite_run_serves_a_series_per_cell() {
         assert!(c.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 0, "{c}");
     }
     assert_eq!(text.matches("finished=\"true\"").count(), 2, "{text}");
+    // Each cell's ramp connected its clients (persistent: one connection each).
+    let mut ramps: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("connbench_ramp_connections{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    ramps.sort_unstable();
+    assert_eq!(ramps, [1, 2], "{text}");
     promtool_check(&text);
 }

@@ -374,8 +374,14 @@ fn bad_settings_are_named_the_same_from_a_suite_and_from_flags() {
         .unwrap();
         connbench(&["run", path.to_str().unwrap(), "--dry-run"])
     };
-    let cases: [(&str, &str, &[&str], &str); 4] = [
+    let cases: [(&str, &str, &[&str], &str); 5] = [
         ("1s", "rate = 0", &["-R", "0"], "invalid rate \"0\""),
+        (
+            "1s",
+            "connect_rate = \"0/s\"",
+            &["--connect-rate", "0/s"],
+            "invalid connect rate \"0/s\": it paces the connect ramp",
+        ),
         (
             "1s",
             "connection = \"pool\"\npool_size = 0",

@@ -188,6 +188,101 @@ fn three_workers_merge_exactly_and_start_together() {
     assert!(stderr(&o).contains("is already over (done)"), "{}", stderr(&o));
 }
 
+/// Three workers of two clients at a database that takes five connections (so each
+/// worker connects one at least and runs): the client refused in a worker's ramp, and
+/// again in its run, is carried through the store,
+/// so the merged run reports them as one process would: the ramps summed and ending at
+/// the last client connected anywhere, the refused attempts summed by kind and interval,
+/// in JSON and in text. A build whose workers save no ramp nor refusals merges a ramp of
+/// no connections and no refused attempt: it fails here.
+#[test]
+fn refused_connects_and_the_ramp_merge_across_workers() {
+    let (target, script) = crate::many::limited_target("workers_ramp", 5);
+    let store = postgres_store("ramp");
+    let workers: Vec<_> = (0..3)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_connbench"))
+                .args([
+                    "load",
+                    &target,
+                    "-f",
+                    script.path(),
+                    "-c",
+                    "6",
+                    "-T",
+                    "2",
+                    "--json",
+                ])
+                .args(["--workers", "3", "--worker-index", &i.to_string()])
+                .args(["--run", "ramp-test", "--store", &store])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut own = Vec::new();
+    for (i, w) in workers.into_iter().enumerate() {
+        let o = w.wait_with_output().unwrap();
+        assert!(o.status.success(), "worker {i}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        own.push(v["summary"]["connections"].clone());
+    }
+    let sum = |f: &dyn Fn(&serde_json::Value) -> &serde_json::Value| -> u64 {
+        own.iter().map(|c| f(c).as_u64().unwrap()).sum()
+    };
+    let connected = sum(&|c| &c["ramp"]["connected"]);
+    let ramp_failed = sum(&|c| &c["ramp"]["failed_attempts"]);
+    let refused = sum(&|c| &c["failed_attempts"]);
+    assert!(connected <= 5, "the database takes five: {own:?}");
+    // A client at least was refused in the ramp, and tried again in the run.
+    assert!(ramp_failed >= 1 && refused >= 1, "{own:?}");
+
+    let o = connbench(&["report", "ramp-test", "--store", &store, "--json", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    check_schema("workers", &v);
+    let load = &v["runs"][0]["load"];
+    check_schema("load", load);
+    let c = &load["summary"]["connections"];
+    let ramp = &c["ramp"];
+    assert_eq!(ramp["wanted"], 6, "{ramp}");
+    assert_eq!(ramp["connected"].as_u64(), Some(connected), "{ramp}");
+    assert_eq!(ramp["failed_attempts"].as_u64(), Some(ramp_failed), "{ramp}");
+    assert_eq!(ramp["failures"][0]["kind"], "53300", "{ramp}");
+    assert_eq!(ramp["failures"][0]["count"].as_u64(), Some(ramp_failed), "{ramp}");
+    assert_eq!(c["failed_attempts"].as_u64(), Some(refused), "{c}");
+    assert_eq!(c["refused"][0]["kind"], "53300", "{c}");
+    let per_interval: u64 = load["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["refused_connects"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_interval, refused, "{}", load["series"]);
+    // The merged ramp ends at the last connection of any worker: never shorter than a
+    // worker's own (within the clock offsets' error, microseconds here).
+    let took = ramp["took_s"].as_f64().unwrap();
+    for w in &own {
+        let mine = w["ramp"]["took_s"].as_f64().unwrap();
+        assert!(
+            took >= mine - 1e-3,
+            "merged {took} s, a worker's {mine} s: {ramp}"
+        );
+    }
+    assert_eq!(load["summary"]["failed_transactions"], 0);
+
+    let o = connbench(&["runs", "show", "ramp-test", "--store", &store]);
+    let text = stdout(&o);
+    for said in [
+        format!("connect ramp  {connected} of 6 connected in"),
+        format!("; {ramp_failed} failed attempts (53300 ×{ramp_failed})"),
+        format!("refused       {refused} connect attempts during the measurement"),
+    ] {
+        assert!(text.contains(&said), "{said:?} not in:\n{text}");
+    }
+}
+
 #[test]
 fn a_worker_that_never_arrives_fails_the_run_by_name() {
     dataset();

@@ -59,6 +59,7 @@ const DECIDED: &[&str] = &[
     "clients",
     "think",
     "rate",
+    "connect_rate",
     "mode",
     "connection",
     "tables",

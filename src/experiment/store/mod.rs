@@ -30,7 +30,7 @@ pub use workers::{WorkerEnd, WorkerInterval, WorkerRow, WorkerRun};
 use super::db::Db;
 
 /// The schema this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Each step takes the schema one version up; a new store runs them all after
 /// [`SCHEMA_V1`]. Type words in braces are rendered per database ([`Db::ddl`]).
@@ -76,6 +76,12 @@ const MIGRATIONS: &[(i64, &str)] = &[
     ),
     // Version 4: a failed run keeps why (its first error), beside its status.
     (4, "ALTER TABLE runs ADD COLUMN error TEXT;"),
+    // Version 5: a worker's intervals keep the connect attempts refused in them, so a
+    // merged run's series says when a server's limit turned clients away.
+    (
+        5,
+        "ALTER TABLE worker_intervals ADD COLUMN refused {INT} NOT NULL DEFAULT 0;",
+    ),
 ];
 
 const SCHEMA_V1: &str = "
@@ -546,7 +552,7 @@ target = ["unix", "postgres://app:hunter2@db/app"]
             .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
             .unwrap()
             .unwrap();
-        assert_eq!(version[0].text().as_deref(), Some("4"));
+        assert_eq!(version[0].text().as_deref(), Some("5"));
         let rep = Repetition {
             cell: 0,
             repetition: 1,

@@ -31,6 +31,8 @@ pub struct WorkerInterval {
     pub transactions: i64,
     pub failures: i64,
     pub connects: i64,
+    /// Connect attempts refused in the interval (0 in a store from before they were kept).
+    pub refused: i64,
     pub latency_histogram: Option<Vec<u8>>,
 }
 
@@ -204,10 +206,10 @@ impl Store {
         self.transaction(|| {
             for i in intervals {
                 self.db.exec(
-                    "INSERT INTO worker_intervals (run_id, worker, interval, transactions, failures, connects, latency_histogram) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run_id, worker, interval) DO UPDATE SET \
-                     transactions = excluded.transactions, failures = excluded.failures, connects = excluded.connects, \
-                     latency_histogram = excluded.latency_histogram",
+                    "INSERT INTO worker_intervals (run_id, worker, interval, transactions, failures, connects, refused, \
+                     latency_histogram) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id, worker, interval) \
+                     DO UPDATE SET transactions = excluded.transactions, failures = excluded.failures, \
+                     connects = excluded.connects, refused = excluded.refused, latency_histogram = excluded.latency_histogram",
                     &[
                         run.into(),
                         i.worker.into(),
@@ -215,6 +217,7 @@ impl Store {
                         i.transactions.into(),
                         i.failures.into(),
                         i.connects.into(),
+                        i.refused.into(),
                         i.latency_histogram.clone().into(),
                     ],
                 )?;
@@ -304,8 +307,8 @@ impl Store {
         let intervals = self
             .db
             .query(
-                "SELECT worker, interval, transactions, failures, connects, latency_histogram FROM worker_intervals \
-                 WHERE run_id = $1 ORDER BY interval, worker",
+                "SELECT worker, interval, transactions, failures, connects, refused, latency_histogram \
+                 FROM worker_intervals WHERE run_id = $1 ORDER BY interval, worker",
                 &[run.into()],
             )?
             .into_iter()
@@ -315,7 +318,8 @@ impl Store {
                 transactions: r[2].int().unwrap_or(0),
                 failures: r[3].int().unwrap_or(0),
                 connects: r[4].int().unwrap_or(0),
-                latency_histogram: r[5].blob(),
+                refused: r[5].int().unwrap_or(0),
+                latency_histogram: r[6].blob(),
             })
             .collect();
         Ok((workers, intervals))
