@@ -18,13 +18,14 @@
 //! a broken connection is dropped and reopened, after a short pause when connecting
 //! fails, and the client goes on.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use tokio::sync::{mpsc, watch};
@@ -571,28 +572,31 @@ async fn measure(
         .map(|(&id, session)| AssertUnwindSafe(client(id, shared.clone(), session)).catch_unwind())
         .collect();
     let mut left = Vec::new();
-    let stopped = stop_signal(&shared, stop.clone());
+    // The stop switches are tasks of their own, not branches polled beside the clients:
+    // a branch is polled on every answer, and a watch's wait takes its lock when polled.
+    let (abort, registration) = AbortHandle::new_pair();
+    let stopper = spawn_stopper(&shared, stop.clone(), abort.clone());
     // A client still waiting on the server END_GRACE after the window closed: its wait
     // is ended, said once, and the results so far are reported (the switch is the
     // coordinator's, see [`run`]).
-    let overrun = overrun_signal(t.end.is_some(), overrun_rx);
-    tokio::pin!(stopped, overrun);
-    loop {
-        tokio::select! {
-            biased;
-            next = clients.next() => match next {
-                // A client that panicked leaves no session to close.
-                Some(session) => left.extend(session.ok().flatten()),
-                None => break,
-            },
-            () = &mut stopped => break,
-            () = &mut overrun => {
-                say_overrun(clients.len());
-                break;
-            }
+    let overran = Rc::new(Cell::new(false));
+    let overrun = t.end.map(|_| spawn_overrun(overrun_rx, abort, overran.clone()));
+    let drain = async {
+        while let Some(session) = clients.next().await {
+            // A client that panicked leaves no session to close.
+            left.extend(session.ok().flatten());
         }
+    };
+    // Aborted: the clients still running are dropped where they are.
+    let _ = Abortable::new(drain, registration).await;
+    if overran.get() {
+        say_overrun(clients.len());
     }
     drop(clients);
+    stopper.abort();
+    if let Some(o) = overrun {
+        o.abort();
+    }
     let interrupted = shared.stopped.get();
     let cpu_end = thread_usage();
     let window_end = reads_window.then(|| WindowEnd::read(&plan.accounting));
@@ -655,29 +659,42 @@ fn spawn_ticker(
     })
 }
 
-/// Resolves when the clients are to stop where they are: on Ctrl-C (`stop`, which also
-/// marks the run interrupted) or --exit-on-abort (the shared `halt`). Never, when both
-/// senders are gone without switching on.
-async fn stop_signal(shared: &Rc<WorkerShared>, mut stop: watch::Receiver<bool>) {
+/// Stops the clients where they are on Ctrl-C (`stop`, which also marks the run
+/// interrupted) or --exit-on-abort (the shared `halt`).
+fn spawn_stopper(
+    shared: &Rc<WorkerShared>,
+    mut stop: watch::Receiver<bool>,
+    abort: AbortHandle,
+) -> tokio::task::JoinHandle<()> {
+    let shared = shared.clone();
     let mut halt = shared.halt.subscribe();
-    let on = tokio::select! {
-        on = switched_on(&mut stop) => {
-            shared.stopped.set(on);
-            on
+    tokio::task::spawn_local(async move {
+        let on = tokio::select! {
+            on = switched_on(&mut stop) => {
+                shared.stopped.set(on);
+                on
+            }
+            on = switched_on(&mut halt) => on,
+        };
+        if on {
+            abort.abort();
         }
-        on = switched_on(&mut halt) => on,
-    };
-    if !on {
-        std::future::pending::<()>().await
-    }
+    })
 }
 
-/// Resolves when the coordinator's overrun switch turns on (END_GRACE after the window
-/// of a timed run); never for a run of so many transactions.
-async fn overrun_signal(timed: bool, mut overrun_rx: watch::Receiver<bool>) {
-    if !timed || !switched_on(&mut overrun_rx).await {
-        std::future::pending().await
-    }
+/// Stops the clients still waiting on the server when the coordinator's overrun switch
+/// turns on (END_GRACE after the window of a timed run), marking that it did.
+fn spawn_overrun(
+    mut overrun_rx: watch::Receiver<bool>,
+    abort: AbortHandle,
+    overran: Rc<Cell<bool>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_local(async move {
+        if switched_on(&mut overrun_rx).await {
+            overran.set(true);
+            abort.abort();
+        }
+    })
 }
 
 /// Says how many clients were still waiting on the server when the overrun switch ended
