@@ -141,7 +141,7 @@ struct Tx {
 }
 
 /// One client's loop. Returns its persistent session, for closing outside the timed
-/// region. On Ctrl-C the worker aborts this task wherever it waits.
+/// region. On Ctrl-C the worker drops this future wherever it waits.
 pub async fn client(id: usize, shared: Rc<WorkerShared>, mut session: Option<Session>) -> Option<Session> {
     let plan = shared.plan.clone();
     let t = shared.times.borrow().expect("set before clients run");
@@ -597,7 +597,7 @@ async fn transaction(
     let plan = &shared.plan;
     let connect_err = TxError::connecting;
     // A connect's state (its TLS and SCRAM exchanges) is boxed where it is awaited: held
-    // inline, it would size every client's task for the whole run, whether it ever
+    // inline, it would size every client's future for the whole run, whether it ever
     // reconnects or not (bytes that 10,000 idle clients each keep).
     match &plan.policy {
         Policy::Persistent => {

@@ -2,7 +2,7 @@
 //! optionally paced, with every transaction recorded.
 //!
 //! Shape: `-j` worker threads, each with its own single-threaded runtime, each running
-//! its share of the `-c` clients as local tasks and owning one [`Measurements`] (no
+//! its share of the `-c` clients as one set of futures and owning one [`Measurements`] (no
 //! atomics or locks while a transaction is timed). The run has three stretches on one shared clock:
 //! connecting (persistent connections are opened before anything is timed, as pgbench
 //! does, and so are a pool's), warm-up (transactions run but are not recorded), and the measurement. Workers
