@@ -122,24 +122,22 @@ TOOLS=(pgbench connbench floor)
 [ -n "$URING" ] || echo "   (the floor's io_uring run is skipped: no liburing header; apt-get install liburing-dev)"
 [ -z "$URING" ] || TOOLS+=(floor_uring)
 : >"$WORK/pg_ratios"
+declare -A TOT LINE
 for round in $(seq 1 "$ROUNDS"); do
     n=${#TOOLS[@]}
-    declare -A TOT=()
-    line="  round $round"
+    echo "  round $round"
     for k in $(seq 0 $((n - 1))); do
         tool=${TOOLS[$(((k + round - 1) % n))]}
         run_tool "$tool"
         TOT[$tool]=$(awk -v u="$U" -v s="$S" 'BEGIN { print u + s }')
-        eval "L_$tool=\$(printf '%-11s %5s + %5s = %5.2f µs %6s tps' $tool $U $S ${TOT[$tool]} $TPS)"
+        LINE[$tool]=$(printf '%-11s %5s + %5s = %5.2f µs %6s tps' "$tool" "$U" "$S" "${TOT[$tool]}" "$TPS")
     done
-    echo "$line"
-    for tool in "${TOOLS[@]}"; do eval "echo \"    \$L_$tool\""; done
+    for tool in "${TOOLS[@]}"; do echo "    ${LINE[$tool]}"; done
     r_cb=$(awk -v a="${TOT[connbench]}" -v b="${TOT[pgbench]}" 'BEGIN { printf "%.3f", a / b }')
     r_floor=$(awk -v a="${TOT[floor]}" -v b="${TOT[pgbench]}" 'BEGIN { printf "%.3f", a / b }')
     r_uring=$([ -n "$URING" ] && awk -v a="${TOT[floor_uring]}" -v b="${TOT[floor]}" 'BEGIN { printf "%.3f", a / b }' || echo -)
     echo "    connbench/pgbench $r_cb   floor/pgbench $r_floor   floor io_uring/epoll $r_uring"
     echo "$r_cb $r_floor $r_uring" >>"$WORK/pg_ratios"
-    unset TOT
 done
 m_cb=$(awk '{ print $1 }' "$WORK/pg_ratios" | median)
 m_floor=$(awk '{ print $2 }' "$WORK/pg_ratios" | median)
@@ -153,11 +151,11 @@ echo "2. MariaDB oltp_point_select, prepared, 4 clients (sysbench 4 threads, con
 for round in $(seq 1 "$ROUNDS"); do
     for tool in $([ $((round % 2)) = 1 ] && echo "sysbench connbench_mariadb" || echo "connbench_mariadb sysbench"); do
         run_tool "$tool"
-        eval "T_$tool=\$(awk -v u=$U -v s=$S 'BEGIN { print u + s }')"
-        eval "L_$tool=\$(printf '%-9s %5s + %5s = %5.2f µs %6s tps' ${tool%_mariadb} $U $S \$T_$tool $TPS)"
+        TOT[$tool]=$(awk -v u="$U" -v s="$S" 'BEGIN { print u + s }')
+        LINE[$tool]=$(printf '%-9s %5s + %5s = %5.2f µs %6s tps' "${tool%_mariadb}" "$U" "$S" "${TOT[$tool]}" "$TPS")
     done
-    r=$(awk -v a="$T_connbench_mariadb" -v b="$T_sysbench" 'BEGIN { printf "%.3f", a / b }')
-    echo "  round $round  $L_sysbench   $L_connbench_mariadb   connbench/sysbench $r"
+    r=$(awk -v a="${TOT[connbench_mariadb]}" -v b="${TOT[sysbench]}" 'BEGIN { printf "%.3f", a / b }')
+    echo "  round $round  ${LINE[sysbench]}   ${LINE[connbench_mariadb]}   connbench/sysbench $r"
     echo "$r" >>"$WORK/my_ratios"
 done
 verdict "connbench/sysbench CPU per transaction" "$(median <"$WORK/my_ratios")" 0.90
