@@ -13,6 +13,7 @@
 //! (or in `startup` for trust), and `ready` is usually near zero. We report what the wire
 //! shows rather than split it by assumption.
 
+mod bind;
 mod cancel;
 mod raw;
 mod results;
@@ -516,26 +517,12 @@ impl Session {
         params: &[&str],
         sync: bool,
     ) -> Result<(), ConnectError> {
-        let p = Phase::Query;
-        frontend::bind(
-            "",
-            statement,
-            std::iter::once(0i16), // every parameter in text format
-            params.iter().copied(),
-            |v: &str, buf: &mut BytesMut| {
-                buf.extend_from_slice(v.as_bytes());
-                Ok(postgres_protocol::IsNull::No)
-            },
-            std::iter::once(0i16),
-            &mut self.wbuf,
-        )
-        .map_err(|_| ConnectError::new(p, ErrorKind::Protocol("cannot encode Bind".into())))?;
-        frontend::describe(b'P', "", &mut self.wbuf).map_err(|e| protocol(p, e))?;
-        frontend::execute("", 0, &mut self.wbuf).map_err(|e| protocol(p, e))?;
-        if sync {
-            frontend::sync(&mut self.wbuf);
-        }
-        Ok(())
+        bind::bind_execute(&mut self.wbuf, statement, params, sync).map_err(|e| {
+            ConnectError::new(
+                Phase::Query,
+                ErrorKind::Protocol(format!("cannot encode Bind: {e}")),
+            )
+        })
     }
 
     /// The tag and total length of the next message when all of it is buffered. A
