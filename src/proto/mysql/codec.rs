@@ -41,52 +41,77 @@ pub(super) fn encode_execute(out: &mut Vec<u8>, st: &mut Prepared, params: &[&st
     }
     out.extend(std::iter::repeat_n(0u8, n.div_ceil(8)));
     let value = |i: usize| params.get(i).copied().unwrap_or_default();
-    let same_types = st.types.len() == n
-        && st
-            .order
-            .iter()
-            .zip(&st.types)
-            .all(|(&i, &t)| param_type(value(i)) == t);
-    if same_types {
+    // The usual case, the types of the last execution again, is written in one pass
+    // that reads each value once; a value whose type changed starts the packet's types
+    // over from here.
+    let flag = out.len();
+    if st.types.len() == n {
         out.push(0); // no new types: the server keeps the last ones
-    } else {
-        out.push(1); // new parameters bound: types follow
-        st.types.clear();
-        for &i in &st.order {
-            let t = param_type(value(i));
-            st.types.push(t);
-            out.extend_from_slice(&[t, 0]);
+        let same = st.order.iter().zip(&st.types).all(|(&i, &t)| {
+            let v = value(i);
+            let int = plain_integer(v);
+            put_value(out, v, int);
+            type_of(int) == t
+        });
+        if same {
+            return;
         }
+        out.truncate(flag);
+    }
+    out.push(1); // new parameters bound: types follow
+    st.types.clear();
+    for &i in &st.order {
+        let t = type_of(plain_integer(value(i)));
+        st.types.push(t);
+        out.extend_from_slice(&[t, 0]);
     }
     for &i in &st.order {
         let v = value(i);
-        match plain_integer(v) {
-            Some(n) => out.extend_from_slice(&n.to_le_bytes()),
-            None => put_lenenc_str(out, v.as_bytes()),
-        }
+        put_value(out, v, plain_integer(v));
     }
 }
 
-fn param_type(v: &str) -> u8 {
-    if plain_integer(v).is_some() {
+fn type_of(int: Option<i64>) -> u8 {
+    if int.is_some() {
         MYSQL_TYPE_LONGLONG
     } else {
         MYSQL_TYPE_VAR_STRING
     }
 }
 
+fn put_value(out: &mut Vec<u8>, v: &str, int: Option<i64>) {
+    match int {
+        Some(n) => out.extend_from_slice(&n.to_le_bytes()),
+        None => put_lenenc_str(out, v.as_bytes()),
+    }
+}
+
 /// `v` as an i64 when it is written as one plainly: no sign but a leading `-`, no leading
-/// zeros ("007" stays a string: a string column's '007' must not compare as 7).
+/// zeros ("007" stays a string: a string column's '007' must not compare as 7). One pass
+/// over the digits: this runs for every parameter of every execution.
 fn plain_integer(v: &str) -> Option<i64> {
-    let digits = v.strip_prefix('-').unwrap_or(v);
-    let plain = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'))
-        && v != "-0";
-    if plain {
-        v.parse().ok()
+    let (negative, digits) = match v.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    match digits {
+        [] | [b'0', _, ..] => return None,
+        [b'0'] => return (!negative).then_some(0),
+        _ => {}
+    }
+    // Accumulated negative: i64::MIN has no positive twin.
+    let mut acc: i64 = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        acc = acc.checked_mul(10)?.checked_sub(i64::from(d))?;
+    }
+    if negative {
+        Some(acc)
     } else {
-        None
+        acc.checked_neg()
     }
 }
 
@@ -266,6 +291,15 @@ mod tests {
             ("-", None),
             ("1.5", None),
             ("99999999999999999999", None),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("9223372036854775808", None),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("-9223372036854775809", None),
+            ("-00", None),
+            ("00", None),
+            ("10", Some(10)),
+            ("-1x", None),
+            ("٣", None),
         ] {
             assert_eq!(plain_integer(v), want, "{v:?}");
         }
@@ -292,6 +326,10 @@ mod tests {
         encode_execute(&mut out, &mut st, &["8", "007"]);
         assert_eq!(out[10], 1, "changed types are sent");
         assert_eq!(&out[11..15], &[MYSQL_TYPE_VAR_STRING, 0, MYSQL_TYPE_LONGLONG, 0]);
+        // The first value matched its old type and was written before the second's
+        // changed: the packet holds each value once, after the new types.
+        assert_eq!(&out[15..19], &[3, b'0', b'0', b'7']);
+        assert_eq!(&out[19..], &8i64.to_le_bytes());
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl crate::proto::Wire for Session {
             connection_id: 0,
             server_version: None,
             status: StatusFlags::empty(),
-            statements: HashMap::new(),
+            statements: HashMap::default(),
             broken: false,
         };
         cursor.set(Phase::Startup);

@@ -66,7 +66,9 @@ pub struct Session {
     /// The version the server sent in its greeting.
     pub server_version: Option<String>,
     status: StatusFlags,
-    statements: HashMap<String, Prepared>,
+    /// Looked up on every execution: foldhash, not std's SipHash, which cost about 500
+    /// instructions a statement (callgrind, issue 56); the names are connbench's own.
+    statements: HashMap<String, Prepared, foldhash::fast::RandomState>,
     /// Set by any socket or framing error: the session cannot be used again.
     broken: bool,
 }
@@ -275,29 +277,28 @@ impl Session {
     async fn response(&mut self, phase: Phase, mut row: impl FnMut(&[u8])) -> Result<u64, ConnectError> {
         let mut total = 0;
         loop {
-            let pkt = self.packet(phase).await?;
-            let more = match pkt.first() {
-                Some(0x00) => {
-                    let (affected, status) = ok_packet(&pkt);
+            // The first packet is read in the buffer like the rows below (see there);
+            // only one of 16 MiB or more is joined apart.
+            let head = match self.buffered_packet(phase).await? {
+                Some(len) => {
+                    let head = Head::of(&self.rbuf[4..4 + len], self.cache_metadata, phase);
+                    self.rbuf.advance(4 + len);
+                    head
+                }
+                None => Head::of(&self.packet(phase).await?, self.cache_metadata, phase),
+            };
+            let more = match head {
+                Head::Ok { affected, status } => {
                     self.status = status;
                     total += affected;
                     status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
                 }
-                Some(0xff) => return Err(server_error(phase, &pkt)),
-                Some(0xfb) => {
+                Head::Failed(e) => return Err(e),
+                Head::Broken(e) => {
                     self.broken = true;
-                    return Err(protocol(
-                        phase,
-                        "the server asked for a LOCAL INFILE, which connbench never sends".into(),
-                    ));
+                    return Err(e);
                 }
-                _ => {
-                    let (columns, len) = lenenc_int(&pkt).ok_or_else(|| {
-                        self.broken = true;
-                        protocol(phase, "malformed result set header".into())
-                    })?;
-                    // With the metadata cache, a byte says whether definitions follow.
-                    let definitions = !self.cache_metadata || pkt.get(len).is_none_or(|&b| b != 0);
+                Head::Rows { columns, definitions } => {
                     if definitions {
                         for _ in 0..columns {
                             self.skip_packet(phase).await?;
@@ -594,6 +595,47 @@ impl Session {
             let _ = self.send(Phase::Query).await;
         }
         let _ = self.stream.shutdown().await;
+    }
+}
+
+/// What the first packet of a command's response says.
+enum Head {
+    Ok {
+        affected: u64,
+        status: StatusFlags,
+    },
+    /// The server's error: the session stays usable.
+    Failed(ConnectError),
+    /// A response connbench cannot follow: the session is broken.
+    Broken(ConnectError),
+    /// A result set of `columns`, whose definitions follow when `definitions`.
+    Rows {
+        columns: u64,
+        definitions: bool,
+    },
+}
+
+impl Head {
+    fn of(pkt: &[u8], cache_metadata: bool, phase: Phase) -> Head {
+        match pkt.first() {
+            Some(0x00) => {
+                let (affected, status) = ok_packet(pkt);
+                Head::Ok { affected, status }
+            }
+            Some(0xff) => Head::Failed(server_error(phase, pkt)),
+            Some(0xfb) => Head::Broken(protocol(
+                phase,
+                "the server asked for a LOCAL INFILE, which connbench never sends".into(),
+            )),
+            _ => match lenenc_int(pkt) {
+                // With the metadata cache, a byte says whether definitions follow.
+                Some((columns, len)) => Head::Rows {
+                    columns,
+                    definitions: !cache_metadata || pkt.get(len).is_none_or(|&b| b != 0),
+                },
+                None => Head::Broken(protocol(phase, "malformed result set header".into())),
+            },
+        }
     }
 }
 
