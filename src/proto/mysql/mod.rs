@@ -66,8 +66,9 @@ pub struct Session {
     /// The version the server sent in its greeting.
     pub server_version: Option<String>,
     status: StatusFlags,
-    /// Looked up on every execution: foldhash, not std's SipHash, which cost about 500
-    /// instructions a statement (callgrind, issue 56); the names are connbench's own.
+    /// Looked up on every execution: with std's SipHash the lookup was about 400
+    /// instructions a statement, with foldhash about 100 (callgrind, issue 56); the names
+    /// are connbench's own, so a flooding-resistant hash buys nothing here.
     statements: HashMap<String, Prepared, foldhash::fast::RandomState>,
     /// Set by any socket or framing error: the session cannot be used again.
     broken: bool,

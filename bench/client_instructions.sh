@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The client's own instructions per transaction (issue 56): connbench against pgbench,
+# sysbench and the floor client, counted by valgrind's callgrind instead of timed.
+#
+# Why counted: on a noisy 2-core VM a client's CPU time per transaction swings by a
+# fifth from run to run with where the scheduler puts the threads (bench/client_cpu.sh
+# needs medians of many rounds to see 10%). The instructions a client executes in user
+# space are the same run after run (within about 1%), so a change to the hot path shows
+# here at once. What this does not see: the kernel's share (three quarters of a
+# select-only transaction's client CPU here, and every client's alike) and how fast
+# the instructions run. It complements the timed bench; it does not replace it.
+#
+# Method: each tool runs twice under callgrind, for SHORT and LONG seconds; the
+# difference in instructions over the difference in transactions is the steady state's
+# cost (start-up, SCRAM, and the report cancel out). Callgrind runs a process's threads
+# one at a time, so a thread finds more answers waiting per wake than natively; every
+# tool is measured the same way.
+#   1. PostgreSQL select-only, prepared, 4 clients on 2 threads, Unix socket: pgbench,
+#      connbench, and the floor (bench/floor/pg_floor.c: the wire protocol and nothing
+#      else; about 700 of its instructions are the snprintf of the key).
+#   2. MariaDB oltp_point_select, prepared, 4 clients: sysbench (4 threads) and connbench
+#      (2 threads).
+#
+# Usage: bench/client_instructions.sh [SHORT] [LONG]   (defaults: 2 and 6 seconds)
+# Needs valgrind (apt-get install valgrind). CONNBENCH=path tests another build.
+# Prints figures and ratios, no bars: exits 0 when every tool ran, 2 when one failed.
+set -euo pipefail
+set -E
+trap 'echo "FAIL  ${0##*/}, line $LINENO: $BASH_COMMAND (exit $?)" >&2; exit 2' ERR
+cd "$(dirname "$0")/.."
+SHORT=${1:-2}
+LONG=${2:-6}
+fail() { echo "FAIL  $1" >&2; exit 2; }
+command -v valgrind >/dev/null || fail "valgrind is not installed: apt-get install valgrind"
+[ "$LONG" -gt "$SHORT" ] || fail "LONG ($LONG s) must be longer than SHORT ($SHORT s)"
+if [ -z "${CONNBENCH:-}" ]; then cargo build --release --quiet; fi
+CB=${CONNBENCH:-$PWD/target/release/connbench}
+# Debian's /usr/bin/pgbench is a Perl wrapper: callgrind must run the binary itself.
+PGBENCH=$(ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | sort -V | tail -1)
+[ -n "$PGBENCH" ] || PGBENCH=$(command -v pgbench) || fail "pgbench is not installed"
+WORK=$(mktemp -d /tmp/cbi.XXXXXX)
+export TMPDIR=$WORK
+trap '"$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+
+cc -O2 -o "$WORK/floor" bench/floor/pg_floor.c -lpthread || fail "cc bench/floor/pg_floor.c"
+"$CB" sandbox start --engines postgres,mariadb --json >"$WORK/sandbox.json" || fail "connbench sandbox start"
+target() { python3 -c "import json; print([t for t in json.load(open('$WORK/sandbox.json'))['targets'] if t['name'] == '$1'][0]['$2'])"; }
+UNIX=$(target unix conninfo)
+TRUST=$(target unix_trust conninfo)
+kv() { printf '%s\n' "$TRUST" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+SOCK="$(kv host)/.s.PGSQL.$(kv port)"
+MARIADB=$(target mariadb_unix conninfo)
+MSOCK=$(target mariadb_unix socket)
+PASSWORD=$(sed -n 's/^password=//p' "$(target mariadb_unix defaults_file)")
+SB=(--db-driver=mysql --mysql-socket="$MSOCK" --mysql-user=connbench --mysql-password="$PASSWORD" --mysql-db=connbench)
+
+"$CB" init "$UNIX" -s 1 >/dev/null || fail "connbench init (PostgreSQL)"
+psql -qX "$UNIX" -c "GRANT USAGE ON SCHEMA connbench TO $(kv user); GRANT SELECT ON connbench.accounts TO $(kv user)" ||
+    fail "GRANT to the floor's role"
+sysbench oltp_point_select "${SB[@]}" --tables=1 --table-size=100000 prepare >/dev/null || fail "sysbench prepare"
+cat >"$WORK/select-only.sql" <<'SQL'
+\set aid random(1, 100000 * :scale)
+SELECT abalance FROM connbench.accounts WHERE aid = :aid;
+SQL
+
+count_pgbench() { awk -F': ' '/actually processed/ { split($2, a, "/"); print a[1] }' "$WORK/out"; }
+count_floor() { awk '/^transactions / { print $2 }' "$WORK/out"; }
+count_sysbench() {
+    grep -q "ignored errors: *0 " "$WORK/out" || return 1
+    awk '/transactions:/ { print $2 }' "$WORK/out"
+}
+count_connbench() {
+    python3 -c "import json, sys; s = json.load(open('$WORK/out'))['summary']
+sys.exit(1) if s['failed_transactions'] else print(s['transactions'])"
+}
+# One run of TOOL for SECS seconds under callgrind; prints "instructions transactions".
+counted() {
+    local tool=$1 secs=$2 counter cmd
+    case $tool in
+    pgbench) counter=count_pgbench cmd=("$PGBENCH" -n -M prepared -c 4 -j 2 -f "$WORK/select-only.sql" -T "$secs" "$UNIX") ;;
+    connbench) counter=count_connbench cmd=("$CB" load "$UNIX" -S -M prepared -c 4 -j 2 -T "$secs" --json) ;;
+    floor) counter=count_floor cmd=("$WORK/floor" "$SOCK" "$(kv user)" "$(kv dbname)" epoll "$secs" 2 2) ;;
+    sysbench) counter=count_sysbench cmd=(sysbench oltp_point_select "${SB[@]}" --tables=1 --table-size=100000
+        --db-ps-mode=auto --threads=4 --time="$secs" run) ;;
+    connbench_mariadb) counter=count_connbench cmd=("$CB" load "$MARIADB" -b oltp-point-select -M prepared -c 4 -j 2
+        -T "$secs" --sysbench table-size=100000 --json) ;;
+    esac
+    valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" --fair-sched=yes "${cmd[@]}" \
+        >"$WORK/out" 2>"$WORK/err" || { tail -5 "$WORK/out" "$WORK/err" >&2; fail "$tool under callgrind"; }
+    local ir n
+    ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$WORK/err" | tail -1)
+    n=$($counter) || fail "$tool: no transaction count in its output"
+    [ -n "$ir" ] && [ -n "$n" ] && [ "$n" -gt 0 ] || fail "$tool: no instruction or transaction count"
+    echo "$ir $n"
+}
+declare -A PER
+measure() {
+    local tool=$1 short long
+    short=$(counted "$tool" "$SHORT")
+    long=$(counted "$tool" "$LONG")
+    read -r PER[$tool] line < <(echo "$short $long" | awk '{
+        if ($4 <= $2) exit 1
+        per = ($3 - $1) / ($4 - $2)
+        printf "%.0f %d and %d transactions\n", per, $2, $4 }') || fail "$tool: no more transactions in $LONG s than in $SHORT s"
+    printf '  %-10s %6s instructions per transaction   (%s)\n' "${tool%_mariadb}" "${PER[$tool]}" "$line"
+}
+ratio() { awk -v a="${PER[$1]}" -v b="${PER[$2]}" 'BEGIN { printf "%.3f", a / b }'; }
+
+echo "client instructions per transaction (user space, callgrind), $SHORT s against $LONG s runs"
+echo "$("$CB" --version), $("$PGBENCH" --version), $(sysbench --version), $(valgrind --version)"
+echo
+echo "1. PostgreSQL select-only, prepared, 4 clients, 2 threads, Unix socket"
+for tool in pgbench connbench floor; do measure "$tool"; done
+echo "  connbench/pgbench $(ratio connbench pgbench)   floor/pgbench $(ratio floor pgbench)"
+echo
+echo "2. MariaDB oltp_point_select, prepared, 4 clients (sysbench 4 threads, connbench 2)"
+for tool in sysbench connbench_mariadb; do measure "$tool"; done
+echo "  connbench/sysbench $(ratio connbench_mariadb sysbench)"
