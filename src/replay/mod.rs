@@ -25,6 +25,7 @@ pub mod pooled;
 pub mod preflight;
 pub mod schedule;
 pub mod shapes;
+pub mod stop;
 pub mod summary;
 pub mod tally;
 pub mod txlog;

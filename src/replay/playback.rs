@@ -21,7 +21,6 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +36,7 @@ use super::conn::{Answer, Conn};
 use super::kill;
 use super::pooled::{Borrower, Namer, PoolSettings, ThreadPool};
 use super::schedule::{Planned, SessionPlan, Wire};
+use super::stop::Stop;
 use super::tally::{Lag, Tally};
 use super::txlog::{Period, Step, Transactions};
 use super::Speed;
@@ -86,6 +86,7 @@ pub async fn run(
     // Every thread fills its pool, then all take one start.
     let (started, started_rx) = watch::channel(None);
     let gate = Arc::new(Gate {
+        stop,
         filled: Barrier::new(count),
         start: OnceLock::new(),
         started,
@@ -107,7 +108,8 @@ pub async fn run(
                 speed,
                 start,
                 origin_ns,
-                stop: stop.clone(),
+                // The thread's own view of the stop, which its sessions read (super::stop).
+                stop: Stop::default().watch(),
                 done: done.clone(),
                 keys: keys.clone(),
             };
@@ -184,6 +186,8 @@ pub struct Threads {
 
 /// Where the threads meet once their pools are filled, and the start they take then.
 struct Gate {
+    /// The replay's stop, which each thread follows from its start (super::stop).
+    stop: watch::Receiver<bool>,
     filled: Barrier,
     start: OnceLock<Instant>,
     /// The start, for the cancels' task (on the caller's runtime).
@@ -222,6 +226,7 @@ fn worker(
             return t;
         }
     };
+    rt.spawn(r.stop.follow(gate.stop.clone()));
     let log = log.map(|l| Rc::new(RefCell::new(l)));
     // The sessions are one future, polled where the runtime blocks: no task per session
     // (a task's wake goes through the runtime's scheduler, a LocalSet's and a JoinSet's
@@ -282,7 +287,7 @@ struct Replayer {
     start: Instant,
     /// The recording's offset that falls on `start`.
     origin_ns: u64,
-    stop: watch::Receiver<bool>,
+    stop: super::stop::Watch,
     /// Requests answered so far, for the progress line.
     done: Arc<AtomicU64>,
     /// Where a session a recorded cancel targets shows the key of its connection.
@@ -318,7 +323,7 @@ impl Replayer {
 
     /// Sleeps until `at` (at once with no schedule); `false` when stopped first.
     async fn sleep(&mut self, timer: &mut Option<PreciseTimer>, at: Option<Instant>) -> bool {
-        let Some(at) = at else { return !*self.stop.borrow() };
+        let Some(at) = at else { return !self.stop.is_set() };
         let sleep = async {
             match timer {
                 Some(t) => {
@@ -327,7 +332,7 @@ impl Replayer {
                 None => tokio::time::sleep_until(at.into()).await,
             }
         };
-        or_stop(&mut self.stop, sleep).await.is_some()
+        self.stop.or(sleep).await.is_some()
     }
 
     async fn session(
@@ -397,7 +402,7 @@ impl Replayer {
     ) -> Option<Conn> {
         let cursor = PhaseCursor::default();
         let began = Instant::now();
-        match or_stop(&mut self.stop, proto::connect(ep, &cursor)).await {
+        match self.stop.or(proto::connect(ep, &cursor)).await {
             None => None,
             Some(Err(e)) => {
                 let key = e.to_string();
@@ -489,7 +494,7 @@ impl Replayer {
             // Kept in flight while the next request was pipelined behind it.
             let keep = pipelines(&r.wire) && plan.requests.get(k + 1).is_some_and(pipelines_behind);
             if !keep && in_flight.is_empty() {
-                let a = match or_stop(&mut self.stop, link.exchange(wire)).await {
+                let a = match self.stop.or(link.exchange(wire)).await {
                     None => {
                         tally.not_sent += total - k as u64;
                         break;
@@ -508,7 +513,7 @@ impl Replayer {
             }
             // In a pipeline (`pipelines` holds for it, or it would not be behind one).
             let Wire::Postgres(msgs) = &r.wire else { continue };
-            match or_stop(&mut self.stop, link.send(msgs)).await {
+            match self.stop.or(link.send(msgs)).await {
                 Some(Ok(written)) => in_flight.push_back(InFlight { written, ..flight }),
                 stopped_or_lost => {
                     if let Some(Err(e)) = stopped_or_lost {
@@ -538,7 +543,7 @@ impl Replayer {
         if let Link::Own(_) = link {
             return Some(None);
         }
-        match or_stop(&mut self.stop, link.borrow()).await? {
+        match self.stop.or(link.borrow()).await? {
             Ok(waited) => Some(waited),
             Err(e) => {
                 *tally.connect_errors.entry(e.to_string()).or_default() += 1;
@@ -561,7 +566,7 @@ impl Replayer {
         at: &mut Answers<'_>,
     ) {
         while let Some(written) = in_flight.front().map(|f| f.written) {
-            match or_stop(&mut self.stop, link.receive(written)).await {
+            match self.stop.or(link.receive(written)).await {
                 Some(Ok(a)) => {
                     let f = in_flight.pop_front().expect("the front is there");
                     *ready = Instant::now();
@@ -701,17 +706,5 @@ impl Link {
         if let Link::Pooled(b) = self {
             b.give_back(status);
         }
-    }
-}
-
-/// `f`, unless `stop` turns true first.
-async fn or_stop<F: Future>(stop: &mut watch::Receiver<bool>, f: F) -> Option<F::Output> {
-    if *stop.borrow() {
-        return None;
-    }
-    tokio::select! {
-        v = f => Some(v),
-        // A sender gone can no longer stop the replay: wait for `f` then.
-        true = async { stop.wait_for(|s| *s).await.is_ok() } => None,
     }
 }
