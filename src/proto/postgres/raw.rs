@@ -10,6 +10,7 @@
 //! `COPY ... FROM STDIN` is refused with CopyFail, which the server answers with an
 //! error the caller counts (protocol §55.2.6), and a COPY's output is read and dropped.
 
+use bytes::Buf;
 use postgres_protocol::message::{backend::Message, frontend};
 
 use super::{protocol, server_error, ConnectError, ErrorKind, Phase, Session};
@@ -133,50 +134,81 @@ impl Session {
         }
     }
 
-    /// Reads the answer up to the next ReadyForQuery.
+    /// Reads the answer up to the next ReadyForQuery. The messages a replay only counts
+    /// or passes over are read in place, as [`Session::finish_statement`] reads them
+    /// (parsing each split it off the buffer: an allocation and reference counts a
+    /// message); an error, a COPY's start, and any tag not listed here are parsed, so
+    /// a tag the protocol does not have is still refused.
     pub async fn read_raw(&mut self) -> Result<RawOutcome, ConnectError> {
         let p = Phase::Query;
         let mut out = RawOutcome::default();
         loop {
-            if let Err(e) = self.buffered_message(p) {
-                self.broken = true;
-                return Err(e);
-            }
-            let m = match Message::parse(&mut self.rbuf) {
-                Ok(Some(m)) => m,
-                Ok(None) => {
-                    self.fill(p).await?;
-                    continue;
-                }
-                Err(e) => {
-                    self.broken = true;
-                    return Err(ConnectError::new(
-                        p,
-                        ErrorKind::Protocol(format!("malformed message from the server: {e}")),
-                    ));
-                }
+            let next = self.buffered_message(p).inspect_err(|_| self.broken = true)?;
+            let Some((tag, len)) = next else {
+                self.fill(p).await?;
+                continue;
             };
-            match m {
-                Message::DataRow(_) => out.rows += 1,
-                Message::CommandComplete(_) => out.commands += 1,
-                Message::ErrorResponse(body) if out.error.is_none() => {
-                    if let ErrorKind::Server { code, message } = server_error(&body) {
-                        out.error = Some((code, message));
+            match tag {
+                b'D' => out.rows += 1,
+                b'C' => out.commands += 1,
+                b'Z' => {
+                    if len != 6 {
+                        self.broken = true;
+                        let why = format!("the server sent a ReadyForQuery of {} bytes; it has 1", len - 1);
+                        return Err(ConnectError::new(p, ErrorKind::Protocol(why)));
                     }
-                }
-                Message::CopyInResponse(_) => {
-                    frontend::copy_fail(COPY_FAIL, &mut self.wbuf).map_err(|e| protocol(p, e))?;
-                    self.send(p).await?;
-                }
-                Message::ReadyForQuery(body) => {
-                    out.status = body.status();
+                    out.status = self.rbuf[5];
                     self.transaction_status = out.status;
+                    self.rbuf.advance(len);
                     return Ok(out);
                 }
-                // ParseComplete, BindComplete, RowDescription, NoData, notices, COPY's
-                // output, ParameterStatus, notifications: nothing to count.
-                _ => {}
+                // ParseComplete, BindComplete, CloseComplete, RowDescription, NoData,
+                // ParameterDescription, EmptyQueryResponse, PortalSuspended, notices,
+                // ParameterStatus, notifications, COPY's output: nothing to count.
+                b'1' | b'2' | b'3' | b'T' | b'n' | b't' | b'I' | b's' | b'N' | b'S' | b'A' | b'H' | b'W'
+                | b'd' | b'c' => {}
+                _ => {
+                    self.parsed(&mut out).await?;
+                    continue;
+                }
             }
+            self.rbuf.advance(len);
         }
+    }
+
+    /// The next message, whole in the buffer, parsed: a first error kept, a COPY FROM
+    /// STDIN refused; anything else the protocol has passed over.
+    async fn parsed(&mut self, out: &mut RawOutcome) -> Result<(), ConnectError> {
+        let p = Phase::Query;
+        let m = match Message::parse(&mut self.rbuf) {
+            Ok(Some(m)) => m,
+            // Not reached (the message is whole in the buffer), but a peer's bytes never
+            // decide a panic.
+            Ok(None) => return Err(self.malformed("a message shorter than its length")),
+            Err(e) => return Err(self.malformed(&e.to_string())),
+        };
+        match m {
+            Message::ErrorResponse(body) if out.error.is_none() => {
+                if let ErrorKind::Server { code, message } = server_error(&body) {
+                    out.error = Some((code, message));
+                }
+            }
+            Message::CopyInResponse(_) => {
+                frontend::copy_fail(COPY_FAIL, &mut self.wbuf).map_err(|e| protocol(p, e))?;
+                self.send(p).await?;
+            }
+            // A later error, the messages read in place above when parsed here: nothing
+            // to count.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn malformed(&mut self, why: &str) -> ConnectError {
+        self.broken = true;
+        ConnectError::new(
+            Phase::Query,
+            ErrorKind::Protocol(format!("malformed message from the server: {why}")),
+        )
     }
 }
