@@ -20,6 +20,10 @@
 #      else; about 700 of its instructions are the snprintf of the key).
 #   2. MariaDB oltp_point_select, prepared, 4 clients: sysbench (4 threads) and connbench
 #      (2 threads).
+#   3. Replay: pgbench -S (simple protocol, TCP, -c 4 -j 2) recorded through `connbench
+#      record`, 5,000 and 20,000 transactions a client; `connbench replay --speed max` of
+#      each, counted in its replay threads only (reading the trace comes before the
+#      replay, and pgbench has nothing like it), against pgbench -S itself.
 #
 # Usage: bench/client_instructions.sh [SHORT] [LONG]   (defaults: 2 and 6 seconds)
 # Needs valgrind (apt-get install valgrind). CONNBENCH=path tests another build.
@@ -52,6 +56,8 @@ SOCK="$(kv host)/.s.PGSQL.$(kv port)"
 MARIADB=$(target mariadb_unix conninfo)
 MSOCK=$(target mariadb_unix socket)
 PASSWORD=$(sed -n 's/^password=//p' "$(target mariadb_unix defaults_file)")
+TCP=$(target tcp conninfo)
+PORT=$(printf '%s\n' "$TCP" | tr ' ' '\n' | sed -n 's/^port=//p')
 SB=(--db-driver=mysql --mysql-socket="$MSOCK" --mysql-user=connbench --mysql-password="$PASSWORD" --mysql-db=connbench)
 
 "$CB" init "$UNIX" -s 1 >/dev/null || fail "connbench init (PostgreSQL)"
@@ -73,9 +79,30 @@ count_connbench() {
     python3 -c "import json, sys; s = json.load(open('$WORK/out'))['summary']
 sys.exit(1) if s['failed_transactions'] else print(s['transactions'])"
 }
+count_replay() {
+    python3 -c "import json, sys; s = json.load(open('$WORK/out'))['summary']
+sys.exit(1) if s['fidelity']['requests_not_sent'] else print(s['replayed']['requests'])"
+}
+# A recording of pgbench -S, N transactions a client, through `connbench record`.
+record_select() {
+    local n=$1 rport
+    "$CB" record --listen 127.0.0.1:0 --upstream "127.0.0.1:$PORT" --out "$WORK/select-$n.trace.gz" \
+        >"$WORK/record.out" 2>"$WORK/record.err" &
+    local rec=$!
+    for _ in $(seq 1 100); do grep -q "^record: 127.0.0.1:" "$WORK/record.err" && break; sleep 0.05; done
+    rport=$(awk '/^record: 127.0.0.1:/ { split($2, a, ":"); print a[2]; exit }' "$WORK/record.err")
+    [ -n "$rport" ] || fail "connbench record did not start: $(cat "$WORK/record.err")"
+    pgbench -n -S -c 4 -j 2 -t "$n" "${TCP/port=$PORT/port=$rport}" >"$WORK/record.pgbench" 2>&1 ||
+        fail "pgbench -S through the recorder: $(tail -2 "$WORK/record.pgbench")"
+    kill -INT "$rec"
+    # Stopped by Ctrl-C, as a user stops it: it exits 130 once the trace is written.
+    local status=0
+    wait "$rec" || status=$?
+    [ "$status" = 0 ] || [ "$status" = 130 ] || fail "connbench record (exit $status): $(tail -2 "$WORK/record.err")"
+}
 # One run of TOOL for SECS seconds under callgrind; prints "instructions transactions".
 counted() {
-    local tool=$1 secs=$2 counter cmd
+    local tool=$1 secs=$2 counter cmd only=()
     case $tool in
     pgbench) counter=count_pgbench cmd=("$PGBENCH" -n -M prepared -c 4 -j 2 -f "$WORK/select-only.sql" -T "$secs" "$UNIX") ;;
     connbench) counter=count_connbench cmd=("$CB" load "$UNIX" -S -M prepared -c 4 -j 2 -T "$secs" --json) ;;
@@ -84,8 +111,12 @@ counted() {
         --db-ps-mode=auto --threads=4 --time="$secs" run) ;;
     connbench_mariadb) counter=count_connbench cmd=("$CB" load "$MARIADB" -b oltp-point-select -M prepared -c 4 -j 2
         -T "$secs" --sysbench table-size=100000 --json) ;;
+    pgbench_S) counter=count_pgbench cmd=("$PGBENCH" -n -S -c 4 -j 2 -T "$secs" "$TCP") ;;
+    # SECS is the recording's transactions a client here; the statements are counted.
+    replay) counter=count_replay cmd=("$CB" replay "$WORK/select-$secs.trace.gz" --target "$TCP" --speed max
+        --progress 0 --json) only=(--toggle-collect='connbench::replay::playback::worker') ;;
     esac
-    valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" --fair-sched=yes "${cmd[@]}" \
+    valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" --fair-sched=yes "${only[@]}" "${cmd[@]}" \
         >"$WORK/out" 2>"$WORK/err" || { tail -5 "$WORK/out" "$WORK/err" >&2; fail "$tool under callgrind"; }
     local ir n
     ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$WORK/err" | tail -1)
@@ -94,14 +125,14 @@ counted() {
     echo "$ir $n"
 }
 declare -A PER
-measure() {
+measure() { # TOOL [SHORT LONG]
     local tool=$1 short long
-    short=$(counted "$tool" "$SHORT")
-    long=$(counted "$tool" "$LONG")
+    short=$(counted "$tool" "${2:-$SHORT}")
+    long=$(counted "$tool" "${3:-$LONG}")
     read -r PER[$tool] line < <(echo "$short $long" | awk '{
         if ($4 <= $2) exit 1
         per = ($3 - $1) / ($4 - $2)
-        printf "%.0f %d and %d transactions\n", per, $2, $4 }') || fail "$tool: no more transactions in $LONG s than in $SHORT s"
+        printf "%.0f %d and %d transactions\n", per, $2, $4 }') || fail "$tool: no more transactions in the longer run"
     printf '  %-10s %6s instructions per transaction   (%s)\n' "${tool%_mariadb}" "${PER[$tool]}" "$line"
 }
 ratio() { awk -v a="${PER[$1]}" -v b="${PER[$2]}" 'BEGIN { printf "%.3f", a / b }'; }
@@ -116,3 +147,12 @@ echo
 echo "2. MariaDB oltp_point_select, prepared, 4 clients (sysbench 4 threads, connbench 2)"
 for tool in sysbench connbench_mariadb; do measure "$tool"; done
 echo "  connbench/sysbench $(ratio connbench_mariadb sysbench)"
+echo
+echo "3. Replay at full speed of a pgbench -S recording (TCP, 4 sessions on 2 threads), against pgbench -S"
+pgbench -i -q -s 1 "$TCP" >/dev/null 2>&1 || fail "pgbench -i on the sandbox"
+record_select 5000
+record_select 20000
+# pgbench under callgrind spends its first seconds connecting (SCRAM): longer runs.
+measure pgbench_S $((SHORT * 2)) $((LONG * 2))
+measure replay 5000 20000
+echo "  replay/pgbench -S $(ratio replay pgbench_S)   (the replay's are statements)"
