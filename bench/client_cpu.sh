@@ -39,34 +39,13 @@ export TMPDIR=$WORK
 trap '"$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 fail() { echo "FAIL  $1" >&2; exit 2; }
 
-cc -O2 -o "$WORK/floor" bench/floor/pg_floor.c -lpthread || fail "cc bench/floor/pg_floor.c"
+. bench/clients_common.sh
+clients_setup
 URING=""
 if [ -e /usr/include/liburing.h ] &&
     cc -O2 -DWITH_URING -o "$WORK/floor_uring" bench/floor/pg_floor.c -lpthread -luring; then
     URING=1
 fi
-
-"$CB" sandbox start --engines postgres,mariadb --json >"$WORK/sandbox.json" || fail "connbench sandbox start"
-target() { python3 -c "import json; print([t for t in json.load(open('$WORK/sandbox.json'))['targets'] if t['name'] == '$1'][0]['$2'])"; }
-UNIX=$(target unix conninfo)
-TRUST=$(target unix_trust conninfo)
-kv() { printf '%s\n' "$TRUST" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-SOCK="$(kv host)/.s.PGSQL.$(kv port)"
-MARIADB=$(target mariadb_unix conninfo)
-MSOCK=$(target mariadb_unix socket)
-PASSWORD=$(sed -n 's/^password=//p' "$(target mariadb_unix defaults_file)")
-SB=(--db-driver=mysql --mysql-socket="$MSOCK" --mysql-user=connbench --mysql-password="$PASSWORD" --mysql-db=connbench)
-
-"$CB" init "$UNIX" -s 1 >/dev/null || fail "connbench init (PostgreSQL)"
-# The floor speaks only trust authentication: the sandbox's trust role may read the
-# table connbench init made (this sandbox's own, dropped with it).
-psql -qX "$UNIX" -c "GRANT USAGE ON SCHEMA connbench TO $(kv user); GRANT SELECT ON connbench.accounts TO $(kv user)" ||
-    fail "GRANT to the floor's role"
-sysbench oltp_point_select "${SB[@]}" --tables=1 --table-size=100000 prepare >/dev/null || fail "sysbench prepare"
-cat >"$WORK/select-only.sql" <<'SQL'
-\set aid random(1, 100000 * :scale)
-SELECT abalance FROM connbench.accounts WHERE aid = :aid;
-SQL
 
 # Runs a tool; sets U and S (µs of user and system CPU per transaction) and TPS.
 # count_* reads the transactions from the tool's own output.
@@ -79,16 +58,6 @@ measure() {
     [ -n "$n" ] && [ "$n" -gt 0 ] || fail "$*: no transaction count in its output"
     read -r U S < <(awk -v n="$n" '{ printf "%.2f %.2f\n", $1 * 1e6 / n, $2 * 1e6 / n }' "$WORK/time")
     TPS=$(awk -v n="$n" -v t="$SECS" 'BEGIN { printf "%.0f", n / t }')
-}
-count_pgbench() { awk -F': ' '/actually processed/ { split($2, a, "/"); print a[1] }' "$WORK/out"; }
-count_floor() { awk '/^transactions / { print $2 }' "$WORK/out"; }
-count_sysbench() {
-    grep -q "ignored errors: *0 " "$WORK/out" || return 1
-    awk '/transactions:/ { print $2 }' "$WORK/out"
-}
-count_connbench() {
-    python3 -c "import json, sys; s = json.load(open('$WORK/out'))['summary']
-sys.exit(1) if s['failed_transactions'] else print(s['transactions'])"
 }
 run_tool() {
     case $1 in

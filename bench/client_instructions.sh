@@ -26,7 +26,8 @@
 #      replay, and pgbench has nothing like it), against pgbench -S itself.
 #
 # Usage: bench/client_instructions.sh [SHORT] [LONG]   (defaults: 2 and 6 seconds)
-# Needs valgrind (apt-get install valgrind). CONNBENCH=path tests another build.
+# Needs valgrind (apt-get install valgrind). CONNBENCH=path tests another build. The
+# sandbox and the tools' set-up are bench/clients_common.sh's, as client_cpu.sh's.
 # Prints figures and ratios, no bars: exits 0 when every tool ran, 2 when one failed.
 set -euo pipefail
 set -E
@@ -46,39 +47,9 @@ WORK=$(mktemp -d /tmp/cbi.XXXXXX)
 export TMPDIR=$WORK
 trap '"$CB" sandbox stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 
-cc -O2 -o "$WORK/floor" bench/floor/pg_floor.c -lpthread || fail "cc bench/floor/pg_floor.c"
-"$CB" sandbox start --engines postgres,mariadb --json >"$WORK/sandbox.json" || fail "connbench sandbox start"
-target() { python3 -c "import json; print([t for t in json.load(open('$WORK/sandbox.json'))['targets'] if t['name'] == '$1'][0]['$2'])"; }
-UNIX=$(target unix conninfo)
-TRUST=$(target unix_trust conninfo)
-kv() { printf '%s\n' "$TRUST" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
-SOCK="$(kv host)/.s.PGSQL.$(kv port)"
-MARIADB=$(target mariadb_unix conninfo)
-MSOCK=$(target mariadb_unix socket)
-PASSWORD=$(sed -n 's/^password=//p' "$(target mariadb_unix defaults_file)")
-TCP=$(target tcp conninfo)
-PORT=$(printf '%s\n' "$TCP" | tr ' ' '\n' | sed -n 's/^port=//p')
-SB=(--db-driver=mysql --mysql-socket="$MSOCK" --mysql-user=connbench --mysql-password="$PASSWORD" --mysql-db=connbench)
+. bench/clients_common.sh
+clients_setup
 
-"$CB" init "$UNIX" -s 1 >/dev/null || fail "connbench init (PostgreSQL)"
-psql -qX "$UNIX" -c "GRANT USAGE ON SCHEMA connbench TO $(kv user); GRANT SELECT ON connbench.accounts TO $(kv user)" ||
-    fail "GRANT to the floor's role"
-sysbench oltp_point_select "${SB[@]}" --tables=1 --table-size=100000 prepare >/dev/null || fail "sysbench prepare"
-cat >"$WORK/select-only.sql" <<'SQL'
-\set aid random(1, 100000 * :scale)
-SELECT abalance FROM connbench.accounts WHERE aid = :aid;
-SQL
-
-count_pgbench() { awk -F': ' '/actually processed/ { split($2, a, "/"); print a[1] }' "$WORK/out"; }
-count_floor() { awk '/^transactions / { print $2 }' "$WORK/out"; }
-count_sysbench() {
-    grep -q "ignored errors: *0 " "$WORK/out" || return 1
-    awk '/transactions:/ { print $2 }' "$WORK/out"
-}
-count_connbench() {
-    python3 -c "import json, sys; s = json.load(open('$WORK/out'))['summary']
-sys.exit(1) if s['failed_transactions'] else print(s['transactions'])"
-}
 count_replay() {
     python3 -c "import json, sys; s = json.load(open('$WORK/out'))['summary']
 sys.exit(1) if s['fidelity']['requests_not_sent'] else print(s['replayed']['requests'])"
