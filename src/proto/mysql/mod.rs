@@ -17,12 +17,13 @@
 //! a panic.
 //!
 //! This file holds the session's packets and queries; `handshake` holds the greeting,
-//! TLS and authentication; `codec` the pure encodings of values and packet fields, and
-//! the command bytes.
+//! TLS and authentication; `response` the reading of a command's response, the hot
+//! path; `codec` the pure encodings of values and packet fields, and the command bytes.
 
 pub mod codec;
 mod handshake;
 mod raw;
+mod response;
 
 use std::collections::HashMap;
 
@@ -270,80 +271,6 @@ impl Session {
             None => drop(self.packet(phase).await?),
         }
         Ok(())
-    }
-
-    /// Reads a command's response: OK, an error, or result sets (text or binary rows),
-    /// calling `row` with each row's payload. Returns the rows returned, or the rows
-    /// affected when there were none. A server error leaves the session usable.
-    async fn response(&mut self, phase: Phase, mut row: impl FnMut(&[u8])) -> Result<u64, ConnectError> {
-        let mut total = 0;
-        loop {
-            // The first packet is read in the buffer like the rows below (see there);
-            // only one of 16 MiB or more is joined apart.
-            let head = match self.buffered_packet(phase).await? {
-                Some(len) => {
-                    let head = Head::of(&self.rbuf[4..4 + len], self.cache_metadata, phase);
-                    self.rbuf.advance(4 + len);
-                    head
-                }
-                None => Head::of(&self.packet(phase).await?, self.cache_metadata, phase),
-            };
-            let more = match head {
-                Head::Ok { affected, status } => {
-                    self.status = status;
-                    total += affected;
-                    status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
-                }
-                Head::Failed(e) => return Err(e),
-                Head::Broken(e) => {
-                    self.broken = true;
-                    return Err(e);
-                }
-                Head::Rows { columns, definitions } => {
-                    if definitions {
-                        for _ in 0..columns {
-                            self.skip_packet(phase).await?;
-                        }
-                    }
-                    self.eof(phase).await?;
-                    loop {
-                        // Rows are read in the buffer and skipped, as the PostgreSQL
-                        // session reads its DataRows: splitting each off would make the
-                        // buffer shared (an allocation and atomic counts per row, and a
-                        // read-only transaction reads some 400 rows).
-                        let Some(len) = self.buffered_packet(phase).await? else {
-                            // A row of 16 MiB or more, in several packets: joined.
-                            let pkt = self.packet(phase).await?;
-                            total += 1;
-                            row(&pkt);
-                            continue;
-                        };
-                        let pkt = &self.rbuf[4..4 + len];
-                        match pkt.first() {
-                            Some(0xfe) if len < 9 => {
-                                self.status = eof_status(pkt);
-                                self.rbuf.advance(4 + len);
-                                break;
-                            }
-                            Some(0xff) => {
-                                let e = server_error(phase, pkt);
-                                self.rbuf.advance(4 + len);
-                                return Err(e);
-                            }
-                            _ => {
-                                total += 1;
-                                row(pkt);
-                                self.rbuf.advance(4 + len);
-                            }
-                        }
-                    }
-                    self.status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
-                }
-            };
-            if !more {
-                return Ok(total);
-            }
-        }
     }
 
     /// The EOF packet that ends column definitions (we never ask for CLIENT_DEPRECATE_EOF).
@@ -596,47 +523,6 @@ impl Session {
             let _ = self.send(Phase::Query).await;
         }
         let _ = self.stream.shutdown().await;
-    }
-}
-
-/// What the first packet of a command's response says.
-enum Head {
-    Ok {
-        affected: u64,
-        status: StatusFlags,
-    },
-    /// The server's error: the session stays usable.
-    Failed(ConnectError),
-    /// A response connbench cannot follow: the session is broken.
-    Broken(ConnectError),
-    /// A result set of `columns`, whose definitions follow when `definitions`.
-    Rows {
-        columns: u64,
-        definitions: bool,
-    },
-}
-
-impl Head {
-    fn of(pkt: &[u8], cache_metadata: bool, phase: Phase) -> Head {
-        match pkt.first() {
-            Some(0x00) => {
-                let (affected, status) = ok_packet(pkt);
-                Head::Ok { affected, status }
-            }
-            Some(0xff) => Head::Failed(server_error(phase, pkt)),
-            Some(0xfb) => Head::Broken(protocol(
-                phase,
-                "the server asked for a LOCAL INFILE, which connbench never sends".into(),
-            )),
-            _ => match lenenc_int(pkt) {
-                // With the metadata cache, a byte says whether definitions follow.
-                Some((columns, len)) => Head::Rows {
-                    columns,
-                    definitions: !cache_metadata || pkt.get(len).is_none_or(|&b| b != 0),
-                },
-                None => Head::Broken(protocol(phase, "malformed result set header".into())),
-            },
-        }
     }
 }
 
