@@ -117,6 +117,23 @@ fn plain_integer(v: &str) -> Option<i64> {
 
 /// An ERR packet: `0xff`, the error code, `#` and a five-character SQLSTATE (protocol
 /// 4.1), then the message. The key is `ER<code>/<SQLSTATE>`, e.g. `1045/28000`.
+/// A payload of 16 MiB or more as the protocol frames it, appended to `out`: packets
+/// of 16 MiB - 1 bytes and the rest, and an empty one after the last when that one was
+/// full; `seq` numbers each.
+pub(super) fn frame_split(payload: &[u8], seq: &mut u8, out: &mut Vec<u8>) {
+    let mut chunks = payload.chunks(0xff_ffff).peekable();
+    while let Some(chunk) = chunks.next() {
+        let n = chunk.len() as u32;
+        out.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, *seq]);
+        out.extend_from_slice(chunk);
+        *seq = seq.wrapping_add(1);
+        if n == 0xff_ffff && chunks.peek().is_none() {
+            out.extend_from_slice(&[0, 0, 0, *seq]);
+            *seq = seq.wrapping_add(1);
+        }
+    }
+}
+
 pub(super) fn server_error(phase: Phase, pkt: &[u8]) -> ConnectError {
     let code = pkt
         .get(1..3)
@@ -268,6 +285,27 @@ pub(super) fn placeholders(sql: &str) -> (String, Vec<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_of_16_mib_or_more_is_split_and_a_full_last_packet_gets_an_empty_one() {
+        const FULL: usize = 0xff_ffff;
+        // Exactly one full packet: it, then an empty one.
+        let mut out = Vec::new();
+        let mut seq = 7;
+        frame_split(&vec![b'a'; FULL], &mut seq, &mut out);
+        assert_eq!(out.len(), 4 + FULL + 4);
+        assert_eq!(&out[..4], &[0xff, 0xff, 0xff, 7]);
+        assert_eq!(&out[4 + FULL..], &[0, 0, 0, 8]);
+        assert_eq!(seq, 9);
+        // A full packet and 5 bytes more: two packets, no empty one.
+        out.clear();
+        seq = 255;
+        frame_split(&vec![b'b'; FULL + 5], &mut seq, &mut out);
+        assert_eq!(out.len(), 4 + FULL + 4 + 5);
+        assert_eq!(&out[..4], &[0xff, 0xff, 0xff, 255]);
+        assert_eq!(&out[4 + FULL..4 + FULL + 4], &[5, 0, 0, 0], "the sequence wraps");
+        assert_eq!(seq, 1);
+    }
 
     #[test]
     fn placeholders_become_question_marks_in_order() {

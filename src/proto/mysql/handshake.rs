@@ -61,8 +61,8 @@ impl crate::proto::Wire for Session {
         let mut s = Session {
             stream,
             rbuf: BytesMut::with_capacity(8 * 1024),
-            wbuf: Vec::with_capacity(1024),
-            frame: Vec::with_capacity(1024),
+            wbuf: super::fresh_wbuf(),
+            frame: Vec::new(),
             seq: 0,
             caps: CapabilityFlags::empty(),
             cache_metadata: false,

@@ -36,8 +36,9 @@ pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, QueryOutcome, ResultSet, Statement};
 use crate::net::transport::{Counters, Stream};
 use codec::{
-    column_name, encode_execute, eof_status, lenenc_int, lenenc_str, ok_packet, placeholders, prepare_ok,
-    server_error, COM_PING, COM_QUERY, COM_QUIT, COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE,
+    column_name, encode_execute, eof_status, frame_split, lenenc_int, lenenc_str, ok_packet, placeholders,
+    prepare_ok, server_error, COM_PING, COM_QUERY, COM_QUIT, COM_STMT_CLOSE, COM_STMT_EXECUTE,
+    COM_STMT_PREPARE,
 };
 pub use raw::CommandOutcome;
 
@@ -45,13 +46,20 @@ pub use raw::CommandOutcome;
 /// bytes; a server that announces more is broken or hostile).
 const MAX_PAYLOAD: usize = 64 << 20;
 
+/// The room `Session::wbuf` keeps for a packet's header (3 bytes of length, the sequence
+/// number): a payload under 16 MiB, every one on the hot path, is framed where it was
+/// written and goes out with no copy.
+const HEADER: usize = 4;
+
 /// An open, authenticated session, ready for queries.
 #[derive(Debug)]
 pub struct Session {
     stream: Stream,
     rbuf: BytesMut,
+    /// The packet being written: [`HEADER`] bytes of room for its header, then its
+    /// payload.
     wbuf: Vec<u8>,
-    /// `wbuf` with its packet headers, reused from send to send.
+    /// A payload of 16 MiB or more with its several headers, reused from send to send.
     frame: Vec<u8>,
     seq: u8,
     caps: CapabilityFlags,
@@ -107,32 +115,20 @@ impl Session {
         self.status.contains(StatusFlags::SERVER_STATUS_IN_TRANS)
     }
 
-    /// Sends `payload` as one packet (split at 16 MiB as the protocol requires).
+    /// Sends the payload in `wbuf` as one packet (split at 16 MiB as the protocol
+    /// requires), and leaves `wbuf` empty for the next.
     async fn send(&mut self, phase: Phase) -> Result<(), ConnectError> {
-        let mut framed = std::mem::take(&mut self.frame);
-        framed.clear();
-        let mut chunks = self.wbuf.chunks(0xff_ffff).peekable();
-        if chunks.peek().is_none() {
-            framed.extend_from_slice(&[0, 0, 0, self.seq]);
+        let n = self.wbuf.len() - HEADER;
+        let written = if n < 0xff_ffff {
+            self.wbuf[..HEADER].copy_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, self.seq]);
             self.seq = self.seq.wrapping_add(1);
-        }
-        while let Some(chunk) = chunks.next() {
-            let n = chunk.len() as u32;
-            framed.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, self.seq]);
-            framed.extend_from_slice(chunk);
-            self.seq = self.seq.wrapping_add(1);
-            if n == 0xff_ffff && chunks.peek().is_none() {
-                framed.extend_from_slice(&[0, 0, 0, self.seq]);
-                self.seq = self.seq.wrapping_add(1);
-            }
-        }
-        self.wbuf.clear();
-        let written = async {
-            self.stream.write_all(&framed).await?;
-            self.stream.flush().await
-        }
-        .await;
-        self.frame = framed;
+            write(&mut self.stream, &self.wbuf).await
+        } else {
+            self.frame.clear();
+            frame_split(&self.wbuf[HEADER..], &mut self.seq, &mut self.frame);
+            write(&mut self.stream, &self.frame).await
+        };
+        self.wbuf.truncate(HEADER);
         match written {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -181,7 +177,7 @@ impl Session {
     /// Starts a command: a new sequence, the command byte first.
     fn command(&mut self, cmd: u8) {
         self.seq = 0;
-        self.wbuf.clear();
+        self.wbuf.truncate(HEADER);
         self.wbuf.push(cmd);
     }
 
@@ -388,7 +384,7 @@ impl Session {
                     ));
                 };
                 self.seq = 0;
-                self.wbuf.clear();
+                self.wbuf.truncate(HEADER);
                 self.wbuf.push(COM_STMT_EXECUTE);
                 encode_execute(&mut self.wbuf, st, params);
                 self.send(Phase::Query).await?;
@@ -524,6 +520,19 @@ impl Session {
         }
         let _ = self.stream.shutdown().await;
     }
+}
+
+/// Writes a whole packet (or packets) and flushes.
+async fn write(stream: &mut Stream, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
+}
+
+/// A fresh `Session::wbuf`: the header's room, then space for a typical packet.
+fn fresh_wbuf() -> Vec<u8> {
+    let mut wbuf = Vec::with_capacity(1024);
+    wbuf.resize(HEADER, 0);
+    wbuf
 }
 
 fn protocol(phase: Phase, why: String) -> ConnectError {
