@@ -92,7 +92,8 @@ counted() {
     local ir n
     ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$WORK/err" | tail -1)
     n=$($counter) || fail "$tool: no transaction count in its output"
-    [ -n "$ir" ] && [ -n "$n" ] && [ "$n" -gt 0 ] || fail "$tool: no instruction or transaction count"
+    [ -n "$ir" ] && [ -n "$n" ] || fail "$tool: no instruction or transaction count"
+    [ "$n" -gt 0 ] || fail "$tool: no transaction in its $secs s run under callgrind (connecting took it all): run with a longer SHORT"
     echo "$ir $n"
 }
 declare -A PER
@@ -112,7 +113,10 @@ echo "client instructions per transaction (user space, callgrind), $SHORT s agai
 echo "$("$CB" --version), $("$PGBENCH" --version), $(sysbench --version), $(valgrind --version)"
 echo
 echo "1. PostgreSQL select-only, prepared, 4 clients, 2 threads, Unix socket"
-for tool in pgbench connbench floor; do measure "$tool"; done
+# pgbench under callgrind spends its first seconds connecting (SCRAM, five connections;
+# at 10:20 on 2026-11-29 a 2 s run processed no transaction at all): twice as long.
+measure pgbench $((SHORT * 2)) $((LONG * 2))
+for tool in connbench floor; do measure "$tool"; done
 echo "  connbench/pgbench $(ratio connbench pgbench)   floor/pgbench $(ratio floor pgbench)"
 echo
 echo "2. MariaDB oltp_point_select, prepared, 4 clients (sysbench 4 threads, connbench 2)"
@@ -123,7 +127,7 @@ echo "3. Replay at full speed of a pgbench -S recording (TCP, 4 sessions on 2 th
 pgbench -i -q -s 1 "$TCP" >/dev/null 2>&1 || fail "pgbench -i on the sandbox"
 record_select 5000
 record_select 20000
-# pgbench under callgrind spends its first seconds connecting (SCRAM): longer runs.
+# As in part 1, pgbench needs longer runs under callgrind.
 measure pgbench_S $((SHORT * 2)) $((LONG * 2))
 measure replay 5000 20000
 echo "  replay/pgbench -S $(ratio replay pgbench_S)   (the replay's are statements)"
