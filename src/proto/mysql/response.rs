@@ -217,6 +217,80 @@ fn expected_eof(phase: Phase) -> ConnectError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::transport::{Counted, Stream, UnixConn};
+    use crate::proto::Statement;
+    use mysql_common::constants::CapabilityFlags;
+    use std::io::Write;
+
+    /// A session on one end of a socket pair, its peer (the "server") the other end.
+    fn session() -> (Session, std::os::unix::net::UnixStream) {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let session = Session {
+            stream: Stream::Unix(Counted::new(UnixConn::from_std(a).unwrap())),
+            rbuf: bytes::BytesMut::new(),
+            wbuf: super::super::fresh_wbuf(),
+            frame: Vec::new(),
+            seq: 0,
+            caps: CapabilityFlags::empty(),
+            cache_metadata: false,
+            connection_id: 0,
+            server_version: None,
+            status: StatusFlags::empty(),
+            statements: Default::default(),
+            broken: false,
+        };
+        (session, b)
+    }
+
+    /// Packets as the server sends them: each payload after its header.
+    fn packets(payloads: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (seq, p) in payloads.iter().enumerate() {
+            let n = p.len();
+            out.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, seq as u8 + 1]);
+            out.extend_from_slice(p);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn an_answer_split_anywhere_is_read_whole_and_the_request_was_framed() {
+        let answer = packets(&[&[1], b"\x03def", EOF, b"\x00\x00\x2a", EOF]);
+        // Cut inside the second packet's header, and inside the row's payload.
+        for cut in [6, answer.len() - 11] {
+            let (mut s, mut peer) = session();
+            peer.write_all(&answer[..cut]).unwrap();
+            let mut run = Box::pin(s.execute(Statement::Simple("SELECT 1"), &[]));
+            // Without the rest it cannot end: it waits for the socket.
+            let early = tokio::time::timeout(std::time::Duration::from_millis(50), &mut run).await;
+            assert!(
+                early.is_err(),
+                "cut at {cut}: it ended on part of the answer: {early:?}"
+            );
+            peer.write_all(&answer[cut..]).unwrap();
+            assert_eq!(run.await.unwrap(), 1, "cut at {cut}");
+            assert!(!s.is_broken());
+            // The request went out as one packet: its header, COM_QUERY and the SQL.
+            let mut sent = [0u8; 13];
+            std::io::Read::read_exact(&mut peer, &mut sent).unwrap();
+            assert_eq!(&sent, b"\x09\x00\x00\x00\x03SELECT 1");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_error_leaves_the_session_usable_and_an_oddity_breaks_it() {
+        let (mut s, mut peer) = session();
+        peer.write_all(&packets(&[b"\xff\x7a\x04#42S02no such table"]))
+            .unwrap();
+        let e = s.execute(Statement::Simple("SELECT x"), &[]).await.unwrap_err();
+        assert!(e.to_string().contains("no such table"), "{e}");
+        assert!(!s.is_broken(), "a server error is an answer");
+        // The same session, a LOCAL INFILE request: broken.
+        peer.write_all(&packets(&[b"\xfbfile"])).unwrap();
+        let e = s.execute(Statement::Simple("LOAD DATA"), &[]).await.unwrap_err();
+        assert!(e.to_string().contains("LOCAL INFILE"), "{e}");
+        assert!(s.is_broken(), "connbench cannot follow that answer");
+    }
 
     /// Feeds payloads to a fresh reading: the rows seen, how each packet was taken
     /// (`Err(broken)` for an error), and the total.
