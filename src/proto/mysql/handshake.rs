@@ -3,12 +3,10 @@
 //! connect after the socket's. Apart from the session's queries because it runs once per
 //! connection and holds all the authentication plugins' state.
 
-use std::collections::HashMap;
 use std::future::Future;
 
-use bytes::BytesMut;
 use mysql_common::auth::plugins::{AuthProc, ChallengeResponsePlugin, Context};
-use mysql_common::constants::{CapabilityFlags, MariadbCapabilities, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, AuthSwitchRequest, HandshakePacket, HandshakeResponse, SslRequest};
 use mysql_common::proto::MySerialize;
@@ -58,20 +56,7 @@ impl crate::proto::Wire for Session {
     async fn open(ep: &Endpoint, cursor: &PhaseCursor, sw: &mut Stopwatch) -> Result<Session, ConnectError> {
         let t = &ep.target;
         let stream = open_socket(t, cursor, sw).await?;
-        let mut s = Session {
-            stream,
-            rbuf: BytesMut::with_capacity(8 * 1024),
-            wbuf: super::fresh_wbuf(),
-            frame: Vec::new(),
-            seq: 0,
-            caps: CapabilityFlags::empty(),
-            cache_metadata: false,
-            connection_id: 0,
-            server_version: None,
-            status: StatusFlags::empty(),
-            statements: HashMap::default(),
-            broken: false,
-        };
+        let mut s = Session::on(stream);
         cursor.set(Phase::Startup);
         let greeting = s.greeting().await?;
         sw.mark(Phase::Startup, s.round_trips());

@@ -95,6 +95,26 @@ struct Prepared {
 }
 
 impl Session {
+    /// A session on an open socket, before the server's greeting.
+    fn on(stream: Stream) -> Session {
+        let mut wbuf = Vec::with_capacity(1024);
+        wbuf.resize(HEADER, 0);
+        Session {
+            stream,
+            rbuf: BytesMut::with_capacity(8 * 1024),
+            wbuf,
+            frame: Vec::new(),
+            seq: 0,
+            caps: CapabilityFlags::empty(),
+            cache_metadata: false,
+            connection_id: 0,
+            server_version: None,
+            status: StatusFlags::empty(),
+            statements: HashMap::default(),
+            broken: false,
+        }
+    }
+
     fn round_trips(&self) -> u32 {
         self.stream.counters().round_trips
     }
@@ -526,13 +546,6 @@ impl Session {
 async fn write(stream: &mut Stream, bytes: &[u8]) -> std::io::Result<()> {
     stream.write_all(bytes).await?;
     stream.flush().await
-}
-
-/// A fresh `Session::wbuf`: the header's room, then space for a typical packet.
-fn fresh_wbuf() -> Vec<u8> {
-    let mut wbuf = Vec::with_capacity(1024);
-    wbuf.resize(HEADER, 0);
-    wbuf
 }
 
 fn protocol(phase: Phase, why: String) -> ConnectError {

@@ -219,26 +219,12 @@ mod tests {
     use super::*;
     use crate::net::transport::{Counted, Stream, UnixConn};
     use crate::proto::Statement;
-    use mysql_common::constants::CapabilityFlags;
     use std::io::Write;
 
     /// A session on one end of a socket pair, its peer (the "server") the other end.
     fn session() -> (Session, std::os::unix::net::UnixStream) {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let session = Session {
-            stream: Stream::Unix(Counted::new(UnixConn::from_std(a).unwrap())),
-            rbuf: bytes::BytesMut::new(),
-            wbuf: super::super::fresh_wbuf(),
-            frame: Vec::new(),
-            seq: 0,
-            caps: CapabilityFlags::empty(),
-            cache_metadata: false,
-            connection_id: 0,
-            server_version: None,
-            status: StatusFlags::empty(),
-            statements: Default::default(),
-            broken: false,
-        };
+        let session = Session::on(Stream::Unix(Counted::new(UnixConn::from_std(a).unwrap())));
         (session, b)
     }
 
