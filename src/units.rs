@@ -127,7 +127,8 @@ pub fn output_schema<T: schemars::JsonSchema>() -> serde_json::Value {
 
 /// `n`'s decimal digits, written into the end of `buf` (20 bytes hold any u64), with
 /// no allocation and no formatting machinery: the sandbox writes a pid with it between
-/// fork and exec, and a script's executor every integer parameter of every statement.
+/// fork and exec. (A script's parameters are written with `itoa`, which also hands back
+/// a `str` without a UTF-8 check.)
 #[inline]
 pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();

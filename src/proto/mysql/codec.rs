@@ -117,18 +117,31 @@ fn plain_integer(v: &str) -> Option<i64> {
 
 /// An ERR packet: `0xff`, the error code, `#` and a five-character SQLSTATE (protocol
 /// 4.1), then the message. The key is `ER<code>/<SQLSTATE>`, e.g. `1045/28000`.
+/// The largest payload one packet carries (16 MiB - 1): a payload this long or longer
+/// continues in the next packet.
+pub(super) const SPLIT: usize = 0xff_ffff;
+
+/// A packet's header: the payload's length (under [`SPLIT`]) in 3 bytes, then `seq`.
+pub(super) fn header(len: usize, seq: u8) -> [u8; 4] {
+    [len as u8, (len >> 8) as u8, (len >> 16) as u8, seq]
+}
+
+/// The payload length a packet's header announces.
+pub(super) fn payload_len(header: &[u8]) -> usize {
+    header[0] as usize | (header[1] as usize) << 8 | (header[2] as usize) << 16
+}
+
 /// A payload of 16 MiB or more as the protocol frames it, appended to `out`: packets
-/// of 16 MiB - 1 bytes and the rest, and an empty one after the last when that one was
+/// of [`SPLIT`] bytes and the rest, and an empty one after the last when that one was
 /// full; `seq` numbers each.
 pub(super) fn frame_split(payload: &[u8], seq: &mut u8, out: &mut Vec<u8>) {
-    let mut chunks = payload.chunks(0xff_ffff).peekable();
+    let mut chunks = payload.chunks(SPLIT).peekable();
     while let Some(chunk) = chunks.next() {
-        let n = chunk.len() as u32;
-        out.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, *seq]);
+        out.extend_from_slice(&header(chunk.len(), *seq));
         out.extend_from_slice(chunk);
         *seq = seq.wrapping_add(1);
-        if n == 0xff_ffff && chunks.peek().is_none() {
-            out.extend_from_slice(&[0, 0, 0, *seq]);
+        if chunk.len() == SPLIT && chunks.peek().is_none() {
+            out.extend_from_slice(&header(0, *seq));
             *seq = seq.wrapping_add(1);
         }
     }
@@ -288,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_payload_of_16_mib_or_more_is_split_and_a_full_last_packet_gets_an_empty_one() {
-        const FULL: usize = 0xff_ffff;
+        const FULL: usize = SPLIT;
         // Exactly one full packet: it, then an empty one.
         let mut out = Vec::new();
         let mut seq = 7;

@@ -36,9 +36,9 @@ pub use super::Endpoint;
 use super::{ConnectError, ErrorKind, Phase, QueryOutcome, ResultSet, Statement};
 use crate::net::transport::{Counters, Stream};
 use codec::{
-    column_name, encode_execute, eof_status, frame_split, lenenc_int, lenenc_str, ok_packet, placeholders,
-    prepare_ok, server_error, COM_PING, COM_QUERY, COM_QUIT, COM_STMT_CLOSE, COM_STMT_EXECUTE,
-    COM_STMT_PREPARE,
+    column_name, encode_execute, eof_status, frame_split, header, lenenc_int, lenenc_str, ok_packet,
+    payload_len, placeholders, prepare_ok, server_error, COM_PING, COM_QUERY, COM_QUIT, COM_STMT_CLOSE,
+    COM_STMT_EXECUTE, COM_STMT_PREPARE, SPLIT,
 };
 pub use raw::CommandOutcome;
 
@@ -139,8 +139,8 @@ impl Session {
     /// requires), and leaves `wbuf` empty for the next.
     async fn send(&mut self, phase: Phase) -> Result<(), ConnectError> {
         let n = self.wbuf.len() - HEADER;
-        let written = if n < 0xff_ffff {
-            self.wbuf[..HEADER].copy_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, self.seq]);
+        let written = if n < SPLIT {
+            self.wbuf[..HEADER].copy_from_slice(&header(n, self.seq));
             self.seq = self.seq.wrapping_add(1);
             write(&mut self.stream, &self.wbuf).await
         } else {
@@ -169,8 +169,7 @@ impl Session {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if self.rbuf.len() >= 4 {
-                let len =
-                    self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
+                let len = payload_len(&self.rbuf);
                 if self.rbuf.len() >= 4 + len {
                     let pkt = self.rbuf.split_to(4 + len);
                     if pkt.get(4) == Some(&0xff) {
@@ -226,7 +225,7 @@ impl Session {
             while self.rbuf.len() < 4 {
                 self.fill(phase).await?;
             }
-            let len = self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
+            let len = payload_len(&self.rbuf);
             if joined.as_ref().map_or(0, |j| j.len()) + len > MAX_PAYLOAD {
                 self.broken = true;
                 return Err(protocol(
@@ -246,7 +245,7 @@ impl Session {
             }
             self.rbuf.advance(4);
             let part = self.rbuf.split_to(len);
-            match (&mut joined, len < 0xff_ffff) {
+            match (&mut joined, len < SPLIT) {
                 (None, true) => return Ok(part),
                 (Some(j), true) => {
                     j.extend_from_slice(&part);
@@ -266,8 +265,8 @@ impl Session {
         while self.rbuf.len() < 4 {
             self.fill(phase).await?;
         }
-        let len = self.rbuf[0] as usize | (self.rbuf[1] as usize) << 8 | (self.rbuf[2] as usize) << 16;
-        if len >= 0xff_ffff {
+        let len = payload_len(&self.rbuf);
+        if len >= SPLIT {
             return Ok(None);
         }
         self.seq = self.rbuf[3].wrapping_add(1);

@@ -13,11 +13,8 @@
 use bytes::Buf;
 use mysql_common::constants::StatusFlags;
 
-use super::codec::{eof_status, lenenc_int, ok_packet, server_error};
+use super::codec::{eof_status, lenenc_int, ok_packet, payload_len, server_error, SPLIT};
 use super::{protocol, ConnectError, Phase, Session};
-
-/// A packet of this length or more continues in the next one (16 MiB - 1).
-const SPLIT: usize = 0xff_ffff;
 
 /// Where a response's reading stands.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,7 +102,7 @@ impl Session {
             let Some(head) = self.rbuf.get(..4) else {
                 return Ok(Next::Fill);
             };
-            let len = head[0] as usize | (head[1] as usize) << 8 | (head[2] as usize) << 16;
+            let len = payload_len(head);
             if len >= SPLIT {
                 return Ok(Next::Joined);
             }
@@ -232,8 +229,7 @@ mod tests {
     fn packets(payloads: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
         for (seq, p) in payloads.iter().enumerate() {
-            let n = p.len();
-            out.extend_from_slice(&[n as u8, (n >> 8) as u8, (n >> 16) as u8, seq as u8 + 1]);
+            out.extend_from_slice(&super::super::codec::header(p.len(), seq as u8 + 1));
             out.extend_from_slice(p);
         }
         out
